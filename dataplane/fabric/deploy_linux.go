@@ -1,0 +1,546 @@
+package fabric
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+
+	"ocsemu/dataplane/netns"
+)
+
+// ErrNotRoot is returned by operations that need CAP_NET_ADMIN.
+var ErrNotRoot = errors.New("this needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN): run it with sudo")
+
+// Progress receives a line of progress for long operations; may be nil.
+type Progress func(format string, args ...any)
+
+// Options tune Deploy.
+type Options struct {
+	Log      *slog.Logger
+	Progress Progress
+	Source   string // scenario file, recorded in the state
+	// Parallel bounds concurrent kernel operations; 0 means 4 × CPUs.
+	Parallel int
+}
+
+// Lab is a deployed fabric with a netlink handle per namespace.
+type Lab struct {
+	Topo    *Topology
+	log     *slog.Logger
+	mu      sync.Mutex
+	handles map[string]*netlink.Handle // by node name
+}
+
+// Close releases the netlink handles; the fabric stays up.
+func (l *Lab) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, h := range l.handles {
+		h.Close()
+	}
+	l.handles = nil
+}
+
+// Handle returns the netlink handle of a node's namespace, opening it once.
+func (l *Lab) Handle(node string) (*netlink.Handle, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, ok := l.handles[node]; ok {
+		return h, nil
+	}
+	n, ok := l.Topo.Node(node)
+	if !ok {
+		return nil, fmt.Errorf("lab %q has no node %q", l.Topo.Lab, node)
+	}
+	fd, err := netns.Open(n.NS)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(fd))
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle for %s: %w", node, err)
+	}
+	if l.handles == nil {
+		l.handles = map[string]*netlink.Handle{}
+	}
+	l.handles[node] = h
+	return h, nil
+}
+
+// Open attaches to a deployed lab from its state file.
+func Open(lab string, log *slog.Logger) (*Lab, error) {
+	st, err := ReadState(lab)
+	if err != nil {
+		return nil, err
+	}
+	if st.Scenario == nil {
+		return nil, fmt.Errorf("lab %q: state file has no scenario", lab)
+	}
+	return &Lab{Topo: Build(st.Scenario), log: orDiscard(log)}, nil
+}
+
+func orDiscard(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
+}
+
+// Deploy brings a topology up in the kernel: namespaces, veths, addresses,
+// routes, permanent neighbours and shaping. On failure or cancellation it
+// removes whatever it made.
+func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	log := orDiscard(opt.Log).With("lab", t.Lab)
+	progress := opt.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	par := opt.Parallel
+	if par <= 0 {
+		par = 4 * runtime.NumCPU()
+	}
+	if _, err := ReadState(t.Lab); err == nil {
+		return nil, fmt.Errorf("lab %q is already deployed: run `emu destroy %s` first", t.Lab, t.Lab)
+	}
+	if left, _ := netns.List(LabPrefix(t.Lab)); len(left) > 0 {
+		return nil, fmt.Errorf("lab %q has %d leftover namespaces (e.g. %s): run `emu destroy %s` first", t.Lab, len(left), left[0], t.Lab)
+	}
+	st := &State{Lab: t.Lab, Status: StatusDeploying, Source: opt.Source, Scenario: t.Scenario, Created: time.Now()}
+	for _, n := range t.Nodes {
+		st.Namespace = append(st.Namespace, n.NS)
+	}
+	// The state file comes first, so that a deploy killed half-way is
+	// still found and removed by `emu destroy <lab>`.
+	if err := WriteState(st); err != nil {
+		return nil, err
+	}
+	lab = &Lab{Topo: t, log: log}
+	defer func() {
+		if err != nil {
+			lab.Close()
+			log.Warn("deploy failed, removing the partial lab", "err", err)
+			if derr := Destroy(context.WithoutCancel(ctx), t.Lab, log); derr != nil {
+				err = errors.Join(err, fmt.Errorf("cleanup after failed deploy: %w", derr))
+			}
+			lab = nil
+		}
+	}()
+
+	cc := t.Scenario.Fabric.TCP.CongestionControl
+	warn, err := CheckCongestionControl(cc)
+	if err != nil {
+		return lab, err
+	}
+	if warn != "" {
+		log.Warn(warn)
+	}
+	start := time.Now()
+	progress("creating %d namespaces", len(t.Nodes))
+	if err := forEach(ctx, par, t.Nodes, func(n Node) error {
+		return netns.Create(n.NS, func() error { return setupNS(n.Kind, cc) })
+	}); err != nil {
+		return lab, err
+	}
+	log.Debug("namespaces created", "n", len(t.Nodes), "took", time.Since(start))
+
+	progress("creating %d veth links", len(t.Links))
+	var done atomic.Int64
+	if err := forEach(ctx, par, t.Links, func(l Link) error {
+		err := lab.addLink(l)
+		if n := done.Add(1); n%500 == 0 {
+			progress("  %d/%d links", n, len(t.Links))
+		}
+		return err
+	}); err != nil {
+		return lab, err
+	}
+	log.Debug("links created", "n", len(t.Links), "took", time.Since(start))
+
+	progress("installing routes and neighbours")
+	if err := forEach(ctx, par, t.Nodes, func(n Node) error { return lab.addRoutes(n) }); err != nil {
+		return lab, err
+	}
+	st.Status = StatusUp
+	if err := WriteState(st); err != nil {
+		return lab, err
+	}
+	log.Info("lab up", "nodes", len(t.Nodes), "links", len(t.Links), "took", time.Since(start).Round(time.Millisecond))
+	return lab, nil
+}
+
+// forEach runs fn over items with bounded parallelism and stops at the
+// first error or when ctx is cancelled.
+func forEach[T any](ctx context.Context, par int, items []T, fn func(T) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(par)
+	for _, it := range items {
+		if gctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			return fn(it)
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// setupNS runs inside a fresh namespace: sysctls and the loopback.
+func setupNS(kind, cc string) error {
+	sysctls := [][2]string{
+		// No IPv6 on the fabric: no DAD delay, no router solicitations.
+		{"net.ipv6.conf.all.disable_ipv6", "1"},
+		{"net.ipv6.conf.default.disable_ipv6", "1"},
+		// Ring traffic is asymmetric; reverse-path filtering would drop it.
+		{"net.ipv4.conf.all.rp_filter", "0"},
+		{"net.ipv4.conf.default.rp_filter", "0"},
+	}
+	switch kind {
+	case KindToR, KindEPS:
+		sysctls = append(sysctls, [2]string{"net.ipv4.ip_forward", "1"})
+	case KindServer:
+		if err := SetNSCongestionControl(cc); err != nil && !errors.Is(err, ErrCCRestricted) {
+			return err
+		}
+	}
+	for _, kv := range sysctls {
+		if err := netns.WriteSysctl(kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("find lo: %w", err)
+	}
+	if err := netlink.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("set lo up: %w", err)
+	}
+	return nil
+}
+
+// ErrCCRestricted means the kernel has the congestion control but the host
+// does not allow it as a default outside the root namespace (it is missing
+// from net.ipv4.tcp_allowed_congestion_control). emu's own sockets still
+// use it, set per socket with TCP_CONGESTION.
+var ErrCCRestricted = errors.New("congestion control not allowed as a namespace default")
+
+// SetNSCongestionControl sets the default congestion control of the
+// calling thread's namespace.
+func SetNSCongestionControl(cc string) error {
+	err := netns.WriteSysctl("net.ipv4.tcp_congestion_control", cc)
+	if err == nil {
+		return nil
+	}
+	avail, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if !slices.Contains(strings.Fields(string(avail)), cc) {
+		return fmt.Errorf("congestion control %q is not available in this kernel (available: %s)", cc, trimNL(avail))
+	}
+	if errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("%q: %w", cc, ErrCCRestricted)
+	}
+	return err
+}
+
+// CheckCongestionControl tells whether cc can be the default of lab
+// namespaces, and if not, why. It returns an error only for a congestion
+// control the kernel lacks.
+func CheckCongestionControl(cc string) (warning string, err error) {
+	avail, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
+	if !slices.Contains(strings.Fields(string(avail)), cc) {
+		return "", fmt.Errorf("congestion control %q is not available in this kernel (available: %s)", cc, trimNL(avail))
+	}
+	allowed, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+	if !slices.Contains(strings.Fields(string(allowed)), cc) {
+		return fmt.Sprintf("congestion control %q is not in the host's net.ipv4.tcp_allowed_congestion_control (%s), so it cannot be the default of lab namespaces; emu's own traffic sets it per socket, other programs get the namespace default", cc, trimNL(allowed)), nil
+	}
+	return "", nil
+}
+
+func trimNL(b []byte) string {
+	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ') {
+		b = b[:len(b)-1]
+	}
+	return string(b)
+}
+
+// addLink creates a veth pair with its peer directly in the far namespace,
+// brings both ends up with their address and shaping.
+func (l *Lab) addLink(ln Link) error {
+	ha, err := l.Handle(ln.A.Node)
+	if err != nil {
+		return err
+	}
+	hb, err := l.Handle(ln.B.Node)
+	if err != nil {
+		return err
+	}
+	nb, _ := l.Topo.Node(ln.B.Node)
+	fdB, err := netns.Open(nb.NS)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fdB)
+	mtu := l.Topo.Scenario.Fabric.MTU
+	veth := &netlink.Veth{
+		LinkAttrs: netlink.LinkAttrs{
+			Name: ln.A.Iface, MTU: mtu, HardwareAddr: ln.A.MAC, Flags: net.FlagUp, TxQLen: 1000,
+		},
+		PeerName:         ln.B.Iface,
+		PeerHardwareAddr: ln.B.MAC,
+		PeerMTU:          uint32(mtu),
+		PeerNamespace:    netlink.NsFd(fdB),
+	}
+	if err := ha.LinkAdd(veth); err != nil {
+		return fmt.Errorf("create veth %s:%s <-> %s:%s: %w", ln.A.Node, ln.A.Iface, ln.B.Node, ln.B.Iface, err)
+	}
+	for _, e := range []struct {
+		h  *netlink.Handle
+		ep Endpoint
+	}{{ha, ln.A}, {hb, ln.B}} {
+		link, err := e.h.LinkByName(e.ep.Iface)
+		if err != nil {
+			return fmt.Errorf("find %s:%s: %w", e.ep.Node, e.ep.Iface, err)
+		}
+		if err := e.h.LinkSetUp(link); err != nil {
+			return fmt.Errorf("set %s:%s up: %w", e.ep.Node, e.ep.Iface, err)
+		}
+		if e.ep.Addr.IsValid() {
+			a := &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(e.ep.Addr, 32))}
+			if err := e.h.AddrAdd(link, a); err != nil {
+				return fmt.Errorf("address %s on %s:%s: %w", e.ep.Addr, e.ep.Node, e.ep.Iface, err)
+			}
+		}
+		if err := Shape(e.h, link, ln.Rate.BytesPerSec(), mtu); err != nil {
+			return fmt.Errorf("shape %s:%s: %w", e.ep.Node, e.ep.Iface, err)
+		}
+	}
+	return nil
+}
+
+// Shape puts a tbf root qdisc on a link's egress at rate bytes/s, or
+// removes shaping when rate is 0. The burst allows 1 ms at line rate (at
+// least 64 KiB, so GSO packets pass whole) and the queue holds 10 ms.
+func Shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
+	if rate == 0 {
+		return nil
+	}
+	burst := max(rate/1000, 64<<10, uint64(mtu)*4)
+	limit := max(rate/100, 3*burst)
+	q := &netlink.Tbf{
+		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
+		Rate:       rate,
+		Limit:      uint32(min(limit, 1<<31)),
+		Buffer:     netlink.Xmittime(rate, uint32(burst)),
+	}
+	if err := h.QdiscReplace(q); err != nil {
+		return fmt.Errorf("tbf rate %d B/s: %w", rate, err)
+	}
+	return nil
+}
+
+// addRoutes installs a node's routes and permanent neighbours.
+func (l *Lab) addRoutes(n Node) error {
+	routes, neighs := l.Topo.Routes[n.Name], l.Topo.Neighbors[n.Name]
+	if len(routes) == 0 && len(neighs) == 0 {
+		return nil
+	}
+	h, err := l.Handle(n.Name)
+	if err != nil {
+		return err
+	}
+	idx := map[string]int{}
+	index := func(iface string) (int, error) {
+		if i, ok := idx[iface]; ok {
+			return i, nil
+		}
+		link, err := h.LinkByName(iface)
+		if err != nil {
+			return 0, fmt.Errorf("find %s:%s: %w", n.Name, iface, err)
+		}
+		idx[iface] = link.Attrs().Index
+		return idx[iface], nil
+	}
+	for _, nb := range neighs {
+		i, err := index(nb.Iface)
+		if err != nil {
+			return err
+		}
+		if err := h.NeighSet(&netlink.Neigh{LinkIndex: i, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
+			IP: nb.IP.AsSlice(), HardwareAddr: nb.MAC}); err != nil {
+			return fmt.Errorf("neighbour %s on %s:%s: %w", nb.IP, n.Name, nb.Iface, err)
+		}
+	}
+	for _, r := range routes {
+		i, err := index(r.Iface)
+		if err != nil {
+			return err
+		}
+		rt := &netlink.Route{LinkIndex: i, Dst: ipnet(r.Dst)}
+		if r.Via.IsValid() {
+			rt.Gw = r.Via.AsSlice()
+		} else {
+			rt.Scope = netlink.SCOPE_LINK
+		}
+		if err := h.RouteReplace(rt); err != nil {
+			return fmt.Errorf("route %s via %v dev %s on %s: %w", r.Dst, r.Via, r.Iface, n.Name, err)
+		}
+	}
+	return nil
+}
+
+func ipnet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// Destroy removes a lab by name: it ends the lab's processes, deletes its
+// namespaces (and with them every link) and its state file. It is
+// idempotent and best-effort: what is already gone counts as removed, and
+// it keeps going past errors, returning them all at the end.
+func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
+	if os.Geteuid() != 0 {
+		return ErrNotRoot
+	}
+	log = orDiscard(log).With("lab", lab)
+	var errs []error
+	names := map[string]bool{}
+	if st, err := ReadState(lab); err == nil {
+		for _, n := range st.Namespace {
+			names[n] = true
+		}
+	} else if !errors.Is(err, ErrNoLab) {
+		errs = append(errs, err)
+	}
+	found, err := netns.List(LabPrefix(lab))
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, n := range found {
+		names[n] = true
+	}
+	inodes := map[uint64]bool{}
+	for n := range names {
+		if ino, err := netns.Inode(n); err == nil {
+			inodes[ino] = true
+		}
+	}
+	// Every process a lab starts (OCS, aggregators, workers, `emu exec`)
+	// lives in one of its namespaces, so membership finds them all without
+	// trusting PIDs that may have been reused.
+	if n := killAll(ctx, netns.PIDsIn(inodes)); n > 0 {
+		log.Info("ended lab processes", "n", n)
+	}
+	list := make([]string, 0, len(names))
+	for n := range names {
+		list = append(list, n)
+	}
+	var mu sync.Mutex
+	_ = forEach(context.WithoutCancel(ctx), 4*runtime.NumCPU(), list, func(n string) error {
+		if err := netns.Delete(n); err != nil {
+			mu.Lock()
+			errs = append(errs, err)
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err := removeState(lab); err != nil {
+		errs = append(errs, err)
+	}
+	log.Debug("lab destroyed", "namespaces", len(list))
+	return errors.Join(errs...)
+}
+
+// DestroyAll removes every lab: those with a state file and those whose
+// namespaces were left behind by a crashed run. It returns the labs seen.
+func DestroyAll(ctx context.Context, log *slog.Logger) ([]string, error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	labs := map[string]bool{}
+	known, err := Labs()
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, l := range known {
+		labs[l] = true
+	}
+	nss, err := netns.List(NSPrefix)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, n := range nss {
+		if l, ok := LabOfNS(n); ok {
+			labs[l] = true
+		}
+	}
+	var out []string
+	for l := range labs {
+		out = append(out, l)
+		if err := Destroy(ctx, l, log); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// killAll sends SIGTERM, waits up to 2 s, then SIGKILLs what is left.
+// It returns how many processes it signalled.
+func killAll(ctx context.Context, pids []int) int {
+	alive := func(pid int) bool { return unix.Kill(pid, 0) == nil && !isZombie(pid) }
+	n := 0
+	for _, p := range pids {
+		if p > 1 && p != os.Getpid() && alive(p) {
+			_ = unix.Kill(p, syscall.SIGTERM)
+			n++
+		}
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for _, p := range pids {
+		for p > 1 && alive(p) && time.Now().Before(deadline) && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if p > 1 && p != os.Getpid() && alive(p) {
+			_ = unix.Kill(p, syscall.SIGKILL)
+		}
+	}
+	return n
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// Field 3 follows the ")" that closes the command name.
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == ')' && i+2 < len(b) {
+			return b[i+2] == 'Z'
+		}
+	}
+	return false
+}

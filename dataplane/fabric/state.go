@@ -1,0 +1,114 @@
+package fabric
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"ocsemu/emu/scenario"
+)
+
+// StateDir holds one JSON state file per lab. It lives on tmpfs, like
+// /run/netns, so that a reboot forgets both together.
+var StateDir = "/run/emu/labs"
+
+// Lab statuses.
+const (
+	StatusDeploying = "deploying"
+	StatusUp        = "up"
+)
+
+// State is what a lab records about itself, so that inspect and destroy
+// work by lab name alone, without the scenario file.
+type State struct {
+	Lab       string             `json:"lab"`
+	Status    string             `json:"status"`
+	Source    string             `json:"source"` // scenario file it came from
+	Scenario  *scenario.Scenario `json:"scenario"`
+	Created   time.Time          `json:"created"`
+	Namespace []string           `json:"namespaces"`
+}
+
+func statePath(lab string) string { return filepath.Join(StateDir, lab+".json") }
+
+// WriteState records a lab's state atomically.
+func WriteState(st *State) error {
+	if err := os.MkdirAll(StateDir, 0o755); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	data, err := json.MarshalIndent(st, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode state: %w", err)
+	}
+	tmp := statePath(st.Lab) + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	if err := os.Rename(tmp, statePath(st.Lab)); err != nil {
+		return fmt.Errorf("write state: %w", err)
+	}
+	return nil
+}
+
+// ErrNoLab is returned when a lab has no state file.
+var ErrNoLab = errors.New("no such lab")
+
+// ReadState loads a lab's state.
+func ReadState(lab string) (*State, error) {
+	data, err := os.ReadFile(statePath(lab))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("lab %q: %w (see `emu inspect` for deployed labs)", lab, ErrNoLab)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state of lab %q: %w", lab, err)
+	}
+	var st State
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, fmt.Errorf("decode state of lab %q: %w", lab, err)
+	}
+	if st.Scenario != nil {
+		st.Scenario.ApplyDefaults()
+	}
+	return &st, nil
+}
+
+func removeState(lab string) error {
+	if err := os.Remove(statePath(lab)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove state of lab %q: %w", lab, err)
+	}
+	return nil
+}
+
+// Labs lists the labs that have a state file, sorted.
+func Labs() ([]string, error) {
+	entries, err := os.ReadDir(StateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list labs: %w", err)
+	}
+	var labs []string
+	for _, e := range entries {
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+			labs = append(labs, name)
+		}
+	}
+	sort.Strings(labs)
+	return labs, nil
+}
+
+// LabOfNS returns the lab a namespace name belongs to, if it is one of ours.
+func LabOfNS(ns string) (string, bool) {
+	rest, ok := strings.CutPrefix(ns, NSPrefix)
+	if !ok {
+		return "", false
+	}
+	lab, _, ok := strings.Cut(rest, ".")
+	return lab, ok && lab != ""
+}

@@ -1,0 +1,240 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"ocsemu/dataplane/fabric"
+	"ocsemu/dataplane/netns"
+)
+
+func (a *app) deployCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "deploy <scenario.yaml | embedded-name>",
+		Short: "Bring a scenario's fabric up in network namespaces",
+		Long: `deploy validates the whole scenario, then creates one network namespace per
+server, ToR, OCS switch and packet core (named emu-<lab>.<node>, visible to
+ip netns), joins them with shaped veth pairs, and installs addresses,
+routes and permanent neighbours. OCS ports are created but left unpatched.`,
+		Example: "  sudo emu deploy scenarios/example-ocs.yaml\n  sudo emu deploy quickstart",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, src, err := loadScenario(args[0])
+			if err != nil {
+				return err
+			}
+			lab, err := fabric.Deploy(cmd.Context(), fabric.Build(s), fabric.Options{Log: a.log, Progress: a.progress, Source: src})
+			if err != nil {
+				return err
+			}
+			lab.Close()
+			a.progress("lab %q is up: %d nodes, %d links. Try `emu inspect %s`, `emu exec %s -- ip addr`, `emu destroy %s`.",
+				s.Name, len(lab.Topo.Nodes), len(lab.Topo.Links), s.Name, lab.Topo.Servers()[0].Name, s.Name)
+			return nil
+		},
+	}
+}
+
+func (a *app) destroyCmd() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "destroy [lab...] | --all",
+		Short: "Remove a lab: its processes, namespaces, links and state",
+		Long: `destroy ends every process inside a lab's namespaces, deletes the namespaces
+(and with them every link) and the lab's state file. It needs no scenario
+file and is idempotent: what is already gone counts as removed. --all also
+finds the leftovers of crashed runs by their emu- prefix.`,
+		Example: "  sudo emu destroy quickstart\n  sudo emu destroy --all",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if all {
+				labs, err := fabric.DestroyAll(cmd.Context(), a.log)
+				sort.Strings(labs)
+				a.progress("destroyed %d lab(s) %s", len(labs), strings.Join(labs, " "))
+				return err
+			}
+			if len(args) == 0 {
+				return errors.New("name a lab (see `emu inspect`) or pass --all")
+			}
+			var errs []error
+			for _, l := range args {
+				if err := fabric.Destroy(cmd.Context(), l, a.log); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				a.progress("lab %q destroyed", l)
+			}
+			return errors.Join(errs...)
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "destroy every lab, including leftovers of crashed runs")
+	return cmd
+}
+
+// inspectNode is one row of `emu inspect <lab> --json`.
+type inspectNode struct {
+	fabric.Node
+	Ifaces []string `json:"ifaces"`
+	Up     bool     `json:"up"`
+}
+
+func (a *app) inspectCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "inspect [lab]",
+		Short: "List deployed labs, or the nodes and links of one lab",
+		Example: "  emu inspect\n  emu inspect quickstart --json",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return a.inspectLabs(asJSON)
+			}
+			st, err := fabric.ReadState(args[0])
+			if err != nil {
+				return err
+			}
+			t := fabric.Build(st.Scenario)
+			ifaces := map[string][]string{}
+			for _, l := range t.Links {
+				ifaces[l.A.Node] = append(ifaces[l.A.Node], l.A.Iface)
+				ifaces[l.B.Node] = append(ifaces[l.B.Node], l.B.Iface)
+			}
+			var rows []inspectNode
+			for _, n := range t.Nodes {
+				rows = append(rows, inspectNode{Node: n, Ifaces: ifaces[n.Name], Up: netns.Exists(n.NS)})
+			}
+			if asJSON {
+				return writeJSON(map[string]any{"lab": st.Lab, "status": st.Status, "source": st.Source,
+					"created": st.Created, "fabric": st.Scenario.Fabric, "nodes": rows, "links": t.Links})
+			}
+			f := st.Scenario.Fabric
+			fmt.Printf("lab %s (%s, from %s): %s fabric, %d racks x %d servers, created %s\n\n", st.Lab, st.Status, st.Source,
+				f.Kind, f.Racks, f.ServersPerRack, st.Created.Format("2006-01-02 15:04:05"))
+			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "NODE\tKIND\tNETNS\tADDRESS\tUP\tINTERFACES")
+			for _, r := range rows {
+				addr := "-"
+				if r.Addr.IsValid() {
+					addr = r.Addr.String()
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%v\t%s\n", r.Name, r.Kind, r.NS, addr, r.Up, summarize(r.Ifaces))
+			}
+			return w.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+// summarize shortens long interface lists for the table.
+func summarize(ifaces []string) string {
+	if len(ifaces) <= 6 {
+		return strings.Join(ifaces, " ")
+	}
+	return fmt.Sprintf("%s ... %s (%d)", strings.Join(ifaces[:4], " "), ifaces[len(ifaces)-1], len(ifaces))
+}
+
+func (a *app) inspectLabs(asJSON bool) error {
+	labs, err := fabric.Labs()
+	if err != nil {
+		return err
+	}
+	var states []*fabric.State
+	for _, l := range labs {
+		if st, err := fabric.ReadState(l); err == nil {
+			states = append(states, st)
+		}
+	}
+	if asJSON {
+		return writeJSON(states)
+	}
+	if len(states) == 0 {
+		fmt.Println("no labs deployed (start one with `emu deploy <scenario>` or `emu run`)")
+		return nil
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "LAB\tSTATUS\tKIND\tRACKS\tSERVERS/RACK\tNAMESPACES\tCREATED\tSOURCE")
+	for _, st := range states {
+		f := st.Scenario.Fabric
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", st.Lab, st.Status, f.Kind, f.Racks, f.ServersPerRack,
+			len(st.Namespace), st.Created.Format("15:04:05"), st.Source)
+	}
+	return w.Flush()
+}
+
+func writeJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func (a *app) execCmd() *cobra.Command {
+	var labName string
+	cmd := &cobra.Command{
+		Use:   "exec [--lab LAB] <node> -- <command> [args...]",
+		Short: "Run a command inside a node's network namespace",
+		Long: `exec runs a command in a node's namespace, like ip netns exec. The node is a
+short name (r0s1, tor2, ocs0, eps) or lab.node; --lab is needed only when
+more than one lab is deployed.`,
+		Example: "  sudo emu exec r0s0 -- ping -c 3 10.0.1.1\n  sudo emu exec quickstart.tor0 -- ip route",
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 1 {
+				return errors.New("usage: emu exec <node> -- <command> [args...]")
+			}
+			node := args[0]
+			if l, n, ok := strings.Cut(node, "."); ok {
+				labName, node = l, n
+			}
+			if labName == "" {
+				labs, err := fabric.Labs()
+				if err != nil {
+					return err
+				}
+				if len(labs) != 1 {
+					return fmt.Errorf("%d labs are deployed (%s): pick one with --lab or lab.node", len(labs), strings.Join(labs, ", "))
+				}
+				labName = labs[0]
+			}
+			st, err := fabric.ReadState(labName)
+			if err != nil {
+				return err
+			}
+			if _, ok := fabric.Build(st.Scenario).Node(node); !ok {
+				return fmt.Errorf("lab %q has no node %q (see `emu inspect %s`)", labName, node, labName)
+			}
+			return execIn(fabric.NSName(labName, node), args[1:])
+		},
+	}
+	cmd.Flags().StringVarP(&labName, "lab", "l", "", "lab the node belongs to")
+	return cmd
+}
+
+// execIn replaces this process with argv inside a network namespace. The
+// thread that enters the namespace is the one that calls execve, so the
+// new program starts entirely inside it.
+func execIn(ns string, argv []string) error {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return fmt.Errorf("exec: %w", err)
+	}
+	fd, err := netns.Open(ns)
+	if err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("enter %s: %w (are you root?)", ns, err)
+	}
+	env := append(os.Environ(), "EMU_NETNS="+ns)
+	return fmt.Errorf("exec %s: %w", path, unix.Exec(path, argv, env))
+}

@@ -1,0 +1,123 @@
+// Command emu emulates optical-circuit-switched data-center fabrics for ML
+// training on one Linux machine: network namespaces play servers, ToRs and
+// optical circuit switches, and real TCP runs across them.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"ocsemu/emu/scenario"
+	"ocsemu/scenarios"
+)
+
+// app holds what every subcommand shares.
+type app struct {
+	log     *slog.Logger
+	verbose bool
+	start   time.Time
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	a := &app{start: time.Now()}
+	root := &cobra.Command{
+		Use:   "emu",
+		Short: "Emulate an optical data-center fabric for ML training with real TCP",
+		Long: `emu builds a fabric of Linux network namespaces (servers, ToRs, optical
+circuit switches or a packet core) from a scenario file, runs traffic across
+it and tears it down again, leaving nothing behind.
+
+Start with:  sudo emu run            (embedded quickstart scenario)
+             sudo emu doctor         (what this machine's kernel can do)`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			level := slog.LevelInfo
+			if a.verbose {
+				level = slog.LevelDebug
+			}
+			a.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+		},
+	}
+	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log debug details")
+	root.AddCommand(
+		a.deployCmd(), a.destroyCmd(), a.inspectCmd(), a.execCmd(),
+		a.doctorCmd(), a.runCmd(), a.scenariosCmd(),
+	)
+	if err := root.ExecuteContext(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, "emu:", err)
+		os.Exit(1)
+	}
+}
+
+// progress prints a timestamped progress line on stderr.
+func (a *app) progress(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "[%6.2fs] %s\n", time.Since(a.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// loadScenario reads a scenario file, or an embedded one by name
+// ("quickstart" or "quickstart.yaml"). An empty arg is the default.
+func loadScenario(arg string) (*scenario.Scenario, string, error) {
+	if arg == "" {
+		arg = scenarios.Default
+	}
+	if _, err := os.Stat(arg); err == nil {
+		s, err := scenario.Load(arg)
+		return s, arg, err
+	}
+	name := arg
+	if !strings.HasSuffix(name, ".yaml") {
+		name += ".yaml"
+	}
+	data, err := scenarios.Files.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("scenario %q: no such file, and not an embedded scenario (see `emu scenarios`)", arg)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := scenario.Parse(data, "embedded:"+name)
+	return s, "embedded:" + name, err
+}
+
+func (a *app) scenariosCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "scenarios [name]",
+		Short: "List the scenarios embedded in emu, or print one",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 1 {
+				name := strings.TrimSuffix(args[0], ".yaml") + ".yaml"
+				data, err := scenarios.Files.ReadFile(name)
+				if err != nil {
+					return fmt.Errorf("no embedded scenario %q (see `emu scenarios`)", args[0])
+				}
+				_, err = os.Stdout.Write(data)
+				return err
+			}
+			names, _ := fs.Glob(scenarios.Files, "*.yaml")
+			for _, n := range names {
+				data, _ := scenarios.Files.ReadFile(n)
+				s, err := scenario.Parse(data, n)
+				desc := ""
+				if err == nil {
+					desc = s.Description
+				}
+				fmt.Printf("%-22s %s\n", strings.TrimSuffix(n, ".yaml"), desc)
+			}
+			return nil
+		},
+	}
+}

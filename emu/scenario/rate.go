@@ -1,0 +1,144 @@
+package scenario
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Rate is a link rate in bits per second. Zero means "unlimited": the link
+// is not shaped. In YAML a rate always carries a unit ("1Gbit", "400Mbps",
+// "40G") or is the word "unlimited"; a bare number is refused because
+// "1000" could mean bits, bytes or megabits.
+type Rate uint64
+
+// Unlimited is the Rate of an unshaped link.
+const Unlimited Rate = 0
+
+var rateUnits = []struct {
+	suffix string
+	mult   float64
+}{
+	// Longest suffixes first so that "Gbit" is not read as "bit".
+	{"tbit", 1e12}, {"gbit", 1e9}, {"mbit", 1e6}, {"kbit", 1e3},
+	{"tbps", 1e12}, {"gbps", 1e9}, {"mbps", 1e6}, {"kbps", 1e3},
+	{"bit", 1}, {"bps", 1},
+	{"t", 1e12}, {"g", 1e9}, {"m", 1e6}, {"k", 1e3},
+}
+
+// ParseRate reads a rate such as "1Gbit", "400Mbps", "2.5G" or "unlimited".
+func ParseRate(s string) (Rate, error) {
+	t := strings.ToLower(strings.TrimSpace(s))
+	if t == "unlimited" {
+		return Unlimited, nil
+	}
+	for _, u := range rateUnits {
+		if !strings.HasSuffix(t, u.suffix) {
+			continue
+		}
+		num := strings.TrimSpace(strings.TrimSuffix(t, u.suffix))
+		v, err := strconv.ParseFloat(num, 64)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("rate %q: %q is not a number", s, num)
+		}
+		if v <= 0 {
+			return 0, fmt.Errorf("rate %q: must be positive (use \"unlimited\" for no shaping)", s)
+		}
+		bps := v * u.mult
+		if bps < 8000 || bps > 1e15 {
+			return 0, fmt.Errorf("rate %q: out of range (8kbit to 1000Tbit)", s)
+		}
+		return Rate(math.Round(bps)), nil
+	}
+	if _, err := strconv.ParseFloat(t, 64); err == nil {
+		return 0, fmt.Errorf("rate %q has no unit: write e.g. %q or %q", s, s+"Mbit", s+"Gbit")
+	}
+	return 0, fmt.Errorf("rate %q: unknown unit (use bit, kbit, Mbit, Gbit, Tbit or \"unlimited\")", s)
+}
+
+// BytesPerSec is the rate in bytes per second (0 for unlimited).
+func (r Rate) BytesPerSec() uint64 { return uint64(r) / 8 }
+
+// Bps is the rate in bits per second as a float.
+func (r Rate) Bps() float64 { return float64(r) }
+
+func (r Rate) String() string {
+	switch {
+	case r == Unlimited:
+		return "unlimited"
+	case r%1e9 == 0:
+		return fmt.Sprintf("%dGbit", r/1e9)
+	case r%1e6 == 0:
+		return fmt.Sprintf("%dMbit", r/1e6)
+	case r%1e3 == 0:
+		return fmt.Sprintf("%dkbit", r/1e3)
+	}
+	return fmt.Sprintf("%dbit", uint64(r))
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: a rate must be a string like \"1Gbit\"", n.Line)
+	}
+	v, err := ParseRate(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %w", n.Line, err)
+	}
+	*r = v
+	return nil
+}
+
+// MarshalYAML implements yaml.Marshaler.
+func (r Rate) MarshalYAML() (any, error) { return r.String(), nil }
+
+// MarshalText lets a Rate print as "1Gbit" in JSON.
+func (r Rate) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// UnmarshalText reads a Rate from JSON.
+func (r *Rate) UnmarshalText(b []byte) error {
+	v, err := ParseRate(string(b))
+	*r = v
+	return err
+}
+
+// Duration is a time.Duration written as "50ms", "10us" or "1.5s" in YAML.
+type Duration time.Duration
+
+// D returns the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.ScalarNode {
+		return fmt.Errorf("line %d: a duration must be a string like \"50ms\"", n.Line)
+	}
+	if _, err := strconv.ParseFloat(n.Value, 64); err == nil && n.Value != "0" {
+		return fmt.Errorf("line %d: duration %q has no unit: write e.g. %q", n.Line, n.Value, n.Value+"ms")
+	}
+	v, err := time.ParseDuration(strings.ReplaceAll(n.Value, "µ", "u"))
+	if err != nil {
+		return fmt.Errorf("line %d: duration %q: use a unit such as ns, us, ms or s", n.Line, n.Value)
+	}
+	if v < 0 {
+		return fmt.Errorf("line %d: duration %q must not be negative", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText lets a Duration print as "50ms" in JSON and YAML.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText reads a Duration from JSON.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = Duration(v)
+	return err
+}

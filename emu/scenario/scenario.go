@@ -1,0 +1,459 @@
+// Package scenario reads and checks scenario files: the YAML description of
+// an emulated optical data-center fabric (racks, servers, ToR uplinks, OCS
+// switches or an electrical packet-switched core, port rates, MTU, TCP
+// settings). A scenario is validated whole, with errors that name the field
+// and the line, before anything touches the kernel.
+package scenario
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"regexp"
+	"sort"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Version is the scenario format version this code reads.
+const Version = 1
+
+// Fabric kinds.
+const (
+	KindOCS    = "ocs"    // ToR uplinks go to optical circuit switches.
+	KindEPS    = "eps"    // ToR uplinks go to one electrical packet switch.
+	KindHybrid = "hybrid" // ToRs have OCS uplinks and one EPS uplink (c-Through, Helios).
+)
+
+// Uplink spreads over OCS switches.
+const (
+	SpreadRoundRobin = "round-robin" // uplink u goes to OCS u mod switches
+	SpreadBlock      = "block"       // uplinks are split into contiguous blocks per OCS
+)
+
+// Limits that keep names and addresses well formed.
+const (
+	MaxRacks          = 4096
+	MaxServersPerRack = 250
+	MaxUplinks        = 64
+	MaxOCS            = 64
+	MaxNameLen        = 24
+)
+
+// Scenario is a whole scenario file. Later format additions (jobs, the
+// scheduler) are optional keys, so files written for version 1 stay valid.
+type Scenario struct {
+	Version     int    `yaml:"version" json:"version"`
+	Name        string `yaml:"name" json:"name"`
+	Description string `yaml:"description,omitempty" json:"description,omitempty"`
+	Fabric      Fabric `yaml:"fabric" json:"fabric"`
+
+	// lines maps a dotted field path ("fabric.racks") to its line in the
+	// source, for error messages. Empty for scenarios built in code.
+	lines map[string]int
+	// source names the file for error messages.
+	source string
+}
+
+// Fabric describes the emulated network.
+type Fabric struct {
+	Kind           string `yaml:"kind" json:"kind"`
+	Racks          int    `yaml:"racks" json:"racks"`
+	ServersPerRack int    `yaml:"servers_per_rack" json:"servers_per_rack"`
+	UplinksPerToR  int    `yaml:"uplinks_per_tor" json:"uplinks_per_tor"`
+	OCS            OCS    `yaml:"ocs" json:"ocs"`
+	EPS            EPS    `yaml:"eps" json:"eps"`
+	Rates          Rates  `yaml:"rates" json:"rates"`
+	MTU            int    `yaml:"mtu" json:"mtu"`
+	TCP            TCP    `yaml:"tcp" json:"tcp"`
+}
+
+// OCS configures the optical circuit switches.
+type OCS struct {
+	// Switches is the number of OCS switches the uplinks spread over.
+	Switches int `yaml:"switches" json:"switches"`
+	// Spread is how uplinks map to switches: round-robin or block.
+	Spread string `yaml:"spread" json:"spread"`
+	// ReconfigDelay is the dark period of a port whose circuit changes.
+	ReconfigDelay Duration `yaml:"reconfig_delay" json:"reconfig_delay"`
+	// Duplex is "full" (paper 001) or "half" (paper 002, one direction per stage).
+	Duplex string `yaml:"duplex" json:"duplex"`
+}
+
+// EPS configures the electrical packet-switched core.
+type EPS struct {
+	// Oversubscription is the ratio of a rack's server bandwidth to its
+	// core uplink bandwidth; 1 is a non-blocking ("ideal") core.
+	Oversubscription float64 `yaml:"oversubscription" json:"oversubscription"`
+}
+
+// Rates are the port rates of the fabric.
+type Rates struct {
+	Server Rate `yaml:"server" json:"server"` // server <-> ToR
+	Uplink Rate `yaml:"uplink" json:"uplink"` // ToR <-> OCS, per port
+}
+
+// TCP holds the TCP settings of server namespaces.
+type TCP struct {
+	CongestionControl string `yaml:"congestion_control" json:"congestion_control"`
+}
+
+// Error is one problem found in a scenario file.
+type Error struct {
+	Source string // file name, may be empty
+	Line   int    // 0 if unknown
+	Field  string // dotted path, may be empty
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.Source != "" {
+		b.WriteString(e.Source)
+		b.WriteString(":")
+	}
+	if e.Line > 0 {
+		fmt.Fprintf(&b, "%d:", e.Line)
+	}
+	if b.Len() > 0 {
+		b.WriteString(" ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Load reads and validates a scenario file.
+func Load(path string) (*Scenario, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read scenario: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes and validates scenario YAML. source names the input in
+// error messages. The returned error joins every problem found.
+func Parse(data []byte, source string) (*Scenario, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, &Error{Source: source, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, &Error{Source: source, Line: 1, Msg: "a scenario must be a YAML mapping with at least \"fabric\""}
+	}
+	s := &Scenario{lines: map[string]int{}, source: source}
+	var errs []error
+	checkKeys(doc.Content[0], reflect.TypeOf(*s), "", source, s.lines, &errs)
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	if err := doc.Content[0].Decode(s); err != nil {
+		return nil, &Error{Source: source, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	s.ApplyDefaults()
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkKeys walks a YAML node against a Go type, refuses keys the type does
+// not have, and records the line of every field it sees.
+func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[string]int, errs *[]error) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	switch {
+	case t.Kind() == reflect.Struct && !isLeaf(t):
+		if n.Kind != yaml.MappingNode {
+			*errs = append(*errs, &Error{Source: source, Line: n.Line, Field: path, Msg: "must be a mapping of keys"})
+			return
+		}
+		fields := yamlFields(t)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			p := join(path, k.Value)
+			f, ok := fields[k.Value]
+			if !ok {
+				*errs = append(*errs, &Error{Source: source, Line: k.Line, Field: p,
+					Msg: fmt.Sprintf("unknown key %q%s (known keys: %s)", k.Value, suggest(k.Value, fields), strings.Join(sortedKeys(fields), ", "))})
+				continue
+			}
+			lines[p] = k.Line
+			checkKeys(v, f.Type, p, source, lines, errs)
+		}
+	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
+		for i, c := range n.Content {
+			p := fmt.Sprintf("%s[%d]", path, i)
+			lines[p] = c.Line
+			checkKeys(c, t.Elem(), p, source, lines, errs)
+		}
+	}
+}
+
+// isLeaf reports types that decode themselves from a scalar.
+func isLeaf(t reflect.Type) bool {
+	_, ok := reflect.New(t).Interface().(yaml.Unmarshaler)
+	return ok
+}
+
+func yamlFields(t reflect.Type) map[string]reflect.StructField {
+	m := map[string]reflect.StructField{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		m[name] = f
+	}
+	return m
+}
+
+func sortedKeys(m map[string]reflect.StructField) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// suggest offers the closest known key for a misspelt one.
+func suggest(k string, fields map[string]reflect.StructField) string {
+	best, bestD := "", 3
+	for _, f := range sortedKeys(fields) {
+		if d := editDistance(strings.ToLower(k), f); d < bestD {
+			best, bestD = f, d
+		}
+	}
+	if best == "" {
+		return ""
+	}
+	return fmt.Sprintf(", did you mean %q?", best)
+}
+
+// editDistance is the optimal-string-alignment distance (Levenshtein plus
+// adjacent transpositions, so "rakcs" is one step from "racks").
+func editDistance(a, b string) int {
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			c := 1
+			if a[i-1] == b[j-1] {
+				c = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+c)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// ApplyDefaults fills the fields a scenario may leave out.
+func (s *Scenario) ApplyDefaults() {
+	if s.Version == 0 {
+		s.Version = Version
+	}
+	f := &s.Fabric
+	if f.Kind == "" {
+		f.Kind = KindOCS
+	}
+	if f.UplinksPerToR == 0 && f.Kind != KindEPS {
+		f.UplinksPerToR = 1
+	}
+	if f.OCS.Switches == 0 && f.Kind != KindEPS {
+		f.OCS.Switches = 1
+	}
+	if f.OCS.Spread == "" {
+		f.OCS.Spread = SpreadRoundRobin
+	}
+	if f.OCS.Duplex == "" {
+		f.OCS.Duplex = "full"
+	}
+	if f.EPS.Oversubscription == 0 {
+		f.EPS.Oversubscription = 1
+	}
+	if f.MTU == 0 {
+		f.MTU = 1500
+	}
+	if f.TCP.CongestionControl == "" {
+		f.TCP.CongestionControl = "cubic"
+	}
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
+
+// ValidName checks a lab name: lower-case letters, digits and '-', starting
+// with a letter, at most MaxNameLen bytes.
+func ValidName(name string) error {
+	if name == "" {
+		return errors.New("is empty")
+	}
+	if len(name) > MaxNameLen {
+		return fmt.Errorf("%q is longer than %d characters", name, MaxNameLen)
+	}
+	if !nameRE.MatchString(name) {
+		return fmt.Errorf("%q must start with a letter and hold only a-z, 0-9 and '-'", name)
+	}
+	return nil
+}
+
+// Validate checks the whole scenario and returns every problem at once.
+func (s *Scenario) Validate() error {
+	var errs []error
+	bad := func(field, format string, a ...any) {
+		errs = append(errs, &Error{Source: s.source, Line: s.lineOf(field), Field: field, Msg: fmt.Sprintf(format, a...)})
+	}
+	if s.Version != Version {
+		bad("version", "unsupported version %d (this emu reads version %d)", s.Version, Version)
+	}
+	if err := ValidName(s.Name); err != nil {
+		bad("name", "%v", err)
+	}
+	f := &s.Fabric
+	switch f.Kind {
+	case KindOCS, KindEPS, KindHybrid:
+	default:
+		bad("fabric.kind", "unknown kind %q (want %q, %q or %q)", f.Kind, KindOCS, KindEPS, KindHybrid)
+	}
+	if f.Racks < 1 || f.Racks > MaxRacks {
+		bad("fabric.racks", "must be between 1 and %d, got %d", MaxRacks, f.Racks)
+	}
+	if f.ServersPerRack < 1 || f.ServersPerRack > MaxServersPerRack {
+		bad("fabric.servers_per_rack", "must be between 1 and %d, got %d", MaxServersPerRack, f.ServersPerRack)
+	}
+	if f.Kind == KindEPS {
+		if f.UplinksPerToR != 0 {
+			bad("fabric.uplinks_per_tor", "an eps fabric has one core link per ToR; remove uplinks_per_tor or use kind %q", KindHybrid)
+		}
+	} else {
+		if f.UplinksPerToR < 1 || f.UplinksPerToR > MaxUplinks {
+			bad("fabric.uplinks_per_tor", "must be between 1 and %d, got %d", MaxUplinks, f.UplinksPerToR)
+		}
+		if f.OCS.Switches < 1 || f.OCS.Switches > MaxOCS {
+			bad("fabric.ocs.switches", "must be between 1 and %d, got %d", MaxOCS, f.OCS.Switches)
+		} else if f.UplinksPerToR >= 1 && f.OCS.Switches > f.UplinksPerToR {
+			bad("fabric.ocs.switches", "%d switches but only %d uplinks per ToR: some switches would have no ports", f.OCS.Switches, f.UplinksPerToR)
+		}
+		if f.Racks < 2 && f.Racks >= 1 {
+			bad("fabric.racks", "an %s fabric needs at least 2 racks to form a circuit", f.Kind)
+		}
+	}
+	switch f.OCS.Spread {
+	case SpreadRoundRobin, SpreadBlock:
+	default:
+		bad("fabric.ocs.spread", "unknown spread %q (want %q or %q)", f.OCS.Spread, SpreadRoundRobin, SpreadBlock)
+	}
+	if f.OCS.Spread == SpreadBlock && f.OCS.Switches > 0 && f.UplinksPerToR%f.OCS.Switches != 0 {
+		bad("fabric.ocs.spread", "block spread needs uplinks_per_tor (%d) to be a multiple of switches (%d)", f.UplinksPerToR, f.OCS.Switches)
+	}
+	switch f.OCS.Duplex {
+	case "full", "half":
+	default:
+		bad("fabric.ocs.duplex", "unknown duplex %q (want \"full\" or \"half\")", f.OCS.Duplex)
+	}
+	if f.OCS.ReconfigDelay.D() > 10e9 {
+		bad("fabric.ocs.reconfig_delay", "%s is longer than 10s", f.OCS.ReconfigDelay)
+	}
+	if f.EPS.Oversubscription < 1 || f.EPS.Oversubscription > 1000 {
+		bad("fabric.eps.oversubscription", "must be between 1 (non-blocking) and 1000, got %g", f.EPS.Oversubscription)
+	}
+	if f.MTU < 576 || f.MTU > 9000 {
+		bad("fabric.mtu", "must be between 576 and 9000, got %d", f.MTU)
+	}
+	if !regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(f.TCP.CongestionControl) {
+		bad("fabric.tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", f.TCP.CongestionControl)
+	}
+	return errors.Join(errs...)
+}
+
+// lineOf returns the line of a field, or of its closest parent that has one.
+func (s *Scenario) lineOf(field string) int {
+	for p := field; p != ""; {
+		if l, ok := s.lines[p]; ok {
+			return l
+		}
+		i := strings.LastIndex(p, ".")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return 0
+}
+
+// CoreRate is the rate of a ToR's link to the EPS core: the rack's server
+// bandwidth divided by the oversubscription ratio. Unlimited if servers are.
+func (f *Fabric) CoreRate() Rate {
+	if f.Rates.Server == Unlimited {
+		return Unlimited
+	}
+	return Rate(float64(f.Rates.Server) * float64(f.ServersPerRack) / f.EPS.Oversubscription)
+}
+
+// HasOCS reports whether the fabric has optical circuit switches.
+func (f *Fabric) HasOCS() bool { return f.Kind == KindOCS || f.Kind == KindHybrid }
+
+// HasEPS reports whether the fabric has an electrical packet core.
+func (f *Fabric) HasEPS() bool { return f.Kind == KindEPS || f.Kind == KindHybrid }
+
+// UplinkSwitch says which OCS switch, and which port on it, ToR uplink u
+// of rack r is cabled to. Ports are numbered per switch, rack-major.
+func (f *Fabric) UplinkSwitch(r, u int) (sw, port int) {
+	n := f.OCS.Switches
+	per := f.UplinksPerToR / n // uplinks of one ToR on a switch, rounded down
+	if f.OCS.Spread == SpreadBlock {
+		sw = u / per
+		return sw, r*per + u%per
+	}
+	sw = u % n
+	k := u / n // index of this uplink among the ToR's uplinks on sw
+	return sw, r*f.PortsPerToROn(sw) + k
+}
+
+// PortsPerToROn is the number of uplinks of each ToR cabled to switch sw.
+func (f *Fabric) PortsPerToROn(sw int) int {
+	n, u := f.OCS.Switches, f.UplinksPerToR
+	if f.OCS.Spread == SpreadBlock {
+		return u / n
+	}
+	c := u / n
+	if sw < u%n {
+		c++
+	}
+	return c
+}

@@ -1,0 +1,160 @@
+package scenario
+
+import (
+	"io/fs"
+	"strings"
+	"testing"
+
+	"ocsemu/scenarios"
+)
+
+const base = `
+name: t
+fabric:
+  kind: eps
+  racks: 4
+  servers_per_rack: 2
+  rates:
+    server: 1Gbit
+`
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		yaml string
+		want []string // substrings the error must contain
+	}{
+		{"unknown key with line", "name: t\nfabric:\n  kind: eps\n  rakcs: 4\n", []string{"x.yaml:4:", "fabric.rakcs", `did you mean "racks"`}},
+		{"unknown top key", "name: t\nfabrik: {}\n", []string{"x.yaml:2:", `unknown key "fabrik"`}},
+		{"rate without unit", strings.Replace(base, "1Gbit", "1000", 1), []string{"line 8", "has no unit"}},
+		{"rate bad unit", strings.Replace(base, "1Gbit", "1Gfoo", 1), []string{"unknown unit"}},
+		{"zero racks", strings.Replace(base, "racks: 4", "racks: 0", 1), []string{"x.yaml:5:", "fabric.racks", "between 1 and"}},
+		{"too many servers", strings.Replace(base, "servers_per_rack: 2", "servers_per_rack: 900", 1), []string{"x.yaml:6:", "fabric.servers_per_rack"}},
+		{"bad kind", strings.Replace(base, "kind: eps", "kind: optical", 1), []string{"x.yaml:4:", `unknown kind "optical"`}},
+		{"duplicate key", base + "  racks: 3\n", []string{`"racks" already defined`}},
+		{"bad name", strings.Replace(base, "name: t", "name: Lab_1", 1), []string{"x.yaml:2:", "name:", "must start with a letter"}},
+		{"eps with uplinks", base + "  uplinks_per_tor: 2\n", []string{"fabric.uplinks_per_tor", "hybrid"}},
+		{"more ocs than uplinks", "name: t\nfabric:\n  kind: ocs\n  racks: 2\n  servers_per_rack: 1\n  uplinks_per_tor: 2\n  ocs:\n    switches: 3\n", []string{"x.yaml:8:", "fabric.ocs.switches"}},
+		{"block spread uneven", "name: t\nfabric:\n  racks: 2\n  servers_per_rack: 1\n  uplinks_per_tor: 3\n  ocs:\n    switches: 2\n    spread: block\n", []string{"fabric.ocs.spread", "multiple"}},
+		{"mtu", base + "  mtu: 100\n", []string{"x.yaml:9:", "fabric.mtu"}},
+		{"wrong type", strings.Replace(base, "racks: 4", "racks: four", 1), []string{"line 5", "four"}},
+		{"not a mapping", "- a\n- b\n", []string{"must be a YAML mapping"}},
+		{"bad yaml", "name: [\n", []string{"invalid YAML"}},
+		{"duration without unit", base + "  ocs:\n    reconfig_delay: 50\n", []string{"has no unit"}},
+		{"several errors at once", strings.Replace(strings.Replace(base, "racks: 4", "racks: 0", 1), "name: t", "name: ''", 1), []string{"fabric.racks", "name: is empty"}},
+		{"ocs with one rack", "name: t\nfabric:\n  racks: 1\n  servers_per_rack: 1\n", []string{"at least 2 racks"}},
+		{"bad cc", base + "  tcp:\n    congestion_control: 'cubic; rm'\n", []string{"fabric.tcp.congestion_control"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse([]byte(tt.yaml), "x.yaml")
+			if err == nil {
+				t.Fatalf("want error containing %q, got none", tt.want)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	s, err := Parse([]byte("name: lab\nfabric:\n  racks: 3\n  servers_per_rack: 2\n  rates: {server: 10Gbit, uplink: 40G}\n"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := s.Fabric
+	if f.Kind != KindOCS || f.UplinksPerToR != 1 || f.OCS.Switches != 1 || f.MTU != 1500 || f.TCP.CongestionControl != "cubic" || s.Version != 1 {
+		t.Errorf("defaults not applied: %+v", f)
+	}
+	if f.Rates.Server != 10e9 || f.Rates.Uplink != 40e9 {
+		t.Errorf("rates = %v, %v", f.Rates.Server, f.Rates.Uplink)
+	}
+}
+
+func TestParseRate(t *testing.T) {
+	tests := []struct {
+		in   string
+		want Rate
+		err  bool
+	}{
+		{"1Gbit", 1e9, false}, {"400Mbps", 400e6, false}, {"2.5G", 2.5e9, false},
+		{"100kbit", 100e3, false}, {"unlimited", Unlimited, false}, {"40gbps", 40e9, false},
+		{"1000", 0, true}, {"-1Gbit", 0, true}, {"Gbit", 0, true}, {"1bit", 0, true}, {"NaNGbit", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := ParseRate(tt.in)
+		if (err != nil) != tt.err || got != tt.want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v, err=%v", tt.in, got, err, tt.want, tt.err)
+		}
+	}
+}
+
+func TestUplinkSwitch(t *testing.T) {
+	tests := []struct {
+		uplinks, switches int
+		spread            string
+		r, u              int
+		sw, port          int
+	}{
+		{4, 2, SpreadRoundRobin, 0, 0, 0, 0},
+		{4, 2, SpreadRoundRobin, 0, 1, 1, 0},
+		{4, 2, SpreadRoundRobin, 0, 2, 0, 1},
+		{4, 2, SpreadRoundRobin, 3, 3, 1, 7},
+		{4, 2, SpreadBlock, 0, 1, 0, 1},
+		{4, 2, SpreadBlock, 1, 2, 1, 2},
+		{3, 2, SpreadRoundRobin, 1, 2, 0, 3}, // switch 0 holds 2 ports per ToR
+		{3, 2, SpreadRoundRobin, 1, 1, 1, 1}, // switch 1 holds 1 port per ToR
+	}
+	for _, tt := range tests {
+		f := Fabric{UplinksPerToR: tt.uplinks, OCS: OCS{Switches: tt.switches, Spread: tt.spread}}
+		sw, port := f.UplinkSwitch(tt.r, tt.u)
+		if sw != tt.sw || port != tt.port {
+			t.Errorf("%+v: got sw %d port %d", tt, sw, port)
+		}
+	}
+}
+
+func TestShippedScenariosParse(t *testing.T) {
+	entries, err := fs.Glob(scenarios.Files, "*.yaml")
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("no embedded scenarios: %v", err)
+	}
+	for _, e := range entries {
+		data, _ := scenarios.Files.ReadFile(e)
+		if _, err := Parse(data, e); err != nil {
+			t.Errorf("%s: %v", e, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(base))
+	f.Add([]byte("name: t\nfabric: {racks: 2, servers_per_rack: 1, ocs: {switches: 1}}\n"))
+	f.Add([]byte("name: t\nfabric:\n  rates: {server: 1e3Gbit}\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		s, err := Parse(data, "fuzz")
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("empty error message")
+			}
+			return
+		}
+		// A scenario that parses must also validate again and map every
+		// uplink to a real port.
+		if err := s.Validate(); err != nil {
+			t.Fatalf("parsed scenario fails validation: %v", err)
+		}
+		f := s.Fabric
+		if f.HasOCS() && f.Racks*f.UplinksPerToR <= 4096 {
+			for u := 0; u < f.UplinksPerToR; u++ {
+				sw, port := f.UplinkSwitch(f.Racks-1, u)
+				if sw < 0 || sw >= f.OCS.Switches || port < 0 || port >= f.Racks*f.PortsPerToROn(sw) {
+					t.Fatalf("uplink %d -> switch %d port %d out of range", u, sw, port)
+				}
+			}
+		}
+	})
+}

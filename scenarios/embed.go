@@ -1,0 +1,13 @@
+// Package scenarios holds the ready-made scenario files and embeds them in
+// the emu binary, so that `emu run` works without a checkout.
+package scenarios
+
+import "embed"
+
+// Files holds every *.yaml file of this folder.
+//
+//go:embed *.yaml
+var Files embed.FS
+
+// Default is the scenario `emu run` uses when none is given.
+const Default = "quickstart.yaml"
