@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"ocsemu/dataplane/fabric"
+	"ocsemu/dataplane/netns"
 	"ocsemu/dataplane/probe"
 )
 
@@ -34,6 +35,7 @@ type runSummary struct {
 		CC            string  `json:"congestion_control"`
 	} `json:"transfer,omitempty"`
 	DestroySec float64 `json:"destroy_s"`
+	Leftovers  int     `json:"leftover_namespaces"`
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -79,6 +81,11 @@ lab again, also on Ctrl-C or failure.`,
 					runErr = errors.Join(runErr, err)
 				}
 				sum.DestroySec = time.Since(t1).Seconds()
+				left, _ := netns.List(fabric.LabPrefix(s.Name))
+				sum.Leftovers = len(left)
+				if len(left) > 0 {
+					runErr = errors.Join(runErr, fmt.Errorf("%d namespaces left behind, e.g. %s", len(left), left[0]))
+				}
 				a.progress("lab destroyed in %.2fs", sum.DestroySec)
 			}
 			printSummary(sum)
@@ -159,7 +166,7 @@ func printSummary(s *runSummary) {
 		fmt.Println()
 	}
 	if s.DestroySec > 0 {
-		fmt.Printf("   teardown    %.2fs, nothing left behind\n", s.DestroySec)
+		fmt.Printf("   teardown    %.2fs, %d namespaces left behind\n", s.DestroySec, s.Leftovers)
 	}
 }
 

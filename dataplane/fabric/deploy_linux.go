@@ -180,6 +180,11 @@ func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error)
 	if err := forEach(ctx, par, t.Nodes, func(n Node) error { return lab.addRoutes(n) }); err != nil {
 		return lab, err
 	}
+	// The kernel reports carrier, and activates qdiscs, asynchronously
+	// (linkwatch); a lab is up only when every port is.
+	if err := forEach(ctx, par, t.Nodes, func(n Node) error { return lab.waitCarrier(ctx, n, 5*time.Second) }); err != nil {
+		return lab, err
+	}
 	st.Status = StatusUp
 	if err := WriteState(st); err != nil {
 		return lab, err
@@ -361,6 +366,39 @@ func Shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 		return fmt.Errorf("tbf rate %d B/s: %w", rate, err)
 	}
 	return nil
+}
+
+// waitCarrier waits until every veth of a node reports operstate up.
+func (l *Lab) waitCarrier(ctx context.Context, n Node, timeout time.Duration) error {
+	h, err := l.Handle(n.Name)
+	if err != nil {
+		return err
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		links, err := h.LinkList()
+		if err != nil {
+			return fmt.Errorf("list links of %s: %w", n.Name, err)
+		}
+		var down string
+		for _, ln := range links {
+			if ln.Type() == "veth" && ln.Attrs().OperState != netlink.OperUp {
+				down = ln.Attrs().Name
+				break
+			}
+		}
+		if down == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s:%s has no carrier after %v", n.Name, down, timeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // addRoutes installs a node's routes and permanent neighbours.

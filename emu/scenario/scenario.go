@@ -193,6 +193,13 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[stri
 			lines[p] = k.Line
 			checkKeys(v, f.Type, p, source, lines, errs)
 		}
+	case isLeaf(t) || isScalarKind(t.Kind()):
+		// Decode the value alone, so that a bad value is reported with
+		// its field path and line.
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			msg := lineRE.ReplaceAllString(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  "), "")
+			*errs = append(*errs, &Error{Source: source, Line: n.Line, Field: path, Msg: msg})
+		}
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		for i, c := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
@@ -200,6 +207,16 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[stri
 			checkKeys(c, t.Elem(), p, source, lines, errs)
 		}
 	}
+}
+
+var lineRE = regexp.MustCompile(`^line \d+: `)
+
+func isScalarKind(k reflect.Kind) bool {
+	switch k {
+	case reflect.Bool, reflect.Int, reflect.Int64, reflect.Uint64, reflect.Float64, reflect.String:
+		return true
+	}
+	return false
 }
 
 // isLeaf reports types that decode themselves from a scalar.

@@ -26,7 +26,7 @@ func TestParseErrors(t *testing.T) {
 	}{
 		{"unknown key with line", "name: t\nfabric:\n  kind: eps\n  rakcs: 4\n", []string{"x.yaml:4:", "fabric.rakcs", `did you mean "racks"`}},
 		{"unknown top key", "name: t\nfabrik: {}\n", []string{"x.yaml:2:", `unknown key "fabrik"`}},
-		{"rate without unit", strings.Replace(base, "1Gbit", "1000", 1), []string{"line 8", "has no unit"}},
+		{"rate without unit", strings.Replace(base, "1Gbit", "1000", 1), []string{"x.yaml:8: fabric.rates.server: rate \"1000\" has no unit"}},
 		{"rate bad unit", strings.Replace(base, "1Gbit", "1Gfoo", 1), []string{"unknown unit"}},
 		{"zero racks", strings.Replace(base, "racks: 4", "racks: 0", 1), []string{"x.yaml:5:", "fabric.racks", "between 1 and"}},
 		{"too many servers", strings.Replace(base, "servers_per_rack: 2", "servers_per_rack: 900", 1), []string{"x.yaml:6:", "fabric.servers_per_rack"}},
@@ -37,7 +37,7 @@ func TestParseErrors(t *testing.T) {
 		{"more ocs than uplinks", "name: t\nfabric:\n  kind: ocs\n  racks: 2\n  servers_per_rack: 1\n  uplinks_per_tor: 2\n  ocs:\n    switches: 3\n", []string{"x.yaml:8:", "fabric.ocs.switches"}},
 		{"block spread uneven", "name: t\nfabric:\n  racks: 2\n  servers_per_rack: 1\n  uplinks_per_tor: 3\n  ocs:\n    switches: 2\n    spread: block\n", []string{"fabric.ocs.spread", "multiple"}},
 		{"mtu", base + "  mtu: 100\n", []string{"x.yaml:9:", "fabric.mtu"}},
-		{"wrong type", strings.Replace(base, "racks: 4", "racks: four", 1), []string{"line 5", "four"}},
+		{"wrong type", strings.Replace(base, "racks: 4", "racks: four", 1), []string{"x.yaml:5: fabric.racks:", "four"}},
 		{"not a mapping", "- a\n- b\n", []string{"must be a YAML mapping"}},
 		{"bad yaml", "name: [\n", []string{"invalid YAML"}},
 		{"duration without unit", base + "  ocs:\n    reconfig_delay: 50\n", []string{"has no unit"}},

@@ -1,0 +1,58 @@
+package fabric_test
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+
+	"ocsemu/dataplane/fabric"
+)
+
+// BenchmarkDeployDestroy deploys and destroys eps fabrics of racks x 4
+// servers and reports the median bring-up and teardown times. Goal for
+// 64x4: bring-up <= 2 s, teardown <= 1 s. Run it with scripts/bench.
+func BenchmarkDeployDestroy(b *testing.B) {
+	skipUnlessRoot(b)
+	cases := []struct{ name, fabric string }{
+		{"4x4", "{kind: eps, racks: 4, servers_per_rack: 4, rates: {server: 1Gbit}}"},
+		{"16x4", "{kind: eps, racks: 16, servers_per_rack: 4, rates: {server: 1Gbit}}"},
+		{"64x4", "{kind: eps, racks: 64, servers_per_rack: 4, rates: {server: 1Gbit}}"},
+		{"64x4-ocs-4uplinks", "{kind: ocs, racks: 64, servers_per_rack: 4, uplinks_per_tor: 4, rates: {server: 1Gbit, uplink: 1Gbit}}"},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			var up, down []time.Duration
+			nodes, links := 0, 0
+			for i := 0; i < b.N; i++ {
+				name := uniqueLab("bench")
+				s := scen(b, name, "fabric: "+c.fabric+"\n")
+				t := fabric.Build(s)
+				nodes, links = len(t.Nodes), len(t.Links)
+				t0 := time.Now()
+				lab, err := fabric.Deploy(context.Background(), t, fabric.Options{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				up = append(up, time.Since(t0))
+				lab.Close()
+				t1 := time.Now()
+				if err := fabric.Destroy(context.Background(), name, nil); err != nil {
+					b.Fatal(err)
+				}
+				down = append(down, time.Since(t1))
+				assertGone(b, name)
+			}
+			b.ReportMetric(median(up).Seconds()*1000, "deploy-ms")
+			b.ReportMetric(median(down).Seconds()*1000, "destroy-ms")
+			b.ReportMetric(float64(nodes), "namespaces")
+			b.ReportMetric(float64(links), "links")
+		})
+	}
+}
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
