@@ -2,90 +2,28 @@ package fabric_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"ocsemu/dataplane/fabric"
+	"ocsemu/dataplane/fabric/fabrictest"
 	"ocsemu/dataplane/netns"
 	"ocsemu/dataplane/probe"
-	"ocsemu/emu/scenario"
 )
 
-func skipUnlessRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create network namespaces (CI runs as root)")
-	}
-}
-
-// uniqueLab returns a lab name no other test uses, since `go test ./...`
-// runs packages in parallel.
-func uniqueLab(prefix string) string {
-	b := make([]byte, 3)
-	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
-}
-
-func scen(t testing.TB, lab, body string) *scenario.Scenario {
-	t.Helper()
-	s, err := scenario.Parse([]byte("name: "+lab+"\n"+body), "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// deploy brings a lab up and registers its destruction, then checks that
-// nothing of it is left.
-func deploy(t testing.TB, s *scenario.Scenario) *fabric.Lab {
-	t.Helper()
-	lab, err := fabric.Deploy(context.Background(), fabric.Build(s), fabric.Options{})
-	if err != nil {
-		t.Fatalf("deploy: %v", err)
-	}
-	t.Cleanup(func() {
-		lab.Close()
-		if err := fabric.Destroy(context.Background(), s.Name, nil); err != nil {
-			t.Errorf("destroy: %v", err)
-		}
-		assertGone(t, s.Name)
-	})
-	return lab
-}
-
-// assertGone checks that no namespace, state file or process of a lab
-// remains, and that the root namespace holds no link of ours.
-func assertGone(t testing.TB, lab string) {
-	t.Helper()
-	if left, _ := netns.List(fabric.LabPrefix(lab)); len(left) > 0 {
-		t.Errorf("namespaces left behind: %v", left)
-	}
-	if _, err := os.Stat(filepath.Join(fabric.StateDir, lab+".json")); err == nil {
-		t.Errorf("state file left behind")
-	}
-	out, _ := exec.Command("ip", "-o", "link").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.Contains(line, lab) {
-			t.Errorf("link left in root namespace: %s", line)
-		}
-	}
-}
-
-func hosts(lab *fabric.Lab) []probe.Host {
-	var hs []probe.Host
-	for _, n := range lab.Topo.Servers() {
-		hs = append(hs, probe.Host{Name: n.Name, NS: n.NS, Addr: n.Addr})
-	}
-	return hs
-}
+var (
+	skipUnlessRoot = fabrictest.SkipUnlessRoot
+	uniqueLab      = fabrictest.UniqueLab
+	scen           = fabrictest.Scenario
+	deploy         = fabrictest.Deploy
+	assertGone     = fabrictest.AssertGone
+	hosts          = fabrictest.Hosts
+)
 
 func TestEPSAllPairsReach(t *testing.T) {
 	skipUnlessRoot(t)

@@ -77,12 +77,21 @@ func ReadState(lab string) (*State, error) {
 	return &st, nil
 }
 
+// removeState removes the state file and every other file of the lab in
+// StateDir (OCS socket, logs): all are named "<lab>.<something>".
 func removeState(lab string) error {
-	if err := os.Remove(statePath(lab)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove state of lab %q: %w", lab, err)
+	var errs []error
+	files, _ := filepath.Glob(filepath.Join(StateDir, lab+".*"))
+	for _, f := range files {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", f, err))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
+
+// LabFile is the path of a lab's auxiliary file, e.g. LabFile(lab, "ocs.sock").
+func LabFile(lab, name string) string { return filepath.Join(StateDir, lab+"."+name) }
 
 // Labs lists the labs that have a state file, sorted.
 func Labs() ([]string, error) {

@@ -124,7 +124,9 @@ func RackPrefix(r int) netip.Prefix {
 }
 
 // ServerAddr is the address of server s in rack r.
-func ServerAddr(r, s int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(r >> 8), byte(r), byte(s + 1)}) }
+func ServerAddr(r, s int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, byte(r >> 8), byte(r), byte(s + 1)})
+}
 
 // GatewayAddr is the ToR's address on its server ports.
 func GatewayAddr(r int) netip.Addr { return netip.AddrFrom4([4]byte{10, byte(r >> 8), byte(r), 254}) }

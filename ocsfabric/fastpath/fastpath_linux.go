@@ -1,0 +1,380 @@
+// Package fastpath is the kernel data path of an optical circuit switch: a
+// tc BPF program (cls_bpf, direct-action) on the clsact ingress of every
+// OCS port that redirects each frame to the peer port, or drops it when
+// the port is dark or unpatched. Frames never reach user space.
+//
+// The program is assembled in Go (cilium/ebpf's asm), so no BPF toolchain
+// is needed on the user's machine. Its maps:
+//
+//   - meta: one u64, (switchAt << 1) | cur. The program uses generation
+//     cur, or cur^1 once bpf_ktime_get_ns() >= switchAt (switchAt != 0).
+//     A whole configuration is written into the spare generation first and
+//     takes effect atomically, at a kernel-timed instant.
+//   - ports: array indexed by gen*MaxIfindex + ingress ifindex, holding the
+//     peer ifindex (0: unpatched) and the CLOCK_MONOTONIC time until which
+//     the port is dark. Darkness is enforced by the kernel clock, not by Go
+//     timers.
+//   - counters: per-CPU array indexed by ifindex: forwarded, dropped-dark
+//     and dropped-unpatched packets and bytes.
+//
+// Circuits survive the OCS process exiting: the tc filters keep the
+// program and maps alive, and Recover finds them again from a port.
+package fastpath
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// MaxIfindex bounds the ifindex of OCS ports inside one OCS namespace.
+const MaxIfindex = 16384
+
+// Map and program names, visible in bpftool.
+const (
+	progName     = "emu_ocs"
+	metaName     = "emu_ocs_meta"
+	portsName    = "emu_ocs_ports"
+	countersName = "emu_ocs_ctrs"
+	filterName   = "emu-ocs"
+)
+
+// tc actions.
+const (
+	actShot     = 2
+	actRedirect = 7
+)
+
+// __sk_buff offsets.
+const (
+	skbLen            = 0
+	skbIngressIfindex = 36
+)
+
+// Entry is one port's state in one generation.
+type Entry struct {
+	Peer      uint32 // ifindex of the port frames are redirected to; 0 = unpatched
+	_         uint32
+	DarkUntil uint64 // CLOCK_MONOTONIC ns until which the port drops everything
+}
+
+// Counters are one port's packet and byte counts, summed over CPUs.
+type Counters struct {
+	FwdPackets, FwdBytes             uint64
+	DarkPackets, DarkBytes           uint64
+	UnpatchedPackets, UnpatchedBytes uint64
+}
+
+// Switch is the BPF state of one OCS switch (one namespace).
+type Switch struct {
+	mu                    sync.Mutex
+	prog                  *ebpf.Program
+	meta, ports, counters *ebpf.Map
+	cur                   uint32 // generation in use
+	pending               bool   // spare generation staged, not committed
+}
+
+// New creates the maps and loads the program.
+func New() (*Switch, error) {
+	s := &Switch{}
+	var err error
+	if s.meta, err = ebpf.NewMap(&ebpf.MapSpec{Name: metaName, Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
+		return nil, fmt.Errorf("create meta map: %w", err)
+	}
+	if s.ports, err = ebpf.NewMap(&ebpf.MapSpec{Name: portsName, Type: ebpf.Array, KeySize: 4, ValueSize: 16, MaxEntries: 2 * MaxIfindex}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("create ports map: %w", err)
+	}
+	if s.counters, err = ebpf.NewMap(&ebpf.MapSpec{Name: countersName, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 48, MaxEntries: MaxIfindex}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("create counters map: %w", err)
+	}
+	if s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: progName, Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: program(s.meta.FD(), s.ports.FD(), s.counters.FD()),
+	}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("load OCS program: %w", err)
+	}
+	return s, nil
+}
+
+// program assembles the classifier. Registers: r6 ctx, r8 now, r7 peer,
+// r9 dark-until.
+func program(meta, ports, counters int) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R6, asm.R1),
+		asm.FnKtimeGetNs.Call(),
+		asm.Mov.Reg(asm.R8, asm.R0),
+		// gen := meta.cur, or cur^1 once now >= switchAt.
+		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -4),
+		asm.LoadMapPtr(asm.R1, meta),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "shot"),
+		asm.LoadMem(asm.R7, asm.R0, 0, asm.DWord),
+		asm.Mov.Reg(asm.R9, asm.R7),
+		asm.And.Imm(asm.R9, 1),
+		asm.RSh.Imm(asm.R7, 1),
+		asm.JEq.Imm(asm.R7, 0, "gen"),
+		asm.JLT.Reg(asm.R8, asm.R7, "gen"),
+		asm.Xor.Imm(asm.R9, 1),
+		// key := gen*MaxIfindex + ingress_ifindex
+		asm.LoadMem(asm.R1, asm.R6, skbIngressIfindex, asm.Word).WithSymbol("gen"),
+		asm.JGE.Imm(asm.R1, MaxIfindex, "shot"),
+		asm.StoreMem(asm.RFP, -12, asm.R1, asm.Word),
+		asm.LSh.Imm(asm.R9, 14),
+		asm.Add.Reg(asm.R9, asm.R1),
+		asm.StoreMem(asm.RFP, -8, asm.R9, asm.Word),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.LoadMapPtr(asm.R1, ports),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "shot"),
+		asm.LoadMem(asm.R7, asm.R0, 0, asm.Word),
+		asm.LoadMem(asm.R9, asm.R0, 8, asm.DWord),
+		// counters of the ingress port
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -12),
+		asm.LoadMapPtr(asm.R1, counters),
+		asm.FnMapLookupElem.Call(),
+		asm.LoadMem(asm.R1, asm.R6, skbLen, asm.Word),
+		asm.JLT.Reg(asm.R8, asm.R9, "dark"),
+		asm.JEq.Imm(asm.R7, 0, "unpatched"),
+		asm.JEq.Imm(asm.R0, 0, "redirect"),
+		asm.LoadMem(asm.R2, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R2, 1),
+		asm.StoreMem(asm.R0, 0, asm.R2, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R0, 8, asm.DWord),
+		asm.Add.Reg(asm.R2, asm.R1),
+		asm.StoreMem(asm.R0, 8, asm.R2, asm.DWord),
+		asm.Mov.Reg(asm.R1, asm.R7).WithSymbol("redirect"),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.FnRedirect.Call(),
+		asm.Return(),
+		// dropped: dark
+		asm.JEq.Imm(asm.R0, 0, "shot").WithSymbol("dark"),
+		asm.LoadMem(asm.R2, asm.R0, 16, asm.DWord),
+		asm.Add.Imm(asm.R2, 1),
+		asm.StoreMem(asm.R0, 16, asm.R2, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R0, 24, asm.DWord),
+		asm.Add.Reg(asm.R2, asm.R1),
+		asm.StoreMem(asm.R0, 24, asm.R2, asm.DWord),
+		asm.Ja.Label("shot"),
+		// dropped: unpatched
+		asm.JEq.Imm(asm.R0, 0, "shot").WithSymbol("unpatched"),
+		asm.LoadMem(asm.R2, asm.R0, 32, asm.DWord),
+		asm.Add.Imm(asm.R2, 1),
+		asm.StoreMem(asm.R0, 32, asm.R2, asm.DWord),
+		asm.LoadMem(asm.R2, asm.R0, 40, asm.DWord),
+		asm.Add.Reg(asm.R2, asm.R1),
+		asm.StoreMem(asm.R0, 40, asm.R2, asm.DWord),
+		asm.Mov.Imm(asm.R0, actShot).WithSymbol("shot"),
+		asm.Return(),
+	}
+}
+
+// Close releases this process's references; attached filters keep the
+// program and maps alive in the kernel.
+func (s *Switch) Close() {
+	for _, c := range []interface{ Close() error }{s.prog, s.meta, s.ports, s.counters} {
+		if c != nil && !isNilCloser(c) {
+			_ = c.Close()
+		}
+	}
+}
+
+func isNilCloser(c interface{ Close() error }) bool {
+	switch v := c.(type) {
+	case *ebpf.Program:
+		return v == nil
+	case *ebpf.Map:
+		return v == nil
+	}
+	return false
+}
+
+// Attach puts a clsact qdisc and the program, in direct-action mode, on
+// the ingress of one OCS port.
+func (s *Switch) Attach(h *netlink.Handle, link netlink.Link) error {
+	q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
+		LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
+	if err := h.QdiscReplace(q); err != nil {
+		return fmt.Errorf("clsact on %s: %w", link.Attrs().Name, err)
+	}
+	f := &netlink.BpfFilter{
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
+			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1},
+		Fd: s.prog.FD(), Name: filterName, DirectAction: true,
+	}
+	if err := h.FilterReplace(f); err != nil {
+		return fmt.Errorf("attach OCS program to %s: %w", link.Attrs().Name, err)
+	}
+	return nil
+}
+
+// ErrNotAttached means a port carries no OCS program.
+var ErrNotAttached = errors.New("no OCS program attached")
+
+// Recover finds the program and maps attached to a port by an earlier OCS
+// process, so a restarted OCS takes over live circuits.
+func Recover(h *netlink.Handle, link netlink.Link) (*Switch, error) {
+	filters, err := h.FilterList(link, netlink.HANDLE_MIN_INGRESS)
+	if err != nil {
+		return nil, fmt.Errorf("list filters of %s: %w", link.Attrs().Name, err)
+	}
+	for _, f := range filters {
+		bf, ok := f.(*netlink.BpfFilter)
+		if !ok || bf.Id == 0 {
+			continue
+		}
+		prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(bf.Id))
+		if err != nil {
+			return nil, fmt.Errorf("open program %d: %w", bf.Id, err)
+		}
+		info, err := prog.Info()
+		if err != nil || info.Name != progName {
+			prog.Close()
+			continue
+		}
+		s := &Switch{prog: prog}
+		ids, _ := info.MapIDs()
+		for _, id := range ids {
+			m, err := ebpf.NewMapFromID(id)
+			if err != nil {
+				s.Close()
+				return nil, fmt.Errorf("open map %d: %w", id, err)
+			}
+			mi, _ := m.Info()
+			switch mi.Name {
+			case metaName:
+				s.meta = m
+			case portsName:
+				s.ports = m
+			case countersName:
+				s.counters = m
+			default:
+				m.Close()
+			}
+		}
+		if s.meta == nil || s.ports == nil || s.counters == nil {
+			s.Close()
+			return nil, fmt.Errorf("program on %s lacks its maps", link.Attrs().Name)
+		}
+		var w uint64
+		if err := s.meta.Lookup(uint32(0), &w); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("read meta: %w", err)
+		}
+		s.cur = uint32(w & 1)
+		if w>>1 != 0 { // a switch was staged; it has happened or will
+			s.cur ^= 1
+			_ = s.meta.Put(uint32(0), uint64(s.cur))
+		}
+		return s, nil
+	}
+	return nil, fmt.Errorf("%s: %w", link.Attrs().Name, ErrNotAttached)
+}
+
+// Read returns the entries of the generation in use, by ifindex.
+func (s *Switch) Read(ifindexes []uint32) (map[uint32]Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[uint32]Entry{}
+	for _, i := range ifindexes {
+		var e Entry
+		if err := s.ports.Lookup(s.cur*MaxIfindex+i, &e); err != nil {
+			return nil, fmt.Errorf("read port %d: %w", i, err)
+		}
+		out[i] = e
+	}
+	return out, nil
+}
+
+// Stage writes a whole configuration (every port of the switch) into the
+// spare generation and tells the kernel to use it from monotonic time at
+// (ns; 0 or past = at once). The previous Stage must have been committed.
+func (s *Switch) Stage(entries map[uint32]Entry, at uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending {
+		return errors.New("a configuration is already staged")
+	}
+	spare := s.cur ^ 1
+	keys := make([]uint32, 0, len(entries))
+	vals := make([]Entry, 0, len(entries))
+	for i, e := range entries {
+		if i == 0 || i >= MaxIfindex {
+			return fmt.Errorf("ifindex %d out of range", i)
+		}
+		keys = append(keys, spare*MaxIfindex+i)
+		vals = append(vals, e)
+	}
+	if _, err := s.ports.BatchUpdate(keys, vals, nil); err != nil {
+		for j := range keys { // kernels without batch ops
+			if err := s.ports.Put(keys[j], vals[j]); err != nil {
+				return fmt.Errorf("write port %d: %w", keys[j]%MaxIfindex, err)
+			}
+		}
+	}
+	if at == 0 {
+		at = 1 // "already due"
+	}
+	if err := s.meta.Put(uint32(0), at<<1|uint64(s.cur)); err != nil {
+		return fmt.Errorf("arm switch: %w", err)
+	}
+	s.pending = true
+	return nil
+}
+
+// Commit records that the staged generation is now in use; call it once
+// the switch time has passed. The kernel switched on its own at that
+// time; this only makes the spare free for the next Stage.
+func (s *Switch) Commit() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pending {
+		return nil
+	}
+	s.cur ^= 1
+	s.pending = false
+	if err := s.meta.Put(uint32(0), uint64(s.cur)); err != nil {
+		return fmt.Errorf("commit switch: %w", err)
+	}
+	return nil
+}
+
+// Counters returns the counters of the given ports, summed over CPUs.
+func (s *Switch) Counters(ifindexes []uint32) (map[uint32]Counters, error) {
+	out := map[uint32]Counters{}
+	for _, i := range ifindexes {
+		var per []Counters
+		if err := s.counters.Lookup(i, &per); err != nil {
+			return nil, fmt.Errorf("read counters of port %d: %w", i, err)
+		}
+		var c Counters
+		for _, p := range per {
+			c.FwdPackets += p.FwdPackets
+			c.FwdBytes += p.FwdBytes
+			c.DarkPackets += p.DarkPackets
+			c.DarkBytes += p.DarkBytes
+			c.UnpatchedPackets += p.UnpatchedPackets
+			c.UnpatchedBytes += p.UnpatchedBytes
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+// Monotonic returns CLOCK_MONOTONIC in ns, the clock bpf_ktime_get_ns reads.
+func Monotonic() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Sec)*1e9 + uint64(ts.Nsec)
+}

@@ -1,0 +1,426 @@
+// Package ocs is the optical circuit switch process: a Controller owns the
+// circuit map of every OCS of a lab, writes it into the kernel fast path
+// (ocsfabric/fastpath) at kernel-timed instants, makes ToR routes follow
+// it (ocsfabric/routing), runs time-slotted schedules, logs every event
+// with its scheduled and effective times, and serves an HTTP/JSON API on a
+// unix socket.
+package ocs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"ocsemu/dataplane/fabric"
+	"ocsemu/ocsfabric/circuit"
+	"ocsemu/ocsfabric/fastpath"
+	"ocsemu/ocsfabric/routing"
+)
+
+// Event is one OCS event, as logged in JSONL. Times are CLOCK_MONOTONIC
+// nanoseconds, the clock every namespace and bpf_ktime_get_ns share.
+type Event struct {
+	Seq  int    `json:"seq"`
+	Kind string `json:"kind"` // "reconfigure", "slot", "schedule-start", "schedule-end"
+	// Scheduled is when the change was asked to take effect.
+	Scheduled int64 `json:"scheduled_ns"`
+	// Effective is when the kernel started using it: Scheduled, or later
+	// if the configuration was written too late.
+	Effective int64 `json:"effective_ns"`
+	LateNs    int64 `json:"late_ns"`
+	DelayNs   int64 `json:"delay_ns"`
+	// DarkUntil is when the changed ports carry light again.
+	DarkUntil     int64             `json:"dark_until_ns,omitempty"`
+	Dark          []circuit.Uplink  `json:"dark,omitempty"`
+	Circuits      []circuit.Circuit `json:"circuits,omitempty"`
+	Slot          int               `json:"slot,omitempty"`
+	RoutesChanged int               `json:"routes_changed"`
+	RoutesDoneNs  int64             `json:"routes_done_ns,omitempty"` // when routes matched the circuits
+	Unreachable   int               `json:"unreachable_pairs"`
+	Error         string            `json:"error,omitempty"`
+}
+
+// Options configure a Controller.
+type Options struct {
+	Log       *slog.Logger
+	EventPath string // JSONL event log; "" for none
+}
+
+// Controller owns the circuits of every OCS switch of one lab.
+type Controller struct {
+	lab    *fabric.Lab
+	layout circuit.Layout
+	log    *slog.Logger
+	delay  time.Duration // scenario's reconfiguration delay
+	router *routing.Router
+
+	switches []*fastpath.Switch
+	ifindex  map[circuit.Uplink]uint32 // OCS-side port of each uplink
+	uplinkOf []map[uint32]circuit.Uplink
+
+	mu      sync.Mutex // serialises reconfigurations
+	cur     circuit.Config
+	dark    map[circuit.Uplink]uint64
+	seq     int
+	unreach []routing.Pair
+
+	evMu    sync.Mutex
+	evFile  *os.File
+	subs    map[chan Event]bool
+	schedMu sync.Mutex
+	sched   context.CancelFunc
+	schedWG sync.WaitGroup
+}
+
+// New attaches to the OCS switches of a deployed lab. If an earlier OCS
+// process left its program on the ports, New takes over the live circuits
+// instead of resetting them.
+func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
+	f := lab.Topo.Scenario.Fabric
+	if !f.HasOCS() {
+		return nil, fmt.Errorf("lab %q is an %s fabric: it has no OCS", lab.Topo.Lab, f.Kind)
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	c := &Controller{
+		lab: lab, layout: circuit.LayoutOf(f), log: log.With("lab", lab.Topo.Lab), delay: f.OCS.ReconfigDelay.D(),
+		ifindex: map[circuit.Uplink]uint32{}, dark: map[circuit.Uplink]uint64{}, subs: map[chan Event]bool{},
+	}
+	if o.EventPath != "" {
+		fh, err := os.OpenFile(o.EventPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open event log: %w", err)
+		}
+		c.evFile = fh
+	}
+	if err := c.attach(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	r, err := routing.NewRouter(lab)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	c.router = r
+	t, unreach := routing.Compute(f.Racks, c.cur)
+	if _, err := r.Apply(t); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("initial routes: %w", err)
+	}
+	c.unreach = unreach
+	return c, nil
+}
+
+// attach loads (or recovers) the program of every switch.
+func (c *Controller) attach() error {
+	f := c.lab.Topo.Scenario.Fabric
+	byIf := make([]map[uint32]circuit.Uplink, f.OCS.Switches)
+	for k := range byIf {
+		byIf[k] = map[uint32]circuit.Uplink{}
+	}
+	for _, u := range c.layout.Ports() {
+		sw, _ := c.layout.Switch(u)
+		h, err := c.lab.Handle(fabric.OCSName(sw))
+		if err != nil {
+			return err
+		}
+		l, err := h.LinkByName(fabric.OCSPortIface(u.Rack, u.Port))
+		if err != nil {
+			return fmt.Errorf("ocs%d port for %s: %w", sw, u, err)
+		}
+		c.ifindex[u] = uint32(l.Attrs().Index)
+		byIf[sw][uint32(l.Attrs().Index)] = u
+	}
+	c.uplinkOf = byIf
+	edges := map[circuit.Uplink]circuit.Uplink{}
+	for k := 0; k < f.OCS.Switches; k++ {
+		h, _ := c.lab.Handle(fabric.OCSName(k))
+		var first uint32
+		for i := range byIf[k] {
+			if first == 0 || i < first {
+				first = i
+			}
+		}
+		firstLink, err := h.LinkByIndex(int(first))
+		if err != nil {
+			return fmt.Errorf("ocs%d: %w", k, err)
+		}
+		sw, err := fastpath.Recover(h, firstLink)
+		if err == nil {
+			c.log.Info("took over live circuits", "ocs", k)
+			entries, err := sw.Read(keys(byIf[k]))
+			if err != nil {
+				return err
+			}
+			for i, e := range entries {
+				if p, ok := byIf[k][e.Peer]; ok && e.Peer != 0 {
+					edges[byIf[k][i]] = p
+				}
+				c.dark[byIf[k][i]] = e.DarkUntil
+			}
+		} else if errors.Is(err, fastpath.ErrNotAttached) {
+			if sw, err = fastpath.New(); err != nil {
+				return fmt.Errorf("ocs%d: %w", k, err)
+			}
+			// All ports unpatched, then the program on every port.
+			empty := map[uint32]fastpath.Entry{}
+			for i := range byIf[k] {
+				empty[i] = fastpath.Entry{}
+			}
+			if err := sw.Stage(empty, 0); err != nil {
+				return err
+			}
+			if err := sw.Commit(); err != nil {
+				return err
+			}
+		} else {
+			return fmt.Errorf("ocs%d: %w", k, err)
+		}
+		for i := range byIf[k] {
+			l, err := h.LinkByIndex(int(i))
+			if err != nil {
+				return fmt.Errorf("ocs%d port %d: %w", k, i, err)
+			}
+			if err := sw.Attach(h, l); err != nil {
+				return fmt.Errorf("ocs%d: %w", k, err)
+			}
+		}
+		c.switches = append(c.switches, sw)
+	}
+	c.cur = configFromEdges(edges)
+	return nil
+}
+
+func keys(m map[uint32]circuit.Uplink) []uint32 {
+	out := make([]uint32, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// configFromEdges rebuilds circuits from directed light paths: a pair of
+// opposite edges is one full-duplex circuit.
+func configFromEdges(e map[circuit.Uplink]circuit.Uplink) circuit.Config {
+	var cfg circuit.Config
+	var from []circuit.Uplink
+	for a := range e {
+		from = append(from, a)
+	}
+	circuit.SortUplinks(from)
+	seen := map[circuit.Uplink]bool{}
+	for _, a := range from {
+		b := e[a]
+		if seen[a] {
+			continue
+		}
+		if e[b] == a {
+			cfg.Circuits = append(cfg.Circuits, circuit.Circuit{A: a, B: b})
+			seen[b] = true
+		} else {
+			cfg.Circuits = append(cfg.Circuits, circuit.Circuit{A: a, B: b, Simplex: true})
+		}
+		seen[a] = true
+	}
+	return cfg
+}
+
+// Close stops a running schedule and releases the switches; circuits stay
+// in the kernel.
+func (c *Controller) Close() {
+	c.StopSchedule()
+	for _, s := range c.switches {
+		s.Close()
+	}
+	c.evMu.Lock()
+	if c.evFile != nil {
+		c.evFile.Close()
+		c.evFile = nil
+	}
+	for ch := range c.subs {
+		close(ch)
+		delete(c.subs, ch)
+	}
+	c.evMu.Unlock()
+}
+
+// Layout returns the cabling.
+func (c *Controller) Layout() circuit.Layout { return c.layout }
+
+// DefaultDelay is the scenario's reconfiguration delay.
+func (c *Controller) DefaultDelay() time.Duration { return c.delay }
+
+// Config returns the current circuit map.
+func (c *Controller) Config() circuit.Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return circuit.Config{Circuits: append([]circuit.Circuit(nil), c.cur.Circuits...)}
+}
+
+// Unreachable returns the rack pairs without any path in the current map.
+func (c *Controller) Unreachable() []routing.Pair {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]routing.Pair(nil), c.unreach...)
+}
+
+// Apply replaces the whole circuit map. The ports whose circuit changes go
+// dark for delay (negative: the scenario's delay) from the switch instant
+// at (CLOCK_MONOTONIC ns; 0 = now). It returns when the switch has
+// happened and routes follow it.
+func (c *Controller) Apply(ctx context.Context, cfg circuit.Config, delay time.Duration, at int64) (Event, error) {
+	if c.ScheduleRunning() {
+		return Event{}, ErrScheduleRunning
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applyLocked(ctx, cfg, delay, at, "reconfigure", 0)
+}
+
+func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay time.Duration, at int64, kind string, slot int) (Event, error) {
+	if err := c.layout.Validate(cfg); err != nil {
+		return Event{}, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if delay < 0 {
+		delay = c.delay
+	}
+	now := int64(fastpath.Monotonic())
+	if at <= 0 {
+		at = now
+	}
+	darkSet := circuit.Dark(c.cur, cfg)
+	isDark := map[circuit.Uplink]bool{}
+	for _, u := range darkSet {
+		isDark[u] = true
+	}
+	darkUntil := uint64(at) + uint64(delay)
+	edges := cfg.Edges()
+	newDark := map[circuit.Uplink]uint64{}
+	perSwitch := make([]map[uint32]fastpath.Entry, len(c.switches))
+	for k := range perSwitch {
+		perSwitch[k] = map[uint32]fastpath.Entry{}
+	}
+	for _, u := range c.layout.Ports() {
+		sw, _ := c.layout.Switch(u)
+		e := fastpath.Entry{DarkUntil: c.dark[u]}
+		if isDark[u] && delay > 0 {
+			e.DarkUntil = darkUntil
+		}
+		if p, ok := edges[u]; ok {
+			e.Peer = c.ifindex[p]
+		}
+		newDark[u] = e.DarkUntil
+		perSwitch[sw][c.ifindex[u]] = e
+	}
+	for k, sw := range c.switches {
+		if err := sw.Stage(perSwitch[k], uint64(at)); err != nil {
+			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
+		}
+	}
+	staged := int64(fastpath.Monotonic())
+	if wait := time.Duration(at - staged); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			// The kernel switches at `at` regardless; record it as done.
+		}
+	}
+	for k, sw := range c.switches {
+		if err := sw.Commit(); err != nil {
+			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
+		}
+	}
+	c.cur = circuit.Config{Circuits: append([]circuit.Circuit(nil), cfg.Circuits...)}
+	c.dark = newDark
+	ev := Event{Kind: kind, Scheduled: at, Effective: max(at, staged), DelayNs: int64(delay),
+		Dark: darkSet, Circuits: c.cur.Circuits, Slot: slot}
+	ev.LateNs = ev.Effective - ev.Scheduled
+	if len(darkSet) > 0 && delay > 0 {
+		ev.DarkUntil = int64(darkUntil)
+	}
+	t, unreach := routing.Compute(c.layout.Racks, cfg)
+	n, rerr := c.router.Apply(t)
+	ev.RoutesChanged, ev.RoutesDoneNs, ev.Unreachable = n, int64(fastpath.Monotonic()), len(unreach)
+	c.unreach = unreach
+	if rerr != nil {
+		ev.Error = rerr.Error()
+	}
+	c.emit(&ev)
+	if rerr != nil {
+		return ev, fmt.Errorf("routes: %w", rerr)
+	}
+	return ev, nil
+}
+
+func (c *Controller) emit(ev *Event) {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	c.seq++
+	ev.Seq = c.seq
+	if c.evFile != nil {
+		b, _ := json.Marshal(ev)
+		_, _ = c.evFile.Write(append(b, '\n'))
+	}
+	for ch := range c.subs {
+		select {
+		case ch <- *ev:
+		default: // slow subscriber: drop rather than stall the OCS
+		}
+	}
+}
+
+// Subscribe returns a channel of future events; cancel stops it.
+func (c *Controller) Subscribe() (<-chan Event, func()) {
+	ch := make(chan Event, 1024)
+	c.evMu.Lock()
+	c.subs[ch] = true
+	c.evMu.Unlock()
+	return ch, func() {
+		c.evMu.Lock()
+		defer c.evMu.Unlock()
+		if c.subs[ch] {
+			delete(c.subs, ch)
+			close(ch)
+		}
+	}
+}
+
+// PortCounters is one port's counters, named by its uplink.
+type PortCounters struct {
+	Uplink circuit.Uplink `json:"uplink"`
+	OCS    int            `json:"ocs"`
+	Iface  string         `json:"iface"`
+	fastpath.Counters
+}
+
+// Counters reads every port's counters.
+func (c *Controller) Counters() ([]PortCounters, error) {
+	var out []PortCounters
+	for k, sw := range c.switches {
+		m, err := sw.Counters(keys(c.uplinkOf[k]))
+		if err != nil {
+			return nil, err
+		}
+		for i, ctr := range m {
+			u := c.uplinkOf[k][i]
+			out = append(out, PortCounters{Uplink: u, OCS: k, Iface: fabric.OCSPortIface(u.Rack, u.Port), Counters: ctr})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Uplink, out[j].Uplink
+		return a.Rack < b.Rack || a.Rack == b.Rack && a.Port < b.Port
+	})
+	return out, nil
+}
