@@ -1,0 +1,351 @@
+package ocs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"ocsemu/emu/scenario"
+	"ocsemu/ocsfabric/circuit"
+	"ocsemu/ocsfabric/fastpath"
+	"ocsemu/ocsfabric/routing"
+)
+
+// API routes (all JSON):
+//
+//	GET    /v1/config     current circuits, dark ports, unreachable rack pairs
+//	PUT    /v1/config     replace the circuits: ConfigRequest -> Event
+//	POST   /v1/connect    {"a":"tor0:1","b":"tor2:0"} -> Event
+//	POST   /v1/disconnect {"port":"tor0:1"} -> Event
+//	POST   /v1/schedule   Schedule -> 202
+//	DELETE /v1/schedule   stop the running schedule
+//	GET    /v1/counters   per-port forwarded / dark / unpatched counters
+//	GET    /v1/events     event stream as JSONL, until the client leaves
+//	GET    /v1/clock      the server's CLOCK_MONOTONIC, to schedule against
+
+// ConfigRequest replaces the circuit map.
+type ConfigRequest struct {
+	Circuits []circuit.Circuit `json:"circuits" yaml:"circuits"`
+	// Delay overrides the scenario's reconfiguration delay ("50ms").
+	Delay *scenario.Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
+	// AtNs is the CLOCK_MONOTONIC instant of the switch; 0 = now.
+	AtNs int64 `json:"at_ns,omitempty" yaml:"at_ns,omitempty"`
+}
+
+// ConnectRequest patches a circuit, moving whatever used its ports.
+type ConnectRequest struct {
+	A       circuit.Uplink     `json:"a"`
+	B       circuit.Uplink     `json:"b"`
+	Simplex bool               `json:"simplex,omitempty"`
+	Delay   *scenario.Duration `json:"delay,omitempty"`
+}
+
+// DisconnectRequest removes the circuit on a port.
+type DisconnectRequest struct {
+	Port  circuit.Uplink     `json:"port"`
+	Delay *scenario.Duration `json:"delay,omitempty"`
+}
+
+// ConfigView is GET /v1/config.
+type ConfigView struct {
+	Circuits     []circuit.Circuit `json:"circuits"`
+	DelayNs      int64             `json:"default_delay_ns"`
+	Unreachable  []routing.Pair    `json:"unreachable"`
+	Schedule     bool              `json:"schedule_running"`
+	HalfDuplex   bool              `json:"half_duplex"`
+	Racks        int               `json:"racks"`
+	UplinksPerTo int               `json:"uplinks_per_tor"`
+}
+
+// Handler serves the API for a controller.
+func (c *Controller) Handler() http.Handler {
+	mux := http.NewServeMux()
+	delayOf := func(d *scenario.Duration) time.Duration {
+		if d == nil {
+			return -1
+		}
+		return d.D()
+	}
+	mux.HandleFunc("GET /v1/config", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, ConfigView{Circuits: c.Config().Circuits, DelayNs: int64(c.delay), Unreachable: c.Unreachable(),
+			Schedule: c.ScheduleRunning(), HalfDuplex: c.layout.HalfDuplex, Racks: c.layout.Racks, UplinksPerTo: c.layout.Uplinks})
+	})
+	mux.HandleFunc("PUT /v1/config", func(w http.ResponseWriter, r *http.Request) {
+		var req ConfigRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		ev, err := c.Apply(r.Context(), circuit.Config{Circuits: req.Circuits}, delayOf(req.Delay), req.AtNs)
+		reply(w, ev, err)
+	})
+	mux.HandleFunc("POST /v1/connect", func(w http.ResponseWriter, r *http.Request) {
+		var req ConnectRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		if err := errors.Join(c.layout.Check(req.A), c.layout.Check(req.B)); err != nil {
+			writeErr(w, http.StatusBadRequest, err)
+			return
+		}
+		simplex := req.Simplex || c.layout.HalfDuplex
+		ev, err := c.Apply(r.Context(), c.Config().Connect(req.A, req.B, simplex), delayOf(req.Delay), 0)
+		reply(w, ev, err)
+	})
+	mux.HandleFunc("POST /v1/disconnect", func(w http.ResponseWriter, r *http.Request) {
+		var req DisconnectRequest
+		if !readJSON(w, r, &req) {
+			return
+		}
+		cfg, found := c.Config().Disconnect(req.Port)
+		if !found {
+			writeErr(w, http.StatusNotFound, fmt.Errorf("%s is not in any circuit", req.Port))
+			return
+		}
+		ev, err := c.Apply(r.Context(), cfg, delayOf(req.Delay), 0)
+		reply(w, ev, err)
+	})
+	mux.HandleFunc("POST /v1/schedule", func(w http.ResponseWriter, r *http.Request) {
+		var s Schedule
+		if !readJSON(w, r, &s) {
+			return
+		}
+		if err := c.StartSchedule(s); err != nil {
+			code := http.StatusBadRequest
+			if errors.Is(err, ErrScheduleRunning) {
+				code = http.StatusConflict
+			}
+			writeErr(w, code, err)
+			return
+		}
+		writeJSON(w, http.StatusAccepted, map[string]string{"status": "started"})
+	})
+	mux.HandleFunc("DELETE /v1/schedule", func(w http.ResponseWriter, r *http.Request) {
+		c.StopSchedule()
+		writeJSON(w, http.StatusOK, map[string]string{"status": "stopped"})
+	})
+	mux.HandleFunc("GET /v1/counters", func(w http.ResponseWriter, r *http.Request) {
+		ctrs, err := c.Counters()
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, ctrs)
+	})
+	mux.HandleFunc("GET /v1/clock", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]int64{"monotonic_ns": int64(fastpath.Monotonic())})
+	})
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		ch, cancel := c.Subscribe()
+		defer cancel()
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.WriteHeader(http.StatusOK)
+		fl, _ := w.(http.Flusher)
+		if fl != nil {
+			fl.Flush()
+		}
+		enc := json.NewEncoder(w)
+		for {
+			select {
+			case ev, ok := <-ch:
+				if !ok {
+					return
+				}
+				if enc.Encode(ev) != nil {
+					return
+				}
+				if fl != nil {
+					fl.Flush()
+				}
+			case <-r.Context().Done():
+				return
+			}
+		}
+	})
+	return mux
+}
+
+func reply(w http.ResponseWriter, ev Event, err error) {
+	switch {
+	case errors.Is(err, ErrScheduleRunning):
+		writeErr(w, http.StatusConflict, err)
+	case err != nil && ev.Seq == 0:
+		writeErr(w, http.StatusBadRequest, err)
+	case err != nil:
+		writeErr(w, http.StatusInternalServerError, err)
+	default:
+		writeJSON(w, http.StatusOK, ev)
+	}
+}
+
+func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 16<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad request body: %w", err))
+		return false
+	}
+	return true
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeErr(w http.ResponseWriter, code int, err error) {
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// Serve answers the API on a unix socket (mode 0600: root only) until ctx
+// is cancelled.
+func Serve(ctx context.Context, c *Controller, socket string) error {
+	_ = os.Remove(socket)
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", socket, err)
+	}
+	if err := os.Chmod(socket, 0o600); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	err = srv.Serve(ln)
+	_ = os.Remove(socket)
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Client talks to an OCS process over its unix socket.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// NewClient returns a client for the OCS socket of a lab.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}}
+	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+}
+
+func (cl *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://ocs"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := cl.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("OCS at %s: %w (is the lab deployed with an OCS? see `emu inspect`)", cl.socket, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 300 {
+		var e struct{ Error string }
+		_ = json.NewDecoder(resp.Body).Decode(&e)
+		return fmt.Errorf("OCS: %s", e.Error)
+	}
+	if out != nil {
+		return json.NewDecoder(resp.Body).Decode(out)
+	}
+	return nil
+}
+
+// Config reads the circuit map.
+func (cl *Client) Config(ctx context.Context) (ConfigView, error) {
+	var v ConfigView
+	return v, cl.do(ctx, "GET", "/v1/config", nil, &v)
+}
+
+// Apply replaces the circuit map.
+func (cl *Client) Apply(ctx context.Context, req ConfigRequest) (Event, error) {
+	var ev Event
+	return ev, cl.do(ctx, "PUT", "/v1/config", req, &ev)
+}
+
+// Connect patches one circuit.
+func (cl *Client) Connect(ctx context.Context, req ConnectRequest) (Event, error) {
+	var ev Event
+	return ev, cl.do(ctx, "POST", "/v1/connect", req, &ev)
+}
+
+// Disconnect removes the circuit on a port.
+func (cl *Client) Disconnect(ctx context.Context, req DisconnectRequest) (Event, error) {
+	var ev Event
+	return ev, cl.do(ctx, "POST", "/v1/disconnect", req, &ev)
+}
+
+// Schedule starts a schedule.
+func (cl *Client) Schedule(ctx context.Context, s Schedule) error {
+	return cl.do(ctx, "POST", "/v1/schedule", s, nil)
+}
+
+// StopSchedule stops the running schedule.
+func (cl *Client) StopSchedule(ctx context.Context) error {
+	return cl.do(ctx, "DELETE", "/v1/schedule", nil, nil)
+}
+
+// Counters reads per-port counters.
+func (cl *Client) Counters(ctx context.Context) ([]PortCounters, error) {
+	var out []PortCounters
+	return out, cl.do(ctx, "GET", "/v1/counters", nil, &out)
+}
+
+// Events streams events to fn until ctx ends or fn returns false.
+func (cl *Client) Events(ctx context.Context, fn func(Event) bool) error {
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://ocs/v1/events", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := cl.http.Do(req)
+	if err != nil {
+		return fmt.Errorf("OCS at %s: %w", cl.socket, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev Event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			return err
+		}
+		if !fn(ev) {
+			return nil
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return sc.Err()
+}
+
+// Ping checks that the OCS answers.
+func (cl *Client) Ping(ctx context.Context) error {
+	var v map[string]int64
+	return cl.do(ctx, "GET", "/v1/clock", nil, &v)
+}
