@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 
 	"ocsemu/dataplane/fabric"
 	"ocsemu/dataplane/netns"
+	"ocsemu/emu/scenario"
 )
 
 func (a *app) deployCmd() *cobra.Command {
@@ -33,7 +35,7 @@ routes and permanent neighbours. OCS ports are created but left unpatched.`,
 			if err != nil {
 				return err
 			}
-			lab, err := fabric.Deploy(cmd.Context(), fabric.Build(s), fabric.Options{Log: a.log, Progress: a.progress, Source: src})
+			lab, err := a.deploy(cmd.Context(), s, src)
 			if err != nil {
 				return err
 			}
@@ -43,6 +45,23 @@ routes and permanent neighbours. OCS ports are created but left unpatched.`,
 			return nil
 		},
 	}
+}
+
+// deploy brings a lab up and starts its OCS process; on failure nothing
+// of the lab remains.
+func (a *app) deploy(ctx context.Context, s *scenario.Scenario, src string) (*fabric.Lab, error) {
+	lab, err := fabric.Deploy(ctx, fabric.Build(s), fabric.Options{Log: a.log, Progress: a.progress, Source: src})
+	if err != nil {
+		return nil, err
+	}
+	if s.Fabric.HasOCS() {
+		if err := a.startOCSProcess(ctx, lab); err != nil {
+			lab.Close()
+			derr := fabric.Destroy(context.WithoutCancel(ctx), s.Name, a.log)
+			return nil, errors.Join(err, derr)
+		}
+	}
+	return lab, nil
 }
 
 func (a *app) destroyCmd() *cobra.Command {

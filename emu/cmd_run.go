@@ -65,7 +65,7 @@ lab again, also on Ctrl-C or failure.`,
 			t := fabric.Build(s)
 			sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
 			t0 := time.Now()
-			lab, err := fabric.Deploy(cmd.Context(), t, fabric.Options{Log: a.log, Progress: a.progress, Source: src})
+			lab, err := a.deploy(cmd.Context(), s, src)
 			if err != nil {
 				return err
 			}

@@ -165,8 +165,8 @@ func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error)
 
 	progress("creating %d veth links", len(t.Links))
 	var done atomic.Int64
-	if err := forEach(ctx, par, t.Links, func(l Link) error {
-		err := lab.addLink(l)
+	if err := forEachIndexed(ctx, par, t.Links, func(i int, l Link) error {
+		err := lab.addLink(i, l)
 		if n := done.Add(1); n%500 == 0 {
 			progress("  %d/%d links", n, len(t.Links))
 		}
@@ -213,6 +213,15 @@ func forEach[T any](ctx context.Context, par int, items []T, fn func(T) error) e
 		return err
 	}
 	return ctx.Err()
+}
+
+// forEachIndexed is forEach with the item's index.
+func forEachIndexed[T any](ctx context.Context, par int, items []T, fn func(int, T) error) error {
+	idx := make([]int, len(items))
+	for i := range idx {
+		idx[i] = i
+	}
+	return forEach(ctx, par, idx, func(i int) error { return fn(i, items[i]) })
 }
 
 // setupNS runs inside a fresh namespace: sysctls and the loopback.
@@ -295,7 +304,7 @@ func trimNL(b []byte) string {
 
 // addLink creates a veth pair with its peer directly in the far namespace,
 // brings both ends up with their address and shaping.
-func (l *Lab) addLink(ln Link) error {
+func (l *Lab) addLink(i int, ln Link) error {
 	ha, err := l.Handle(ln.A.Node)
 	if err != nil {
 		return err
@@ -314,6 +323,11 @@ func (l *Lab) addLink(ln Link) error {
 	veth := &netlink.Veth{
 		LinkAttrs: netlink.LinkAttrs{
 			Name: ln.A.Iface, MTU: mtu, HardwareAddr: ln.A.MAC, Flags: net.FlagUp, TxQLen: 1000,
+			// The kernel treats a carrier change as urgent only when a
+			// veth's ifindex differs from its peer's; otherwise linkwatch
+			// defers it up to 1 s, and the qdisc stays inactive meanwhile.
+			// Peers in fresh namespaces would both get ifindex 2.
+			Index: nearIfindexBase + i,
 		},
 		PeerName:         ln.B.Iface,
 		PeerHardwareAddr: ln.B.MAC,
@@ -346,6 +360,10 @@ func (l *Lab) addLink(ln Link) error {
 	}
 	return nil
 }
+
+// nearIfindexBase numbers the near end of every veth far above the
+// far ends' automatic indexes.
+const nearIfindexBase = 100000
 
 // Shape puts a tbf root qdisc on a link's egress at rate bytes/s, or
 // removes shaping when rate is 0. The burst allows 1 ms at line rate (at

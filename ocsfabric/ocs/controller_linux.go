@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -69,6 +70,7 @@ type Controller struct {
 	dark    map[circuit.Uplink]uint64
 	seq     int
 	unreach []routing.Pair
+	stageNs int64 // how long the last configuration took to write
 
 	evMu    sync.Mutex
 	evFile  *os.File
@@ -296,7 +298,10 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 	}
 	now := int64(fastpath.Monotonic())
 	if at <= 0 {
-		at = now
+		// "Now" means as soon as the whole configuration is written: a
+		// margin of three times the last staging time (at least 200 us) puts the switch at an
+		// exact kernel-timed instant, so the dark period is exact too.
+		at = now + max(3*c.stageNs, int64(200*time.Microsecond))
 	}
 	darkSet := circuit.Dark(c.cur, cfg)
 	isDark := map[circuit.Uplink]bool{}
@@ -328,15 +333,8 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 		}
 	}
 	staged := int64(fastpath.Monotonic())
-	if wait := time.Duration(at - staged); wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			// The kernel switches at `at` regardless; record it as done.
-		}
-	}
+	c.stageNs = staged - now
+	waitUntil(ctx, at)
 	for k, sw := range c.switches {
 		if err := sw.Commit(); err != nil {
 			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
@@ -362,6 +360,25 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 		return ev, fmt.Errorf("routes: %w", rerr)
 	}
 	return ev, nil
+}
+
+// waitUntil returns at monotonic time at (or when ctx ends). Go timers
+// overshoot by up to a millisecond, so it sleeps until 1 ms before and
+// spins for the rest: routes must follow the kernel's switch closely.
+// The kernel switches at `at` whatever happens here.
+func waitUntil(ctx context.Context, at int64) {
+	if d := time.Duration(at-int64(fastpath.Monotonic())) - time.Millisecond; d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return
+		}
+	}
+	for int64(fastpath.Monotonic()) < at && ctx.Err() == nil {
+		runtime.Gosched()
+	}
 }
 
 func (c *Controller) emit(ev *Event) {

@@ -1,0 +1,383 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.yaml.in/yaml/v3"
+
+	"ocsemu/dataplane/fabric"
+	"ocsemu/dataplane/netns"
+	"ocsemu/emu/scenario"
+	"ocsemu/ocsfabric/circuit"
+	"ocsemu/ocsfabric/ocs"
+)
+
+func (a *app) ocsCmd() *cobra.Command {
+	var labName string
+	root := &cobra.Command{
+		Use:   "ocs",
+		Short: "Drive the optical circuit switches of a lab: show, connect, disconnect, apply, schedule",
+		Long: `The OCS process of a lab (started by deploy for ocs and hybrid fabrics) owns the
+circuit map. These commands talk to it over its unix socket. Ports are ToR
+uplinks written tor<rack>:<uplink>. Each change darkens the ports whose
+circuit changes for the reconfiguration delay, enforced in the kernel.`,
+		Example: `  sudo emu ocs connect tor0:0 tor1:0
+  sudo emu ocs show
+  sudo emu ocs connect tor0:0 tor2:0 --delay 50ms
+  sudo emu ocs apply circuits.yaml
+  sudo emu ocs events -f`,
+	}
+	root.PersistentFlags().StringVarP(&labName, "lab", "l", "", "lab (needed only when several are deployed)")
+	client := func() (*ocs.Client, string, error) {
+		lab, err := resolveLab(labName)
+		if err != nil {
+			return nil, "", err
+		}
+		return ocs.NewClient(fabric.LabFile(lab, "ocs.sock")), lab, nil
+	}
+	var delay time.Duration
+	var simplex, asJSON bool
+	delayPtr := func(cmd *cobra.Command) *scenario.Duration {
+		if !cmd.Flags().Changed("delay") {
+			return nil
+		}
+		d := scenario.Duration(delay)
+		return &d
+	}
+
+	serve := &cobra.Command{
+		Use:    "serve",
+		Short:  "Run the OCS process of a lab (deploy starts it)",
+		Args:   cobra.NoArgs,
+		Hidden: false,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if labName == "" {
+				return errors.New("serve needs --lab")
+			}
+			lab, err := fabric.Open(labName, a.log)
+			if err != nil {
+				return err
+			}
+			defer lab.Close()
+			ctl, err := ocs.New(cmd.Context(), lab, ocs.Options{Log: a.log, EventPath: fabric.LabFile(labName, "ocs-events.jsonl")})
+			if err != nil {
+				return err
+			}
+			defer ctl.Close()
+			sock := fabric.LabFile(labName, "ocs.sock")
+			a.log.Info("OCS serving", "lab", labName, "socket", sock, "switches", lab.Topo.Scenario.Fabric.OCS.Switches)
+			return ocs.Serve(cmd.Context(), ctl, sock)
+		},
+	}
+	show := &cobra.Command{
+		Use:   "show",
+		Short: "Print the circuits of every OCS and the racks that cannot reach each other",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, lab, err := client()
+			if err != nil {
+				return err
+			}
+			v, err := cl.Config(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(v)
+			}
+			st, err := fabric.ReadState(lab)
+			if err != nil {
+				return err
+			}
+			layout := circuit.LayoutOf(st.Scenario.Fabric)
+			fmt.Printf("lab %s: %d circuits, default reconfiguration delay %v", lab, len(v.Circuits), time.Duration(v.DelayNs))
+			if v.Schedule {
+				fmt.Print(", schedule running")
+			}
+			fmt.Println()
+			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(w, "OCS\tCIRCUIT\tPORTS")
+			for _, c := range v.Circuits {
+				sw, pa := layout.Switch(c.A)
+				_, pb := layout.Switch(c.B)
+				fmt.Fprintf(w, "ocs%d\t%s\t%s <-> %s\n", sw, c, fabric.OCSPortIface(c.A.Rack, c.A.Port)+fmt.Sprintf("(%d)", pa), fabric.OCSPortIface(c.B.Rack, c.B.Port)+fmt.Sprintf("(%d)", pb))
+			}
+			w.Flush()
+			if n := len(v.Unreachable); n > 0 {
+				var ex []string
+				for i, p := range v.Unreachable {
+					if i == 4 {
+						ex = append(ex, "...")
+						break
+					}
+					ex = append(ex, p.String())
+				}
+				fmt.Printf("unreachable: %d rack pairs (%s)\n", n, strings.Join(ex, ", "))
+			} else {
+				fmt.Println("every rack reaches every other rack")
+			}
+			return nil
+		},
+	}
+	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	connect := &cobra.Command{
+		Use:   "connect <tor:uplink> <tor:uplink>",
+		Short: "Patch a circuit between two uplinks, moving whatever used them",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, _, err := client()
+			if err != nil {
+				return err
+			}
+			ua, err := circuit.ParseUplink(args[0])
+			if err != nil {
+				return err
+			}
+			ub, err := circuit.ParseUplink(args[1])
+			if err != nil {
+				return err
+			}
+			ev, err := cl.Connect(cmd.Context(), ocs.ConnectRequest{A: ua, B: ub, Simplex: simplex, Delay: delayPtr(cmd)})
+			if err != nil {
+				return err
+			}
+			printEvent(ev)
+			return nil
+		},
+	}
+	connect.Flags().DurationVar(&delay, "delay", 0, "reconfiguration delay (default: the scenario's)")
+	connect.Flags().BoolVar(&simplex, "simplex", false, "one direction only, a->b (half-duplex fabrics)")
+
+	disconnect := &cobra.Command{
+		Use:   "disconnect <tor:uplink>",
+		Short: "Remove the circuit on an uplink",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, _, err := client()
+			if err != nil {
+				return err
+			}
+			u, err := circuit.ParseUplink(args[0])
+			if err != nil {
+				return err
+			}
+			ev, err := cl.Disconnect(cmd.Context(), ocs.DisconnectRequest{Port: u, Delay: delayPtr(cmd)})
+			if err != nil {
+				return err
+			}
+			printEvent(ev)
+			return nil
+		},
+	}
+	disconnect.Flags().DurationVar(&delay, "delay", 0, "reconfiguration delay (default: the scenario's)")
+
+	apply := &cobra.Command{
+		Use:   "apply <circuits.yaml>",
+		Short: "Replace the whole circuit map from a file (YAML or JSON: circuits, optional delay)",
+		Example: `  # circuits.yaml
+  circuits:
+    - {a: tor0:0, b: tor1:0}
+    - {a: tor2:0, b: tor3:0}
+  delay: 10ms`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, _, err := client()
+			if err != nil {
+				return err
+			}
+			var req ocs.ConfigRequest
+			if err := readStrict(args[0], &req); err != nil {
+				return err
+			}
+			if d := delayPtr(cmd); d != nil {
+				req.Delay = d
+			}
+			ev, err := cl.Apply(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			printEvent(ev)
+			return nil
+		},
+	}
+	apply.Flags().DurationVar(&delay, "delay", 0, "reconfiguration delay (default: the file's, else the scenario's)")
+
+	var stop bool
+	schedule := &cobra.Command{
+		Use:   "schedule <schedule.yaml> | --stop",
+		Short: "Run a time-slotted schedule of configurations, once or cycled (rotor style)",
+		Example: `  # rotor.yaml: two 1 ms slots, cycled 500 times, 20 us dark between slots
+  slots:
+    - {duration: 1ms, circuits: [{a: tor0:0, b: tor1:0}, {a: tor2:0, b: tor3:0}]}
+    - {duration: 1ms, circuits: [{a: tor0:0, b: tor2:0}, {a: tor1:0, b: tor3:0}]}
+  cycles: 500
+  delay: 20us`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cl, _, err := client()
+			if err != nil {
+				return err
+			}
+			if stop {
+				return cl.StopSchedule(cmd.Context())
+			}
+			if len(args) != 1 {
+				return errors.New("name a schedule file, or pass --stop")
+			}
+			var s ocs.Schedule
+			if err := readStrict(args[0], &s); err != nil {
+				return err
+			}
+			if err := cl.Schedule(cmd.Context(), s); err != nil {
+				return err
+			}
+			fmt.Printf("schedule started: %d slots, cycles %d (0 = until stopped); follow it with `emu ocs events -f`\n", len(s.Slots), s.Cycles)
+			return nil
+		},
+	}
+	schedule.Flags().BoolVar(&stop, "stop", false, "stop the running schedule")
+
+	counters := &cobra.Command{
+		Use:   "counters",
+		Short: "Per-port counters of the kernel fast path: forwarded, dropped dark, dropped unpatched",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, _, err := client()
+			if err != nil {
+				return err
+			}
+			cs, err := cl.Counters(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cs)
+			}
+			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(w, "PORT\tOCS\tFWD PKTS\tFWD BYTES\tDARK PKTS\tDARK BYTES\tUNPATCHED PKTS\tUNPATCHED BYTES\t")
+			for _, c := range cs {
+				fmt.Fprintf(w, "%s\tocs%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", c.Uplink, c.OCS, c.FwdPackets, c.FwdBytes, c.DarkPackets, c.DarkBytes, c.UnpatchedPackets, c.UnpatchedBytes)
+			}
+			return w.Flush()
+		},
+	}
+	counters.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+
+	var follow bool
+	events := &cobra.Command{
+		Use:   "events",
+		Short: "Print the OCS event log (JSONL: scheduled and effective times), -f to follow",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, lab, err := client()
+			if err != nil {
+				return err
+			}
+			data, err := os.ReadFile(fabric.LabFile(lab, "ocs-events.jsonl"))
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+			os.Stdout.Write(data)
+			if !follow {
+				return nil
+			}
+			return cl.Events(cmd.Context(), func(ev ocs.Event) bool {
+				_ = writeJSONLine(ev)
+				return true
+			})
+		},
+	}
+	events.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events")
+
+	root.AddCommand(serve, show, connect, disconnect, apply, schedule, counters, events)
+	return root
+}
+
+// readStrict decodes a YAML or JSON file, refusing unknown keys.
+func readStrict(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return nil
+}
+
+func printEvent(ev ocs.Event) {
+	var dark []string
+	for _, u := range ev.Dark {
+		dark = append(dark, u.String())
+	}
+	fmt.Printf("event %d: %d circuits; %d ports dark for %v (%s); routes followed %v after the switch (%d changed); %d rack pairs unreachable\n",
+		ev.Seq, len(ev.Circuits), len(ev.Dark), time.Duration(ev.DelayNs), strings.Join(dark, " "),
+		time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, ev.Unreachable)
+}
+
+func writeJSONLine(v any) error {
+	return json.NewEncoder(os.Stdout).Encode(v)
+}
+
+// resolveLab returns the named lab, or the only deployed one.
+func resolveLab(name string) (string, error) {
+	if name != "" {
+		return name, nil
+	}
+	labs, err := fabric.Labs()
+	if err != nil {
+		return "", err
+	}
+	if len(labs) != 1 {
+		return "", fmt.Errorf("%d labs are deployed (%s): pick one with --lab", len(labs), strings.Join(labs, ", "))
+	}
+	return labs[0], nil
+}
+
+// startOCSProcess starts `emu ocs serve` inside the lab's first OCS
+// namespace, so that destroy ends it with the lab, and waits until its
+// API answers.
+func (a *app) startOCSProcess(ctx context.Context, lab *fabric.Lab) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	name := lab.Topo.Lab
+	logf, err := os.OpenFile(fabric.LabFile(name, "ocs.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("OCS log: %w", err)
+	}
+	defer logf.Close()
+	cmd := exec.Command(exe, "ocs", "serve", "--lab", name)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := netns.Do(fabric.NSName(name, fabric.OCSName(0)), cmd.Start); err != nil {
+		return fmt.Errorf("start OCS process: %w", err)
+	}
+	go func() { _ = cmd.Wait() }() // reap it if it ends while we run
+	cl := ocs.NewClient(fabric.LabFile(name, "ocs.sock"))
+	deadline := time.Now().Add(10 * time.Second)
+	for cl.Ping(ctx) != nil {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			tail, _ := os.ReadFile(fabric.LabFile(name, "ocs.log"))
+			return fmt.Errorf("OCS process did not answer within 10s; its log:\n%s", tail)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	a.progress("OCS process %d serving on %s", cmd.Process.Pid, fabric.LabFile(name, "ocs.sock"))
+	return nil
+}

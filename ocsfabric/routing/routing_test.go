@@ -1,0 +1,50 @@
+package routing
+
+import (
+	"reflect"
+	"testing"
+
+	"ocsemu/ocsfabric/circuit"
+)
+
+func c(a, b string, simplex bool) circuit.Circuit {
+	ua, _ := circuit.ParseUplink(a)
+	ub, _ := circuit.ParseUplink(b)
+	return circuit.Circuit{A: ua, B: ub, Simplex: simplex}
+}
+
+func TestCompute(t *testing.T) {
+	tests := []struct {
+		name        string
+		racks       int
+		cfg         []circuit.Circuit
+		src, dst    int
+		want        []Hop
+		hops        int
+		unreachable int
+	}{
+		{"direct", 2, []circuit.Circuit{c("tor0:0", "tor1:0", false)}, 0, 1, []Hop{{0, 1}}, 1, 0},
+		{"multipath over two circuits", 2, []circuit.Circuit{c("tor0:0", "tor1:0", false), c("tor0:1", "tor1:1", false)}, 0, 1, []Hop{{0, 1}, {1, 1}}, 1, 0},
+		{"two hops", 3, []circuit.Circuit{c("tor0:0", "tor1:0", false), c("tor1:1", "tor2:0", false)}, 0, 2, []Hop{{0, 1}}, 2, 0},
+		{"chain of four", 4, []circuit.Circuit{c("tor0:0", "tor1:0", false), c("tor1:1", "tor2:1", false), c("tor2:0", "tor3:0", false)}, 3, 0, []Hop{{0, 2}}, 3, 0},
+		{"shortest wins", 4, []circuit.Circuit{c("tor0:0", "tor1:0", false), c("tor1:1", "tor2:1", false), c("tor2:0", "tor3:0", false), c("tor0:1", "tor3:1", false)}, 0, 3, []Hop{{1, 3}}, 1, 0},
+		{"equal-cost multi-hop", 4, []circuit.Circuit{c("tor0:0", "tor1:0", false), c("tor0:1", "tor2:0", false), c("tor1:1", "tor3:0", false), c("tor2:1", "tor3:1", false)}, 0, 3, []Hop{{0, 1}, {1, 2}}, 2, 0},
+		{"unreachable", 4, []circuit.Circuit{c("tor0:0", "tor1:0", false)}, 0, 2, nil, -1, 10},
+		{"simplex one way", 2, []circuit.Circuit{c("tor0:0", "tor1:0", true)}, 0, 1, []Hop{{0, 1}}, 1, 1},
+		{"simplex no way back", 2, []circuit.Circuit{c("tor0:0", "tor1:0", true)}, 1, 0, nil, -1, 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tab, un := Compute(tt.racks, circuit.Config{Circuits: tt.cfg})
+			if got := tab[tt.src][tt.dst]; !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("next hops %d->%d = %v, want %v", tt.src, tt.dst, got, tt.want)
+			}
+			if h := tab.Hops(tt.src, tt.dst); h != tt.hops {
+				t.Errorf("hops = %d, want %d", h, tt.hops)
+			}
+			if len(un) != tt.unreachable {
+				t.Errorf("unreachable pairs = %v, want %d", un, tt.unreachable)
+			}
+		})
+	}
+}
