@@ -18,6 +18,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"ocsemu/dataplane/fabric"
 	"ocsemu/ocsfabric/circuit"
 	"ocsemu/ocsfabric/fastpath"
@@ -114,6 +116,9 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 	}
 	c.router = r
 	t, unreach := routing.Compute(f.Racks, c.cur)
+	if f.HasEPS() {
+		unreach = nil // the packet core reaches every rack
+	}
 	if _, err := r.Apply(t); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("initial routes: %w", err)
@@ -349,6 +354,9 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 		ev.DarkUntil = int64(darkUntil)
 	}
 	t, unreach := routing.Compute(c.layout.Racks, cfg)
+	if c.lab.Topo.Scenario.Fabric.HasEPS() {
+		unreach = nil // the packet core reaches every rack
+	}
 	n, rerr := c.router.Apply(t)
 	ev.RoutesChanged, ev.RoutesDoneNs, ev.Unreachable = n, int64(fastpath.Monotonic()), len(unreach)
 	c.unreach = unreach
@@ -363,11 +371,12 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 }
 
 // waitUntil returns at monotonic time at (or when ctx ends). Go timers
-// overshoot by up to a millisecond, so it sleeps until 1 ms before and
-// spins for the rest: routes must follow the kernel's switch closely.
-// The kernel switches at `at` whatever happens here.
+// overshoot by up to a millisecond, so it sleeps with a timer until 2 ms
+// before, then with clock_nanosleep(TIMER_ABSTIME) on a locked thread with
+// 1 ns timer slack: hrtimer precision without spinning a core. The kernel
+// switches at `at` whatever happens here; this only times the routes.
 func waitUntil(ctx context.Context, at int64) {
-	if d := time.Duration(at-int64(fastpath.Monotonic())) - time.Millisecond; d > 0 {
+	if d := time.Duration(at-int64(fastpath.Monotonic())) - 2*time.Millisecond; d > 0 {
 		t := time.NewTimer(d)
 		select {
 		case <-t.C:
@@ -376,8 +385,15 @@ func waitUntil(ctx context.Context, at int64) {
 			return
 		}
 	}
-	for int64(fastpath.Monotonic()) < at && ctx.Err() == nil {
-		runtime.Gosched()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	ts := unix.NsecToTimespec(at)
+	for {
+		err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil)
+		if err != unix.EINTR {
+			return
+		}
 	}
 }
 

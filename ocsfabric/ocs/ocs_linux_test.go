@@ -15,7 +15,7 @@ import (
 
 // startOCS deploys an ocs lab and serves its controller's API on the lab's
 // socket, as `emu ocs serve` does.
-func startOCS(t *testing.T, prefix, fabricYAML string) (*fabric.Lab, *ocs.Controller, *ocs.Client) {
+func startOCS(t testing.TB, prefix, fabricYAML string) (*fabric.Lab, *ocs.Controller, *ocs.Client) {
 	t.Helper()
 	fabrictest.SkipUnlessRoot(t)
 	name := fabrictest.UniqueLab(prefix)
@@ -199,3 +199,38 @@ func TestMultiHopAndRestart(t *testing.T) {
 }
 
 func scenarioDuration(d time.Duration) scenario.Duration { return scenario.Duration(d) }
+
+// TestHybridPrefersCircuits checks a hybrid fabric: every rack reaches
+// every other over the packet core, and a circuit, once patched, carries
+// the traffic between its two racks instead.
+func TestHybridPrefersCircuits(t *testing.T) {
+	lab, _, cl := startOCS(t, "hyb", "{kind: hybrid, racks: 3, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}")
+	ctx := context.Background()
+	hs := fabrictest.Hosts(lab)
+	res, err := probe.PingAll(ctx, hs, 3, time.Second)
+	if err != nil || len(res.Failed) > 0 {
+		t.Fatalf("hybrid fabric without circuits: pingall failed %v (%v)", res.Failed, err)
+	}
+	if _, err := cl.Connect(ctx, ocs.ConnectRequest{A: up(t, "tor0:0"), B: up(t, "tor1:0")}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond)
+	if _, err := probe.Transfer(ctx, hs[0], hs[1], probe.TransferOptions{Duration: 300 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := probe.Transfer(ctx, hs[0], hs[2], probe.TransferOptions{Port: 5202, Duration: 300 * time.Millisecond}); err != nil {
+		t.Fatalf("rack 0 -> rack 2 over the packet core: %v", err)
+	}
+	ctrs, err := cl.Counters(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range ctrs {
+		if c.Uplink == up(t, "tor0:0") && c.FwdBytes < 10<<20 {
+			t.Errorf("rack 0 -> rack 1 did not use the circuit: %d bytes forwarded", c.FwdBytes)
+		}
+		if c.Uplink == up(t, "tor2:0") && c.FwdBytes+c.UnpatchedBytes > 1<<20 {
+			t.Errorf("rack 2 traffic entered the OCS: %+v", c.Counters)
+		}
+	}
+}

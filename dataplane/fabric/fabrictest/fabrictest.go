@@ -4,6 +4,9 @@
 package fabrictest
 
 import (
+	"fmt"
+	"net/netip"
+
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +15,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/vishvananda/netlink"
 
 	"ocsemu/dataplane/fabric"
 	"ocsemu/dataplane/netns"
@@ -87,4 +92,38 @@ func Hosts(lab *fabric.Lab) []probe.Host {
 		hs = append(hs, probe.Host{Name: n.Name, NS: n.NS, Addr: n.Addr})
 	}
 	return hs
+}
+
+// BareVethPair makes two namespaces of a throwaway lab joined by one
+// unshaped veth pair (10.99.0.1 <-> 10.99.0.2): the baseline that fabric
+// paths are compared against. Destroying the lab removes it.
+func BareVethPair(t testing.TB) (probe.Host, probe.Host) {
+	t.Helper()
+	lab := UniqueLab("bare")
+	a, b := fabric.NSName(lab, "a"), fabric.NSName(lab, "b")
+	t.Cleanup(func() {
+		if err := fabric.Destroy(context.Background(), lab, nil); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+		AssertGone(t, lab)
+	})
+	for _, n := range []string{a, b} {
+		if err := netns.Create(n, func() error {
+			lo, err := netlink.LinkByName("lo")
+			if err == nil {
+				err = netlink.LinkSetUp(lo)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	script := fmt.Sprintf(`ip -n %[1]s link add va type veth peer name vb netns %[2]s &&
+ip -n %[1]s addr add 10.99.0.1/24 dev va && ip -n %[2]s addr add 10.99.0.2/24 dev vb &&
+ip -n %[1]s link set va up && ip -n %[2]s link set vb up`, a, b)
+	if out, err := exec.Command("sh", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("bare veth pair: %v: %s", err, out)
+	}
+	return probe.Host{Name: "bare-a", NS: a, Addr: netip.MustParseAddr("10.99.0.1")},
+		probe.Host{Name: "bare-b", NS: b, Addr: netip.MustParseAddr("10.99.0.2")}
 }

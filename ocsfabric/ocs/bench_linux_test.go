@@ -1,0 +1,264 @@
+package ocs_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sort"
+	"testing"
+	"time"
+
+	"ocsemu/dataplane/fabric/fabrictest"
+	"ocsemu/dataplane/probe"
+	"ocsemu/ocsfabric/circuit"
+	"ocsemu/ocsfabric/fastpath"
+	"ocsemu/ocsfabric/ocs"
+)
+
+// realtimeOffset converts CLOCK_MONOTONIC to CLOCK_REALTIME (the clock of
+// SO_TIMESTAMPNS), taking the tightest of a few samples.
+func realtimeOffset() int64 {
+	best, off := time.Duration(1<<62), int64(0)
+	for i := 0; i < 50; i++ {
+		m0 := fastpath.Monotonic()
+		r := time.Now().UnixNano()
+		m1 := fastpath.Monotonic()
+		if d := time.Duration(m1 - m0); d < best {
+			best, off = d, r-int64(m0+m1)/2
+		}
+	}
+	return off
+}
+
+func percentile(xs []float64, p float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	i := int(p * float64(len(s)-1))
+	return s[i]
+}
+
+// BenchmarkDarkPeriod measures how exactly the kernel enforces a dark
+// period: a UDP probe every 10 us crosses two circuits between racks 0
+// and 1; each trial swaps them ("straight" <-> "cross"), which darkens all
+// four ports but leaves the routes unchanged, so the receiver's gap is the
+// dark period alone. Reported: p50 and p99 of (gap - configured delay).
+// The probe spacing bounds the resolution: a gap is up to one interval
+// longer than the true dark period.
+func BenchmarkDarkPeriod(b *testing.B) {
+	lab, ctl, _ := startOCS(b, "gap", "{kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 2, rates: {server: unlimited, uplink: unlimited}}")
+	ctx := context.Background()
+	hs := fabrictest.Hosts(lab)
+	straight := circuit.Config{Circuits: []circuit.Circuit{{A: upb("tor0:0"), B: upb("tor1:0")}, {A: upb("tor0:1"), B: upb("tor1:1")}}}
+	cross := circuit.Config{Circuits: []circuit.Circuit{{A: upb("tor0:0"), B: upb("tor1:1")}, {A: upb("tor0:1"), B: upb("tor1:0")}}}
+	if _, err := ctl.Apply(ctx, straight, 0, 0); err != nil {
+		b.Fatal(err)
+	}
+	const interval = 10 * time.Microsecond
+	pacer, err := probe.StartPacer(hs[0], hs[1], 7000, interval)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pacer.Stop(ctx)
+	time.Sleep(100 * time.Millisecond)
+	off := realtimeOffset()
+	delays := []time.Duration{100 * time.Microsecond, time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond}
+	const trials = 30
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		fmt.Printf("\ndark period fidelity: UDP probe every %v, %d trials per delay\n", interval, trials)
+		fmt.Printf("%-10s %12s %12s %12s %10s\n", "delay", "p50 error", "p99 error", "max error", "late")
+		for _, d := range delays {
+			var errs []float64
+			late := 0
+			for i := 0; i < trials; i++ {
+				cfg := cross
+				if i%2 == 1 {
+					cfg = straight
+				}
+				pacer.Reset()
+				time.Sleep(5 * time.Millisecond)
+				ev, err := ctl.Apply(ctx, cfg, d, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if ev.LateNs > 0 {
+					late++
+				}
+				time.Sleep(d + 5*time.Millisecond)
+				mid := ev.Effective + off + int64(d/2)
+				gap, err := pacer.GapAround(mid)
+				if err != nil {
+					b.Fatalf("delay %v trial %d: %v", d, i, err)
+				}
+				errs = append(errs, float64(gap-d)/1e3)
+			}
+			p50, p99, mx := percentile(errs, 0.5), percentile(errs, 0.99), percentile(errs, 1)
+			fmt.Printf("%-10v %10.1fus %10.1fus %10.1fus %10d\n", d, p50, p99, mx, late)
+			if d == delays[0] {
+				defer fmt.Printf("probe spacing at the receiver: p50 %.1fus (a gap can exceed the dark period by up to one spacing)\n", pacer.SpacingMedian().Seconds()*1e6)
+			}
+			b.ReportMetric(p99, fmt.Sprintf("p99-err-us@%v", d))
+			b.ReportMetric(p50, fmt.Sprintf("p50-err-us@%v", d))
+		}
+	}
+}
+
+// BenchmarkControlLatency times a whole-configuration change of a 64-port
+// OCS through the HTTP API: call -> kernel switch, call -> routes
+// following, call -> reply.
+func BenchmarkControlLatency(b *testing.B) {
+	_, _, cl := startOCS(b, "ctl", "{kind: ocs, racks: 16, servers_per_rack: 1, uplinks_per_tor: 4, rates: {server: unlimited, uplink: unlimited}}")
+	ctx := context.Background()
+	rng := rand.New(rand.NewSource(1))
+	var ports []circuit.Uplink
+	for r := 0; r < 16; r++ {
+		for u := 0; u < 4; u++ {
+			ports = append(ports, circuit.Uplink{Rack: r, Port: u})
+		}
+	}
+	matching := func() []circuit.Circuit {
+		for {
+			rng.Shuffle(len(ports), func(i, j int) { ports[i], ports[j] = ports[j], ports[i] })
+			var cs []circuit.Circuit
+			ok := true
+			for i := 0; i < len(ports); i += 2 {
+				if ports[i].Rack == ports[i+1].Rack {
+					ok = false
+					break
+				}
+				cs = append(cs, circuit.Circuit{A: ports[i], B: ports[i+1]})
+			}
+			if ok {
+				return cs
+			}
+		}
+	}
+	const trials = 30
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		var sw, rt, reply []float64
+		zero := scenarioDuration(0)
+		for i := 0; i < trials; i++ {
+			cs := matching()
+			t0 := int64(fastpath.Monotonic())
+			ev, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: cs, Delay: &zero})
+			t1 := int64(fastpath.Monotonic())
+			if err != nil {
+				b.Fatal(err)
+			}
+			sw = append(sw, float64(ev.Effective-t0)/1e3)
+			rt = append(rt, float64(ev.RoutesDoneNs-t0)/1e3)
+			reply = append(reply, float64(t1-t0)/1e3)
+		}
+		fmt.Printf("\ncontrol latency, 64-port OCS (16 racks x 4 uplinks, 32 circuits), %d changes via the API:\n", trials)
+		fmt.Printf("  call -> kernel switch   p50 %7.0fus  p99 %7.0fus\n", percentile(sw, .5), percentile(sw, .99))
+		fmt.Printf("  call -> routes follow   p50 %7.0fus  p99 %7.0fus\n", percentile(rt, .5), percentile(rt, .99))
+		fmt.Printf("  call -> reply           p50 %7.0fus  p99 %7.0fus\n", percentile(reply, .5), percentile(reply, .99))
+		b.ReportMetric(percentile(sw, .5), "switch-p50-us")
+		b.ReportMetric(percentile(rt, .5), "routes-p50-us")
+	}
+}
+
+// BenchmarkCircuitThroughput compares, in one run, TCP goodput across
+// server -> ToR -> OCS -> ToR -> server (unshaped) with a bare veth pair,
+// and checks a circuit shaped to 1 Gbit/s.
+func BenchmarkCircuitThroughput(b *testing.B) {
+	ctx := context.Background()
+	labU, _, clU := startOCS(b, "thr", "{kind: ocs, racks: 2, servers_per_rack: 1, rates: {server: unlimited, uplink: unlimited}}")
+	labS, _, clS := startOCS(b, "shp", "{kind: ocs, racks: 2, servers_per_rack: 1, rates: {server: 1Gbit, uplink: 1Gbit}}")
+	for _, cl := range []*ocs.Client{clU, clS} {
+		if _, err := cl.Connect(ctx, ocs.ConnectRequest{A: upb("tor0:0"), B: upb("tor1:0")}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	ba, bb := fabrictest.BareVethPair(b)
+	hu, hs := fabrictest.Hosts(labU), fabrictest.Hosts(labS)
+	measure := func(src, dst probe.Host, port int) float64 {
+		r, err := probe.Transfer(ctx, src, dst, probe.TransferOptions{Port: port, Duration: 2 * time.Second, Warmup: 300 * time.Millisecond})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return r.GoodputBps / 1e9
+	}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		var fab, bare, shaped []float64
+		for i := 0; i < 5; i++ {
+			fab = append(fab, measure(hu[0], hu[1], 5400+i%10))
+			bare = append(bare, measure(ba, bb, 5410+i%10))
+			shaped = append(shaped, measure(hs[0], hs[1], 5420+i%10))
+		}
+		f, bv, s := percentile(fab, .5), percentile(bare, .5), percentile(shaped, .5)
+		fmt.Printf("\nTCP goodput, medians of 5 x 2 s, interleaved in one run:\n")
+		fmt.Printf("  server->ToR->OCS->ToR->server, unshaped  %6.2f Gbit/s  %v\n", f, fab)
+		fmt.Printf("  bare veth pair                           %6.2f Gbit/s  %v\n", bv, bare)
+		fmt.Printf("  ratio                                    %6.1f%%  (goal >= 95%%)\n", 100*f/bv)
+		fmt.Printf("  circuit shaped to 1 Gbit/s               %6.3f Gbit/s = %.1f%% (goal 90-100%%)\n", s, 100*s)
+		b.ReportMetric(100*f/bv, "fabric-vs-bare-%")
+		b.ReportMetric(100*s, "shaped-1G-%")
+	}
+}
+
+func upb(s string) circuit.Uplink {
+	u, err := circuit.ParseUplink(s)
+	if err != nil {
+		panic(err)
+	}
+	return u
+}
+
+// BenchmarkRotorSlots runs a rotor schedule (4 racks, the 3 perfect
+// matchings in turn) at shrinking slot lengths and reports, per length,
+// how many slot switches were written too late for their kernel-timed
+// instant and how long routes took to follow each switch. A slot length
+// is faithful when no switch is late and routes follow within 10% of it.
+func BenchmarkRotorSlots(b *testing.B) {
+	lab, ctl, _ := startOCS(b, "rot", "{kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: unlimited, uplink: unlimited}}")
+	_ = lab
+	c := func(a, z string) circuit.Circuit { return circuit.Circuit{A: upb(a), B: upb(z)} }
+	matchings := [][]circuit.Circuit{
+		{c("tor0:0", "tor1:0"), c("tor2:0", "tor3:0")},
+		{c("tor0:0", "tor2:0"), c("tor1:0", "tor3:0")},
+		{c("tor0:0", "tor3:0"), c("tor1:0", "tor2:0")},
+	}
+	lengths := []time.Duration{10 * time.Millisecond, 2 * time.Millisecond, time.Millisecond, 500 * time.Microsecond, 200 * time.Microsecond, 100 * time.Microsecond}
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		fmt.Printf("\nrotor schedule, 4 racks, 3 matchings cycled, 10 us dark per switch\n")
+		fmt.Printf("%-8s %7s %7s %12s %14s %14s %9s\n", "slot", "slots", "late", "late p99", "routes p50", "routes p99", "faithful")
+		for _, L := range lengths {
+			var slots []ocs.Slot
+			for _, m := range matchings {
+				slots = append(slots, ocs.Slot{Circuits: m, Duration: scenarioDuration(L)})
+			}
+			cycles := max(int(300*time.Millisecond/(3*L)), 10)
+			delay := scenarioDuration(10 * time.Microsecond)
+			evs, stop := ctl.Subscribe()
+			if err := ctl.StartSchedule(ocs.Schedule{Slots: slots, Cycles: cycles, Delay: &delay}); err != nil {
+				b.Fatal(err)
+			}
+			var late, routes []float64
+			nLate := 0
+			for ev := range evs {
+				if ev.Kind == "schedule-end" {
+					break
+				}
+				if ev.Kind != "slot" {
+					continue
+				}
+				late = append(late, float64(ev.LateNs)/1e3)
+				routes = append(routes, float64(ev.RoutesDoneNs-ev.Effective)/1e3)
+				if ev.LateNs > 0 {
+					nLate++
+				}
+			}
+			stop()
+			ctl.StopSchedule()
+			rp99 := percentile(routes, .99)
+			faithful := nLate == 0 && rp99 <= 0.1*float64(L.Microseconds())
+			fmt.Printf("%-8v %7d %7d %10.1fus %12.1fus %12.1fus %9v\n", L, len(late), nLate, percentile(late, .99), percentile(routes, .5), rp99, faithful)
+			b.ReportMetric(float64(nLate), fmt.Sprintf("late-slots@%v", L))
+		}
+	}
+}
