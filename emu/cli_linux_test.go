@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"ocsemu/dataplane/fabric"
+	"ocsemu/dataplane/fabric/fabrictest"
+	"ocsemu/dataplane/netns"
+)
+
+// buildEmu compiles the emu binary once per test run.
+func buildEmu(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "emu")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build emu: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func run(t *testing.T, bin string, args ...string) (string, error) {
+	t.Helper()
+	out, err := exec.Command(bin, args...).CombinedOutput()
+	return string(out), err
+}
+
+func TestCLIBadScenario(t *testing.T) {
+	bin := buildEmu(t)
+	f := filepath.Join(t.TempDir(), "bad.yaml")
+	os.WriteFile(f, []byte("name: x\nfabric:\n  racks: 2\n  servers_per_rack: 1\n  rates: {server: 10}\n"), 0o644)
+	out, err := run(t, bin, "deploy", f)
+	if err == nil || !strings.Contains(out, "bad.yaml:5: fabric.rates.server") {
+		t.Errorf("want a file:line error, got %v: %s", err, out)
+	}
+}
+
+func TestCLIOCSLifecycle(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	lab := fabrictest.UniqueLab("cli")
+	f := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(f, []byte("name: "+lab+"\nfabric: {kind: ocs, racks: 2, servers_per_rack: 1, ocs: {reconfig_delay: 1ms}, rates: {server: 1Gbit, uplink: 1Gbit}}\n"), 0o644)
+	t.Cleanup(func() {
+		run(t, bin, "destroy", lab)
+		fabrictest.AssertGone(t, lab)
+	})
+	if out, err := run(t, bin, "deploy", f); err != nil {
+		t.Fatalf("deploy: %v\n%s", err, out)
+	}
+	out, err := run(t, bin, "ocs", "connect", "--lab", lab, "tor0:0", "tor1:0")
+	if err != nil || !strings.Contains(out, "2 ports dark for 1ms") {
+		t.Fatalf("ocs connect: %v\n%s", err, out)
+	}
+	out, err = run(t, bin, "ocs", "show", "--lab", lab, "--json")
+	if err != nil {
+		t.Fatalf("ocs show: %v\n%s", err, out)
+	}
+	var v struct{ Circuits []json.RawMessage }
+	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.Circuits) != 1 {
+		t.Fatalf("ocs show --json: %v: %s", err, out)
+	}
+	out, err = run(t, bin, "ocs", "connect", "--lab", lab, "tor0:0", "tor0:1")
+	if err == nil || !strings.Contains(out, "no uplink 1") {
+		t.Errorf("connect to a missing port: want a clear error, got %v: %s", err, out)
+	}
+	// The OCS process lives in the lab's ocs0 namespace.
+	ino, _ := netns.Inode(fabric.NSName(lab, "ocs0"))
+	if pids := netns.PIDsIn(map[uint64]bool{ino: true}); len(pids) != 1 {
+		t.Fatalf("want one OCS process in ocs0, found %v", pids)
+	}
+	if out, err := run(t, bin, "destroy", lab); err != nil {
+		t.Fatalf("destroy: %v\n%s", err, out)
+	}
+	if pids := netns.PIDsIn(map[uint64]bool{ino: true}); len(pids) != 0 {
+		t.Errorf("processes left after destroy: %v", pids)
+	}
+}
