@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -50,6 +51,10 @@ type Scenario struct {
 	Name        string `yaml:"name" json:"name"`
 	Description string `yaml:"description,omitempty" json:"description,omitempty"`
 	Fabric      Fabric `yaml:"fabric" json:"fabric"`
+	// Jobs are the training jobs (optional: a fabric alone can be deployed).
+	Jobs []Job `yaml:"jobs,omitempty" json:"jobs,omitempty"`
+	// Scheduler turns the scenario into a plan (`emu plan`).
+	Scheduler Scheduler `yaml:"scheduler,omitempty" json:"scheduler,omitempty"`
 
 	// lines maps a dotted field path ("fabric.racks") to its line in the
 	// source, for error messages. Empty for scenarios built in code.
@@ -69,6 +74,7 @@ type Fabric struct {
 	Rates          Rates  `yaml:"rates" json:"rates"`
 	MTU            int    `yaml:"mtu" json:"mtu"`
 	TCP            TCP    `yaml:"tcp" json:"tcp"`
+	INC            INC    `yaml:"inc" json:"inc"`
 }
 
 // OCS configures the optical circuit switches.
@@ -330,6 +336,15 @@ func (s *Scenario) ApplyDefaults() {
 	if f.TCP.CongestionControl == "" {
 		f.TCP.CongestionControl = "cubic"
 	}
+	if f.INC.Capacity == 0 {
+		f.INC.Capacity = 4
+	}
+	if s.Scheduler.Name == "" {
+		s.Scheduler.Name = "fcfs"
+	}
+	if s.Scheduler.Slot == 0 {
+		s.Scheduler.Slot = Duration(time.Second)
+	}
 }
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
@@ -415,6 +430,7 @@ func (s *Scenario) Validate() error {
 	if !regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(f.TCP.CongestionControl) {
 		bad("fabric.tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", f.TCP.CongestionControl)
 	}
+	s.validateJobs(bad)
 	return errors.Join(errs...)
 }
 

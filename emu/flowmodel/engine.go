@@ -1,0 +1,487 @@
+// Package flowmodel predicts what a plan does, as a fluid: every
+// communication phase becomes its flows (plan.Job.Flows), flows are routed
+// over the circuit graph of the current stage (multi-hop through ToRs, or
+// over the packet core on eps and hybrid fabrics), and rates are max-min
+// fair across server links, ToR uplinks and circuits. Ports whose circuit
+// changes carry nothing for the reconfiguration delay. Rates are
+// recomputed only for the connected component of flows an event touches,
+// which keeps the papers' full-scale setups (64 racks x 64 servers,
+// 1,400 jobs) within a second or two.
+package flowmodel
+
+import (
+	"container/heap"
+	"fmt"
+	"hash/fnv"
+	"math"
+
+	"ocsemu/emu/plan"
+	"ocsemu/emu/scenario"
+	"ocsemu/ocsfabric/circuit"
+	"ocsemu/ocsfabric/routing"
+)
+
+const inf = math.MaxInt64
+
+// Options tune a simulation.
+type Options struct {
+	// ASAP releases every phase as soon as its job has arrived and its
+	// predecessor is done, ignoring stages (schedulers use it to predict).
+	ASAP bool
+	// DelayNs is the reconfiguration delay (dark period) of changed ports.
+	DelayNs int64
+}
+
+// Sim is one fluid simulation in progress.
+type Sim struct {
+	f        scenario.Fabric
+	opt      Options
+	now      int64
+	res      []resource
+	flows    []*flow
+	jobs     []*jobState
+	byName   map[string]int
+	events   eventHeap
+	dirty    []int32 // resources whose flows need new rates
+	dirtyF   []*flow
+	circuits circuit.Config
+	table    routing.Table
+	mark     int32 // component generation
+
+	// OnPhaseStart, if set, is called when a phase starts.
+	OnPhaseStart func(job, phaseIdx int, t int64)
+
+	Stats Stats
+}
+
+// Stats are whole-run counters.
+type Stats struct {
+	Events            int
+	Reconfigurations  int     // circuit-map changes between stages
+	PortsReconfigured int     // ports that went dark, summed
+	OCSBytes          float64 // bytes that crossed at least one circuit
+	CircuitHopBytes   float64 // bytes x circuits crossed
+	RateComputations  int
+}
+
+type resource struct {
+	capBps    float64 // bytes/s; +Inf when unlimited
+	darkUntil int64
+	flows     []*flow
+	// water-filling scratch
+	mark   int32
+	remCap float64
+	open   int
+}
+
+type flow struct {
+	id         int
+	job, phase int
+	src, dst   string
+	srcRack    int
+	dstRack    int
+	hash       uint32
+	remaining  float64
+	rate       float64 // bytes/s
+	last       int64
+	res        []int32
+	pos        []int // index in each resource's flow list
+	capRes     int32 // -1: none
+	hops       int   // circuits crossed on the current path
+	noPath     bool
+	done       bool
+	version    int32
+	mark       int32
+	frozen     bool
+}
+
+type jobState struct {
+	j         *plan.Job
+	keys      []plan.Key
+	next      int
+	running   bool
+	notBefore []int64 // per phase; -1 = not released
+	caps      []phaseCaps
+	flowsLeft int
+	timerAt   int64
+	Start     []int64
+	End       []int64
+}
+
+type phaseCaps struct {
+	all   float64 // bits/s, 0 = none
+	flows map[[2]string]float64
+}
+
+// Event kinds.
+const (
+	evFlowDone = iota
+	evComputeDone
+	evRelease
+	evDarkEnd
+)
+
+type event struct {
+	t       int64
+	kind    int
+	id      int
+	version int32
+}
+
+type eventHeap []event
+
+func (h eventHeap) Len() int           { return len(h) }
+func (h eventHeap) Less(i, j int) bool { return h[i].t < h[j].t }
+func (h eventHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)        { *h = append(*h, x.(event)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// resource layout
+func (s *Sim) serverUp(r, i int) int32   { return int32(r*s.f.ServersPerRack + i) }
+func (s *Sim) serverDown(r, i int) int32 { return int32(s.f.Racks*s.f.ServersPerRack + r*s.f.ServersPerRack + i) }
+func (s *Sim) upTx(r, u int) int32 {
+	return int32(2*s.f.Racks*s.f.ServersPerRack + r*s.f.UplinksPerToR + u)
+}
+func (s *Sim) coreUp(r int) int32 {
+	return int32(2*s.f.Racks*s.f.ServersPerRack + s.f.Racks*s.f.UplinksPerToR + r)
+}
+func (s *Sim) coreDown(r int) int32 { return s.coreUp(r) + int32(s.f.Racks) }
+
+func bytesPerSec(r scenario.Rate) float64 {
+	if r == scenario.Unlimited {
+		return math.Inf(1)
+	}
+	return float64(r) / 8
+}
+
+// New prepares a simulation of jobs on a fabric.
+func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
+	s := &Sim{f: f, opt: opt, byName: map[string]int{}}
+	n := 2*f.Racks*f.ServersPerRack + f.Racks*f.UplinksPerToR + 2*f.Racks
+	s.res = make([]resource, n)
+	for i := 0; i < 2*f.Racks*f.ServersPerRack; i++ {
+		s.res[i].capBps = bytesPerSec(f.Rates.Server)
+	}
+	for r := 0; r < f.Racks; r++ {
+		for u := 0; u < f.UplinksPerToR; u++ {
+			s.res[s.upTx(r, u)].capBps = bytesPerSec(f.Rates.Uplink)
+		}
+		core := math.Inf(1)
+		if f.HasEPS() {
+			core = bytesPerSec(f.CoreRate())
+		}
+		s.res[s.coreUp(r)].capBps = core
+		s.res[s.coreDown(r)].capBps = core
+	}
+	for i := range jobs {
+		j := &jobs[i]
+		js := &jobState{j: j, keys: j.Phases(), timerAt: -1}
+		np := len(js.keys)
+		js.notBefore = make([]int64, np)
+		js.caps = make([]phaseCaps, np)
+		js.Start = make([]int64, np)
+		js.End = make([]int64, np)
+		for q := range js.notBefore {
+			js.notBefore[q] = -1
+			js.Start[q], js.End[q] = -1, -1
+			if opt.ASAP {
+				js.notBefore[q] = j.ArrivalNs
+			}
+		}
+		s.byName[j.Name] = len(s.jobs)
+		s.jobs = append(s.jobs, js)
+	}
+	s.table, _ = routing.Compute(f.Racks, circuit.Config{})
+	if opt.ASAP {
+		for ji := range s.jobs {
+			s.tryStart(ji)
+		}
+	}
+	return s
+}
+
+// Now is the simulated time in ns.
+func (s *Sim) Now() int64 { return s.now }
+
+// SetCircuits installs a new circuit map now: ports whose circuit changes
+// go dark for the reconfiguration delay, and every cross-rack flow is
+// rerouted over the new graph. The initial map is in place at time zero,
+// set up before the run as the emulator does, so it causes no dark period.
+func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
+	dark := circuit.Dark(s.circuits, cfg)
+	if initial {
+		dark = nil
+	}
+	if len(dark) > 0 {
+		s.Stats.Reconfigurations++
+		s.Stats.PortsReconfigured += len(dark)
+	}
+	if s.opt.DelayNs > 0 {
+		until := s.now + s.opt.DelayNs
+		for _, u := range dark {
+			id := s.upTx(u.Rack, u.Port)
+			s.res[id].darkUntil = until
+			s.dirty = append(s.dirty, id)
+		}
+		if len(dark) > 0 {
+			heap.Push(&s.events, event{t: until, kind: evDarkEnd})
+		}
+	}
+	s.circuits = cfg
+	s.table, _ = routing.Compute(s.f.Racks, cfg)
+	for _, fl := range s.flows {
+		if !fl.done && fl.srcRack != fl.dstRack {
+			s.advance(fl)
+			s.route(fl)
+			s.dirtyF = append(s.dirtyF, fl)
+		}
+	}
+	s.recompute()
+}
+
+// Release makes phase q of a job eligible from time notBefore, with
+// optional rate caps, as a plan's activity does.
+func (s *Sim) Release(job string, key plan.Key, notBefore int64, a *plan.Activity) error {
+	ji, ok := s.byName[job]
+	if !ok {
+		return fmt.Errorf("no job %q", job)
+	}
+	js := s.jobs[ji]
+	for q, k := range js.keys {
+		if k == key {
+			js.notBefore[q] = notBefore
+			if a != nil {
+				js.caps[q].all = a.RateCapBps
+				for _, fc := range a.Flows {
+					if js.caps[q].flows == nil {
+						js.caps[q].flows = map[[2]string]float64{}
+					}
+					js.caps[q].flows[[2]string{fc.Src, fc.Dst}] = fc.RateCapBps
+				}
+			}
+			s.tryStart(ji)
+			s.recompute()
+			return nil
+		}
+	}
+	return fmt.Errorf("job %s has no %s", job, key)
+}
+
+// tryStart starts a job's next phase if it is released and due.
+func (s *Sim) tryStart(ji int) {
+	js := s.jobs[ji]
+	if js.running || js.next >= len(js.keys) {
+		return
+	}
+	nb := js.notBefore[js.next]
+	if nb < 0 {
+		return
+	}
+	t := max(nb, js.j.ArrivalNs)
+	if t > s.now {
+		if js.timerAt != t {
+			js.timerAt = t
+			heap.Push(&s.events, event{t: t, kind: evRelease, id: ji})
+		}
+		return
+	}
+	s.startPhase(ji)
+}
+
+func (s *Sim) startPhase(ji int) {
+	js := s.jobs[ji]
+	q := js.next
+	js.running = true
+	js.Start[q] = s.now
+	if s.OnPhaseStart != nil {
+		s.OnPhaseStart(ji, q, s.now)
+	}
+	k := js.keys[q]
+	if k.Phase == scenario.PhaseCompute {
+		heap.Push(&s.events, event{t: s.now + js.j.ComputeNs, kind: evComputeDone, id: ji})
+		return
+	}
+	fls := js.j.Flows(k.Phase)
+	js.flowsLeft = len(fls)
+	if len(fls) == 0 {
+		s.endPhase(ji)
+		return
+	}
+	for _, pf := range fls {
+		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
+			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), capRes: -1}
+		h := fnv.New32a()
+		h.Write([]byte(pf.Src + ">" + pf.Dst))
+		fl.hash = h.Sum32()
+		capBits := js.caps[q].all
+		if c, ok := js.caps[q].flows[[2]string{pf.Src, pf.Dst}]; ok && (capBits == 0 || c < capBits) {
+			capBits = c
+		}
+		if capBits > 0 {
+			s.res = append(s.res, resource{capBps: capBits / 8})
+			fl.capRes = int32(len(s.res) - 1)
+		}
+		s.route(fl)
+		fl.id = len(s.flows)
+		s.flows = append(s.flows, fl)
+		s.dirtyF = append(s.dirtyF, fl)
+	}
+}
+
+func (s *Sim) endPhase(ji int) {
+	js := s.jobs[ji]
+	js.End[js.next] = s.now
+	js.running = false
+	js.next++
+	s.tryStart(ji)
+}
+
+// route (re)computes a flow's resources from the current circuits.
+func (s *Sim) route(fl *flow) {
+	for i, r := range fl.res {
+		s.detach(fl, r, fl.pos[i])
+	}
+	fl.res, fl.pos = fl.res[:0], fl.pos[:0]
+	fl.noPath, fl.hops = false, 0
+	var rs []int32
+	if r, i, ok := scenario.ParseServer(fl.src); ok {
+		rs = append(rs, s.serverUp(r, i))
+	}
+	if fl.srcRack != fl.dstRack {
+		path, ok := s.path(fl)
+		switch {
+		case ok:
+			rs = append(rs, path...)
+			fl.hops = len(path)
+		case s.f.HasEPS():
+			rs = append(rs, s.coreUp(fl.srcRack), s.coreDown(fl.dstRack))
+		default:
+			fl.noPath = true
+		}
+	}
+	if r, i, ok := scenario.ParseServer(fl.dst); ok {
+		rs = append(rs, s.serverDown(r, i))
+	}
+	if fl.capRes >= 0 {
+		rs = append(rs, fl.capRes)
+	}
+	for _, r := range rs {
+		fl.res = append(fl.res, r)
+		fl.pos = append(fl.pos, len(s.res[r].flows))
+		s.res[r].flows = append(s.res[r].flows, fl)
+	}
+}
+
+// path follows the routing table hop by hop, choosing among equal next
+// hops by the flow's hash, as ECMP does.
+func (s *Sim) path(fl *flow) ([]int32, bool) {
+	if !s.f.HasOCS() {
+		return nil, false
+	}
+	var out []int32
+	for cur := fl.srcRack; cur != fl.dstRack; {
+		hops := s.table[cur][fl.dstRack]
+		if len(hops) == 0 || len(out) > s.f.Racks {
+			return nil, false
+		}
+		h := hops[int(fl.hash)%len(hops)]
+		out = append(out, s.upTx(cur, h.Uplink))
+		cur = h.Via
+	}
+	return out, true
+}
+
+// detach removes a flow from a resource's list (swap-remove).
+func (s *Sim) detach(fl *flow, r int32, pos int) {
+	lst := s.res[r].flows
+	last := lst[len(lst)-1]
+	lst[pos] = last
+	for i, rr := range last.res {
+		if rr == r {
+			last.pos[i] = pos
+			break
+		}
+	}
+	s.res[r].flows = lst[:len(lst)-1]
+	s.dirty = append(s.dirty, r)
+}
+
+// advance brings a flow's remaining bytes up to now.
+func (s *Sim) advance(fl *flow) {
+	if dt := s.now - fl.last; dt > 0 && fl.rate > 0 {
+		sent := math.Min(fl.remaining, fl.rate*float64(dt)/1e9)
+		fl.remaining -= sent
+		if fl.hops > 0 {
+			s.Stats.OCSBytes += sent
+			s.Stats.CircuitHopBytes += sent * float64(fl.hops)
+		}
+	}
+	fl.last = s.now
+}
+
+// RunUntil processes events up to and including time t (inf: all).
+func (s *Sim) RunUntil(t int64) {
+	for len(s.events) > 0 && s.events[0].t <= t {
+		now := s.events[0].t
+		s.now = now
+		for len(s.events) > 0 && s.events[0].t == now {
+			e := heap.Pop(&s.events).(event)
+			s.Stats.Events++
+			s.handle(e)
+		}
+		s.recompute()
+	}
+	if t != inf && t > s.now {
+		s.now = t
+	}
+}
+
+// Idle reports whether nothing is left to happen.
+func (s *Sim) Idle() bool { return len(s.events) == 0 }
+
+func (s *Sim) handle(e event) {
+	switch e.kind {
+	case evComputeDone:
+		s.endPhase(e.id)
+	case evRelease:
+		js := s.jobs[e.id]
+		if js.timerAt == e.t {
+			js.timerAt = -1
+		}
+		s.tryStart(e.id)
+	case evDarkEnd:
+		// The affected resources were marked dirty when they went dark;
+		// mark the ones whose dark period ends now.
+		for i := range s.res {
+			if s.res[i].darkUntil == e.t && len(s.res[i].flows) > 0 {
+				s.dirty = append(s.dirty, int32(i))
+			}
+		}
+	case evFlowDone:
+		fl := s.flows[e.id]
+		if fl.done || fl.version != e.version {
+			return
+		}
+		s.advance(fl)
+		if fl.remaining > 1e-6*math.Max(1, fl.remaining+fl.rate) && fl.remaining > 0.5 {
+			s.dirtyF = append(s.dirtyF, fl) // rounding: not quite done
+			return
+		}
+		fl.done = true
+		fl.remaining = 0
+		for i, r := range fl.res {
+			s.detach(fl, r, fl.pos[i])
+		}
+		fl.res, fl.pos = nil, nil
+		js := s.jobs[fl.job]
+		js.flowsLeft--
+		if js.flowsLeft == 0 {
+			s.endPhase(fl.job)
+		}
+	}
+}

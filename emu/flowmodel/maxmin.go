@@ -1,0 +1,171 @@
+package flowmodel
+
+import (
+	"container/heap"
+	"math"
+)
+
+// recompute gives new max-min fair rates to every flow connected (through
+// shared resources) to a dirty flow or resource, and reschedules their
+// completions.
+func (s *Sim) recompute() {
+	if len(s.dirty) == 0 && len(s.dirtyF) == 0 {
+		return
+	}
+	s.mark++
+	m := s.mark
+	var comp []*flow
+	var rq []int32
+	addRes := func(r int32) {
+		if s.res[r].mark != m {
+			s.res[r].mark = m
+			rq = append(rq, r)
+		}
+	}
+	addFlow := func(fl *flow) {
+		if fl.done || fl.mark == m {
+			return
+		}
+		fl.mark = m
+		comp = append(comp, fl)
+		for _, r := range fl.res {
+			addRes(r)
+		}
+	}
+	for _, fl := range s.dirtyF {
+		addFlow(fl)
+	}
+	for _, r := range s.dirty {
+		addRes(r)
+	}
+	s.dirty, s.dirtyF = s.dirty[:0], s.dirtyF[:0]
+	for i := 0; i < len(rq); i++ {
+		for _, fl := range s.res[rq[i]].flows {
+			addFlow(fl)
+		}
+	}
+	if len(comp) == 0 {
+		return
+	}
+	s.Stats.RateComputations++
+	for _, fl := range comp {
+		s.advance(fl)
+	}
+	s.waterfill(comp, rq)
+	for _, fl := range comp {
+		fl.version++
+		if fl.rate <= 0 {
+			continue
+		}
+		dt := int64(math.Ceil(fl.remaining / fl.rate * 1e9))
+		heap.Push(&s.events, event{t: s.now + dt, kind: evFlowDone, id: fl.id, version: fl.version})
+	}
+}
+
+// shareItem is a heap entry: a resource and its fair share when pushed.
+type shareItem struct {
+	share float64
+	r     int32
+}
+
+type shareHeap []shareItem
+
+func (h shareHeap) Len() int           { return len(h) }
+func (h shareHeap) Less(i, j int) bool { return h[i].share < h[j].share }
+func (h shareHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *shareHeap) Push(x any)        { *h = append(*h, x.(shareItem)) }
+func (h *shareHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// waterfill is progressive filling: repeatedly take the resource with the
+// smallest fair share of its remaining capacity, fix every open flow
+// through it at that share, and take it off the other resources. Flows
+// without a path, or through a dark port, get 0.
+func (s *Sim) waterfill(comp []*flow, rq []int32) {
+	for _, r := range rq {
+		res := &s.res[r]
+		res.open = 0
+		res.remCap = res.capBps
+		if s.now < res.darkUntil {
+			res.remCap = 0
+		}
+	}
+	open := 0
+	for _, fl := range comp {
+		fl.frozen = false
+		fl.rate = 0
+		if fl.noPath {
+			fl.frozen = true
+			continue
+		}
+		dark := false
+		for _, r := range fl.res {
+			if s.res[r].remCap == 0 {
+				dark = true
+				break
+			}
+		}
+		if dark {
+			fl.frozen = true
+			continue
+		}
+		if len(fl.res) == 0 { // nothing limits it: local, instant
+			fl.rate = math.Inf(1)
+			fl.frozen = true
+			continue
+		}
+		for _, r := range fl.res {
+			s.res[r].open++
+		}
+		open++
+	}
+	h := shareHeap{}
+	for _, r := range rq {
+		if res := &s.res[r]; res.open > 0 && !math.IsInf(res.remCap, 1) {
+			h = append(h, shareItem{res.remCap / float64(res.open), r})
+		}
+	}
+	heap.Init(&h)
+	for open > 0 && h.Len() > 0 {
+		it := heap.Pop(&h).(shareItem)
+		res := &s.res[it.r]
+		if res.open == 0 {
+			continue
+		}
+		share := res.remCap / float64(res.open)
+		if share > it.share*(1+1e-12)+1e-9 { // stale entry
+			heap.Push(&h, shareItem{share, it.r})
+			continue
+		}
+		share = math.Max(share, 0)
+		for _, fl := range res.flows {
+			if fl.mark != s.mark || fl.frozen {
+				continue
+			}
+			fl.frozen = true
+			fl.rate = share
+			open--
+			for _, r2 := range fl.res {
+				o := &s.res[r2]
+				o.open--
+				if !math.IsInf(o.remCap, 1) {
+					o.remCap -= share
+					if o.open > 0 && r2 != it.r {
+						heap.Push(&h, shareItem{o.remCap / float64(o.open), r2})
+					}
+				}
+			}
+		}
+	}
+	// Flows limited by nothing finite (all resources unlimited).
+	for _, fl := range comp {
+		if !fl.frozen {
+			fl.rate = math.Inf(1)
+			fl.frozen = true
+		}
+	}
+}

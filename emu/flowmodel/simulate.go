@@ -1,0 +1,199 @@
+package flowmodel
+
+import (
+	"fmt"
+	"sort"
+
+	"ocsemu/emu/plan"
+	"ocsemu/emu/record"
+	"ocsemu/emu/scenario"
+	"ocsemu/ocsfabric/circuit"
+)
+
+// DelayOf is the reconfiguration delay a plan runs with.
+func DelayOf(p *plan.Plan, s *scenario.Scenario) int64 {
+	if p.ReconfigDelayNs != nil {
+		return *p.ReconfigDelayNs
+	}
+	return int64(s.Fabric.OCS.ReconfigDelay)
+}
+
+// Simulate runs a checked plan through the flow model.
+//
+// Clock mode: stage k starts exactly at its start_ns, installs its circuits
+// and releases its activities; activities run on into later stages if
+// they must. Barrier mode: stage k starts at its start_ns or when stage
+// k-1's activities have all finished, whichever is later.
+func Simulate(p *plan.Plan, s *scenario.Scenario) (*record.Run, error) {
+	sim := New(s.Fabric, p.Jobs, Options{DelayNs: DelayOf(p, s)})
+	stages := make([]record.Stage, len(p.Stages))
+	for si := range p.Stages {
+		st := &p.Stages[si]
+		start := st.StartNs
+		if p.Mode == plan.ModeBarrier {
+			start = max(sim.Now(), st.StartNs)
+		}
+		sim.RunUntil(start)
+		sim.SetCircuits(circuit.Config{Circuits: st.Circuits}, si == 0)
+		for _, a := range st.Activities {
+			nb := start
+			if a.StartNs != nil {
+				nb = max(nb, *a.StartNs)
+			}
+			if err := sim.Release(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}, nb, &a); err != nil {
+				return nil, fmt.Errorf("stage %d: %w", si, err)
+			}
+		}
+		stages[si] = record.Stage{Index: si, StartNs: start}
+		switch p.Mode {
+		case plan.ModeBarrier:
+			if err := sim.runStage(st); err != nil {
+				return nil, fmt.Errorf("stage %d: %w", si, err)
+			}
+			stages[si].EndNs = sim.Now()
+		default:
+			stages[si].EndNs = st.StartNs + st.DurationNs
+		}
+	}
+	sim.RunUntil(inf)
+	if err := sim.unfinished(); err != nil {
+		return nil, err
+	}
+	run := sim.Result()
+	run.Stages = stages
+	run.Scenario, run.Scheduler, run.Mode = p.Scenario, p.Scheduler, p.Mode
+	return run, nil
+}
+
+// runStage runs events until every activity of a barrier stage is done.
+func (s *Sim) runStage(st *plan.Stage) error {
+	for {
+		done := true
+		for _, a := range st.Activities {
+			if !s.phaseDone(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}) {
+				done = false
+				break
+			}
+		}
+		if done {
+			return nil
+		}
+		if s.Idle() {
+			return s.unfinished()
+		}
+		s.RunUntil(s.events[0].t)
+	}
+}
+
+func (s *Sim) phaseDone(job string, k plan.Key) bool {
+	js := s.jobs[s.byName[job]]
+	for q, kk := range js.keys {
+		if kk == k {
+			return js.End[q] >= 0
+		}
+	}
+	return false
+}
+
+// unfinished explains phases that can never finish.
+func (s *Sim) unfinished() error {
+	for _, js := range s.jobs {
+		if js.next < len(js.keys) {
+			k := js.keys[js.next]
+			why := "it was never released"
+			if js.running {
+				why = "its flows have no path over the circuits"
+			}
+			return fmt.Errorf("stalled at %.3fs: %s cannot finish: %s", float64(s.now)/1e9, k, why)
+		}
+	}
+	return nil
+}
+
+// Result collects per-phase and per-job records.
+func (s *Sim) Result() *record.Run {
+	run := &record.Run{Source: "flow-model"}
+	for _, js := range s.jobs {
+		jr := record.Job{Job: js.j.Name, ArrivalNs: js.j.ArrivalNs, StartNs: -1, EndNs: -1}
+		for q, k := range js.keys {
+			if js.Start[q] < 0 {
+				continue
+			}
+			var b float64
+			for _, f := range js.j.Flows(k.Phase) {
+				b += f.Bytes
+			}
+			run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
+				StartNs: js.Start[q], EndNs: js.End[q], Bytes: b})
+			if jr.StartNs < 0 {
+				jr.StartNs = js.Start[q]
+			}
+			jr.EndNs = max(jr.EndNs, js.End[q])
+		}
+		if jr.EndNs >= 0 {
+			jr.JCTNs = jr.EndNs - jr.ArrivalNs
+		}
+		run.Jobs = append(run.Jobs, jr)
+		run.MakespanNs = max(run.MakespanNs, jr.EndNs)
+	}
+	sort.SliceStable(run.Phases, func(i, j int) bool { return run.Phases[i].StartNs < run.Phases[j].StartNs })
+	run.Reconfigurations = s.Stats.Reconfigurations
+	run.PortsReconfigured = s.Stats.PortsReconfigured
+	run.OCSBytes = s.Stats.OCSBytes
+	run.CircuitHopBytes = s.Stats.CircuitHopBytes
+	return run
+}
+
+// PhaseTimes returns the start and end of phase q of job ji (-1 if not yet).
+func (s *Sim) PhaseTimes(ji, q int) (int64, int64) { return s.jobs[ji].Start[q], s.jobs[ji].End[q] }
+
+// ActiveRackDemand returns, per directed rack pair, the bytes still to
+// cross it: of flows in progress, and of the next communication phase of
+// every unfinished job that has arrived. Schedulers fit circuits to it.
+func (s *Sim) ActiveRackDemand() map[[2]int]float64 {
+	d := map[[2]int]float64{}
+	for _, fl := range s.flows {
+		if !fl.done && fl.srcRack != fl.dstRack {
+			d[[2]int{fl.srcRack, fl.dstRack}] += fl.remaining
+		}
+	}
+	for _, js := range s.jobs {
+		if js.j.ArrivalNs > s.now || js.next >= len(js.keys) {
+			continue
+		}
+		for q := js.next; q < len(js.keys) && q <= js.next+2; q++ {
+			if q == js.next && js.running {
+				continue
+			}
+			for _, f := range js.j.Flows(js.keys[q].Phase) {
+				if a, b := plan.Rack(f.Src), plan.Rack(f.Dst); a != b {
+					d[[2]int{a, b}] += f.Bytes
+				}
+			}
+		}
+	}
+	return d
+}
+
+// JobsActive returns the indexes of jobs that have arrived and not
+// finished, in arrival order.
+func (s *Sim) JobsActive() []int {
+	var out []int
+	for ji, js := range s.jobs {
+		if js.j.ArrivalNs <= s.now && js.next < len(js.keys) {
+			out = append(out, ji)
+		}
+	}
+	sort.SliceStable(out, func(a, b int) bool { return s.jobs[out[a]].j.ArrivalNs < s.jobs[out[b]].j.ArrivalNs })
+	return out
+}
+
+// Done reports whether every job has finished.
+func (s *Sim) Done() bool {
+	for _, js := range s.jobs {
+		if js.next < len(js.keys) {
+			return false
+		}
+	}
+	return true
+}

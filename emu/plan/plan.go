@@ -1,0 +1,215 @@
+// Package plan is the contract between a scheduler and the emulator: a
+// versioned JSON timeline of stages, each with the circuit map of every
+// OCS, the (job, iteration, phase) activities that start in it, optional
+// flow start times and rate caps, and the scheduler's own predictions. A
+// scheduler in any language writes this JSON (docs/plan.md, and the JSON
+// Schema in docs/plan.schema.json); Check refuses a wrong plan with the
+// stage, job and field that are wrong, before anything runs.
+package plan
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"ocsemu/emu/scenario"
+	"ocsemu/ocsfabric/circuit"
+)
+
+// Version is the plan format version this code reads and writes.
+const Version = 1
+
+// Execution modes.
+const (
+	// ModeBarrier: a stage starts when the previous one has finished, or
+	// at its planned start if that is later.
+	ModeBarrier = "barrier"
+	// ModeClock: a stage starts exactly at its planned start (time slots,
+	// rotor schedules); activities may run on into later stages.
+	ModeClock = "clock"
+)
+
+// Plan is a whole plan.
+type Plan struct {
+	Version   int    `json:"plan_version"`
+	Scenario  string `json:"scenario"`
+	Scheduler string `json:"scheduler"`
+	Mode      string `json:"mode"`
+	// ReconfigDelayNs overrides the scenario's reconfiguration delay.
+	ReconfigDelayNs *int64 `json:"reconfig_delay_ns,omitempty"`
+	Jobs            []Job   `json:"jobs"`
+	Stages          []Stage `json:"stages"`
+	// Predicted is what the scheduler itself expects (optional).
+	Predicted *Predicted `json:"predicted,omitempty"`
+}
+
+// Job is a job as the plan runs it.
+type Job struct {
+	Name       string   `json:"name"`
+	Pattern    string   `json:"pattern"`
+	Workers    []string `json:"workers"`
+	Bytes      int64    `json:"bytes"`      // per worker per iteration
+	ComputeNs  int64    `json:"compute_ns"` // per iteration
+	Iterations int      `json:"iterations"`
+	ArrivalNs  int64    `json:"arrival_ns,omitempty"`
+	// INC: aggregate in the ToRs (hierarchically, rooted at Aggregator).
+	INC        bool   `json:"inc,omitempty"`
+	Aggregator string `json:"aggregator,omitempty"` // root ToR, e.g. tor3
+	// PS is the server of the CPU parameter server (ps without INC).
+	PS string `json:"ps,omitempty"`
+	// Ring is the ring order (ring pattern, paper 002 chooses it).
+	Ring []string `json:"ring,omitempty"`
+}
+
+// Stage is one step of the timeline.
+type Stage struct {
+	// StartNs is the planned start from time zero: exact in clock mode,
+	// the earliest start in barrier mode.
+	StartNs int64 `json:"start_ns"`
+	// DurationNs is the slot length (clock mode, required).
+	DurationNs int64 `json:"duration_ns,omitempty"`
+	// Circuits is the circuit map of every OCS during the stage.
+	Circuits []circuit.Circuit `json:"circuits"`
+	// Activities start in this stage.
+	Activities []Activity `json:"activities"`
+	// PredictedNs is the scheduler's own predicted duration (optional).
+	PredictedNs int64 `json:"predicted_ns,omitempty"`
+}
+
+// Activity is one (job, iteration, phase) starting in a stage.
+type Activity struct {
+	Job       string `json:"job"`
+	Iteration int    `json:"iteration"`
+	Phase     string `json:"phase"`
+	// StartNs, if set, is the phase's start from time zero (flow start
+	// times, TOPO-X): the phase starts then, or when its predecessor ends
+	// if that is later.
+	StartNs *int64 `json:"start_ns,omitempty"`
+	// RateCapBps caps every flow of the phase (bits/s; 0 = none).
+	RateCapBps float64 `json:"rate_cap_bps,omitempty"`
+	// Flows caps single flows (bits/s).
+	Flows []FlowCap `json:"flows,omitempty"`
+}
+
+// FlowCap is a per-flow rate cap. Endpoints are servers, or ToRs for INC.
+type FlowCap struct {
+	Src        string  `json:"src"`
+	Dst        string  `json:"dst"`
+	RateCapBps float64 `json:"rate_cap_bps"`
+}
+
+// Predicted holds a scheduler's own expectations.
+type Predicted struct {
+	MakespanNs int64            `json:"makespan_ns,omitempty"`
+	JobsNs     map[string]int64 `json:"jobs_ns,omitempty"` // job completion times
+}
+
+// Key names one phase of one iteration of one job.
+type Key struct {
+	Job       string
+	Iteration int
+	Phase     string
+}
+
+func (k Key) String() string { return fmt.Sprintf("%s iteration %d phase %s", k.Job, k.Iteration, k.Phase) }
+
+// Load reads and decodes a plan file (Check it against its scenario).
+func Load(path string) (*Plan, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read plan: %w", err)
+	}
+	return Parse(data, path)
+}
+
+// Parse decodes plan JSON strictly: unknown fields and trailing data are
+// refused, and errors carry line and column.
+func Parse(data []byte, source string) (*Plan, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var p Plan
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: %s", source, jsonErr(data, dec, err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, fmt.Errorf("%s: trailing data after the plan object", source)
+	}
+	if p.Version != Version {
+		return nil, fmt.Errorf("%s: plan_version %d is not supported (this emu reads version %d)", source, p.Version, Version)
+	}
+	return &p, nil
+}
+
+// jsonErr adds a line and column to a JSON decoding error.
+func jsonErr(data []byte, dec *json.Decoder, err error) string {
+	off := dec.InputOffset()
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+		return fmt.Sprintf("%s: field %q: %s is not a valid %s", lineCol(data, off), te.Field, te.Value, te.Type)
+	}
+	msg := strings.TrimPrefix(err.Error(), "json: ")
+	return fmt.Sprintf("%s: %s", lineCol(data, off), msg)
+}
+
+func lineCol(data []byte, off int64) string {
+	if off > int64(len(data)) {
+		off = int64(len(data))
+	}
+	line := 1 + bytes.Count(data[:off], []byte("\n"))
+	col := off - int64(bytes.LastIndexByte(data[:off], '\n'))
+	return fmt.Sprintf("line %d col %d", line, col)
+}
+
+// Write saves a plan as indented JSON.
+func (p *Plan) Write(path string) error {
+	data, err := json.MarshalIndent(p, "", " ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}
+
+// JobsFromScenario turns scenario jobs into plan jobs.
+func JobsFromScenario(s *scenario.Scenario) []Job {
+	var out []Job
+	for _, j := range s.Jobs {
+		pj := Job{Name: j.Name, Pattern: j.Pattern, Workers: j.Workers, Bytes: int64(j.Bytes),
+			ComputeNs: int64(j.ComputeTime()), Iterations: j.Iterations, ArrivalNs: int64(j.Arrival), INC: j.INC}
+		switch {
+		case j.Pattern == scenario.PatternPS && j.INC:
+			pj.Aggregator = DefaultAggregator(j.Workers)
+		case j.Pattern == scenario.PatternPS:
+			pj.PS = j.PSServer()
+		case j.Pattern == scenario.PatternRing:
+			pj.Ring = j.RingOrder()
+		}
+		out = append(out, pj)
+	}
+	return out
+}
+
+// DefaultAggregator is the root ToR of hierarchical INC: the ToR of the
+// rack holding most workers (lowest rack on ties).
+func DefaultAggregator(workers []string) string {
+	count := map[int]int{}
+	best, bestN := -1, 0
+	for _, w := range workers {
+		r, _, _ := scenario.ParseServer(w)
+		count[r]++
+	}
+	for r, n := range count {
+		if n > bestN || n == bestN && r < best {
+			best, bestN = r, n
+		}
+	}
+	return fmt.Sprintf("tor%d", best)
+}

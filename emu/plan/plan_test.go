@@ -1,0 +1,141 @@
+package plan
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"ocsemu/emu/scenario"
+	"ocsemu/ocsfabric/circuit"
+)
+
+func testScenario(t testing.TB) *scenario.Scenario {
+	s, err := scenario.Parse([]byte(`name: t
+fabric: {kind: ocs, racks: 4, servers_per_rack: 2, uplinks_per_tor: 2, ocs: {switches: 2}, inc: {capacity: 1}, rates: {server: 1Gbit, uplink: 1Gbit}}
+`), "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func cc(a, b string) circuit.Circuit {
+	ua, _ := circuit.ParseUplink(a)
+	ub, _ := circuit.ParseUplink(b)
+	return circuit.Circuit{A: ua, B: ub}
+}
+
+// valid returns a plan that checks; each test case breaks one thing.
+func valid() *Plan {
+	return &Plan{Version: 1, Scenario: "t", Mode: ModeBarrier,
+		Jobs: []Job{{Name: "a", Pattern: "ps", Workers: []string{"r0s0", "r1s0"}, PS: "r0s0", Bytes: 1e6, Iterations: 1}},
+		Stages: []Stage{
+			{Activities: []Activity{{Job: "a", Phase: "compute"}}},
+			{Circuits: []circuit.Circuit{cc("tor0:0", "tor1:0")}, Activities: []Activity{{Job: "a", Phase: "push"}}},
+			{Circuits: []circuit.Circuit{cc("tor0:0", "tor1:0")}, Activities: []Activity{{Job: "a", Phase: "pull"}}},
+		}}
+}
+
+func TestCheck(t *testing.T) {
+	tests := []struct {
+		name  string
+		break_ func(p *Plan)
+		want  string
+	}{
+		{"valid", func(p *Plan) {}, ""},
+		{"wrong scenario", func(p *Plan) { p.Scenario = "other" }, `plan is for scenario "other"`},
+		{"bad mode", func(p *Plan) { p.Mode = "async" }, `mode: "async" is not a mode`},
+		{"unknown job in activity", func(p *Plan) { p.Stages[0].Activities[0].Job = "zz" }, `stage 0, activities[0] (job zz): job: no job "zz"`},
+		{"phase of wrong pattern", func(p *Plan) { p.Stages[1].Activities[0].Phase = "allreduce" }, `stage 1, activities[0] (job a): phase: "allreduce" is not a phase of a ps job`},
+		{"iteration out of range", func(p *Plan) { p.Stages[2].Activities[0].Iteration = 3 }, "iteration: 3 is out of range"},
+		{"scheduled twice", func(p *Plan) {
+			p.Stages[2].Activities = append(p.Stages[2].Activities, Activity{Job: "a", Phase: "push"})
+		}, "a iteration 0 phase push is scheduled twice (also in stage 1)"},
+		{"never scheduled", func(p *Plan) { p.Stages[2].Activities = nil }, "job a: a iteration 0 phase pull is never scheduled"},
+		{"out of order", func(p *Plan) {
+			p.Stages[1].Activities[0].Phase, p.Stages[2].Activities[0].Phase = "pull", "push"
+		}, "phase pull is in stage 1 but must come after a iteration 0 phase push (stage 2)"},
+		{"same stage in barrier mode", func(p *Plan) {
+			p.Stages[0].Activities = append(p.Stages[0].Activities, Activity{Job: "a", Phase: "push"})
+			p.Stages[1].Activities = nil
+		}, "phase push is in stage 0 but must come after a iteration 0 phase compute (stage 0)"},
+		{"port used twice", func(p *Plan) {
+			p.Stages[1].Circuits = append(p.Stages[1].Circuits, cc("tor0:0", "tor2:0"))
+		}, "stage 1: circuits: circuit 1 (tor0:0<->tor2:0): tor0:0 already transmits into"},
+		{"port does not exist", func(p *Plan) { p.Stages[1].Circuits[0] = cc("tor0:0", "tor9:0") }, "stage 1: circuits: circuit 0 (tor0:0<->tor9:0): tor9:0: no rack 9"},
+		{"circuit across switches", func(p *Plan) { p.Stages[1].Circuits[0] = cc("tor0:0", "tor1:1") }, "cabled to ocs0 but tor1:1 to ocs1"},
+		{"no path", func(p *Plan) { p.Stages[1].Circuits = nil }, "stage 1, activities[0] (job a): push needs rack 1 -> rack 0, but the stage's circuits give no path"},
+		{"multi-hop path is fine", func(p *Plan) {
+			p.Stages[1].Circuits = []circuit.Circuit{cc("tor0:0", "tor2:0"), cc("tor2:1", "tor1:1")}
+			p.Stages[2].Circuits = p.Stages[1].Circuits
+		}, ""},
+		{"missing server", func(p *Plan) { p.Jobs[0].Workers[1] = "r7s0" }, "jobs[0] (a): workers[1]: no server r7s0"},
+		{"ps without server", func(p *Plan) { p.Jobs[0].PS = "" }, "ps: a ps job without INC needs a parameter server"},
+		{"INC over capacity", func(p *Plan) {
+			p.Jobs[0].INC, p.Jobs[0].PS, p.Jobs[0].Aggregator = true, "", "tor0"
+			b := p.Jobs[0]
+			b.Name = "b"
+			b.Workers = []string{"r0s1", "r1s1"}
+			p.Jobs = append(p.Jobs, b)
+			for i := range p.Stages {
+				a := p.Stages[i].Activities[0]
+				a.Job = "b"
+				p.Stages[i].Activities = append(p.Stages[i].Activities, a)
+			}
+		}, "tor0 aggregates 2 INC jobs [a b], over its capacity of 1"},
+		{"clock stages overlap", func(p *Plan) {
+			p.Mode = ModeClock
+			for i := range p.Stages {
+				p.Stages[i].StartNs, p.Stages[i].DurationNs = int64(i)*10, 20
+			}
+		}, "stage 1: start_ns 10 overlaps stage 0, which runs until 20"},
+		{"flow cap on a flow that does not exist", func(p *Plan) {
+			p.Stages[1].Activities[0].Flows = []FlowCap{{Src: "r0s0", Dst: "r1s0", RateCapBps: 1e9}}
+		}, "flows[0]: r0s0 -> r1s0 is not a flow of push"},
+	}
+	s := testScenario(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := valid()
+			tt.break_(p)
+			err := Check(p, s)
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("unexpected error: %v", err)
+			case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+				t.Errorf("error:\n  %v\nwant it to contain:\n  %s", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`{"plan_version": 1, "mode": "clock", "stagez": []}`, `line 1 col 51: unknown field "stagez"`},
+		{"{\"plan_version\": 1,\n \"jobs\": [{\"name\": 5}]}", `line 2 col 21: field "jobs.name": number is not a valid string`},
+		{`{"plan_version": 2}`, "plan_version 2 is not supported"},
+		{`{"plan_version": 1} {}`, "trailing data"},
+		{`{"plan_version": 1,`, "unexpected EOF"},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.in), "p.json")
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Parse(%s) = %v, want %q", tt.in, err, tt.want)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	b, _ := json.Marshal(valid())
+	f.Add(b)
+	f.Add([]byte(`{"plan_version":1,"mode":"clock","stages":[{"start_ns":0,"duration_ns":5,"circuits":[{"a":"tor0:0","b":"tor1:0"}]}]}`))
+	s := testScenario(f)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(data, "fuzz")
+		if err != nil {
+			return
+		}
+		// Check must never panic, whatever the plan says.
+		_ = Check(p, s)
+	})
+}

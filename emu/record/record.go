@@ -1,0 +1,49 @@
+// Package record holds the shapes in which both the flow model (a
+// prediction) and the packet emulation (a measurement) report what a plan
+// did, so that the report can put them side by side.
+package record
+
+// Phase is one (job, iteration, phase), for one rank or, with Rank -1,
+// for the whole job (first start to last end over its ranks).
+type Phase struct {
+	Job       string  `json:"job"`
+	Iteration int     `json:"iteration"`
+	Phase     string  `json:"phase"`
+	Rank      int     `json:"rank"`
+	StartNs   int64   `json:"start_ns"`
+	EndNs     int64   `json:"end_ns"`
+	Bytes     float64 `json:"bytes,omitempty"`
+}
+
+// Stage is when one plan stage ran.
+type Stage struct {
+	Index   int   `json:"index"`
+	StartNs int64 `json:"start_ns"`
+	EndNs   int64 `json:"end_ns"`
+}
+
+// Job is one job's whole run.
+type Job struct {
+	Job       string `json:"job"`
+	ArrivalNs int64  `json:"arrival_ns"`
+	StartNs   int64  `json:"start_ns"`
+	EndNs     int64  `json:"end_ns"`
+	// JCTNs is the job completion time: end minus arrival.
+	JCTNs int64 `json:"jct_ns"`
+}
+
+// Run is everything a prediction or a measurement reports.
+type Run struct {
+	Source            string  `json:"source"` // "flow-model" or "emulation"
+	Scenario          string  `json:"scenario"`
+	Scheduler         string  `json:"scheduler"`
+	Mode              string  `json:"mode"`
+	Phases            []Phase `json:"phases"`
+	Stages            []Stage `json:"stages"`
+	Jobs              []Job   `json:"jobs"`
+	MakespanNs        int64   `json:"makespan_ns"`
+	Reconfigurations  int     `json:"reconfigurations"`
+	PortsReconfigured int     `json:"ports_reconfigured"`
+	OCSBytes          float64 `json:"ocs_bytes"`
+	CircuitHopBytes   float64 `json:"circuit_hop_bytes"`
+}
