@@ -198,8 +198,11 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	}
 	s.table, _ = routing.Compute(f.Racks, circuit.Config{})
 	if opt.ASAP {
-		for ji := range s.jobs {
-			s.tryStart(ji)
+		// Arrivals go through the event queue, so that OnPhaseStart,
+		// set after New, sees every start.
+		for ji, js := range s.jobs {
+			js.timerAt = js.j.ArrivalNs
+			heap.Push(&s.events, event{t: js.j.ArrivalNs, kind: evRelease, id: ji})
 		}
 	}
 	return s

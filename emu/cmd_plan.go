@@ -1,0 +1,145 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"ocsemu/emu/flowmodel"
+	"ocsemu/emu/plan"
+	"ocsemu/emu/record"
+	"ocsemu/emu/scheduler"
+)
+
+func (a *app) planCmd() *cobra.Command {
+	var out, sched string
+	cmd := &cobra.Command{
+		Use:   "plan <scenario.yaml | embedded-name>",
+		Short: "Turn a scenario into a plan with a reference scheduler (fcfs, static)",
+		Long: `plan runs the scenario's scheduler (scheduler.name, or --scheduler) and writes
+the plan: a versioned JSON timeline of stages with circuits and activities
+(docs/plan.md). The plan is checked against the scenario before it is
+written. Your own scheduler, in any language, writes the same JSON.`,
+		Example: "  emu plan scenarios/plan-demo.yaml -o plan.json\n  emu plan plan-demo --scheduler static -o static.json",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, _, err := loadScenario(args[0])
+			if err != nil {
+				return err
+			}
+			if sched != "" {
+				s.Scheduler.Name = sched
+			}
+			t0 := time.Now()
+			p, err := scheduler.Plan(s)
+			if err != nil {
+				return err
+			}
+			if err := plan.Check(p, s); err != nil {
+				return fmt.Errorf("the %s scheduler made a plan that does not check (a bug): %w", p.Scheduler, err)
+			}
+			if out == "" {
+				out = s.Name + "." + p.Scheduler + ".plan.json"
+			}
+			if err := p.Write(out); err != nil {
+				return err
+			}
+			acts := 0
+			for _, st := range p.Stages {
+				acts += len(st.Activities)
+			}
+			a.progress("%s: %d jobs, %d stages of %v, %d activities; predicted makespan %.3fs; planned in %v",
+				p.Scheduler, len(p.Jobs), len(p.Stages), s.Scheduler.Slot, acts, float64(p.Predicted.MakespanNs)/1e9, time.Since(t0).Round(time.Millisecond))
+			fmt.Println(out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", "", "plan file (default <scenario>.<scheduler>.plan.json)")
+	cmd.Flags().StringVar(&sched, "scheduler", "", "override the scenario's scheduler: "+strings.Join(scheduler.Names, ", "))
+	return cmd
+}
+
+func (a *app) simulateCmd() *cobra.Command {
+	var scen, out string
+	var jobsTable bool
+	cmd := &cobra.Command{
+		Use:   "simulate <plan.json> --scenario <scenario>",
+		Short: "Predict a plan with the flow model (max-min fair fluid, dark periods included)",
+		Long: `simulate checks a plan against its scenario, runs it through the flow model and
+prints a summary: makespan, job completion times, reconfigurations and
+bytes over the OCS layer. The full prediction (every phase's start and end,
+stages, jobs) is written as JSON in the same shape as the emulator's
+measurements.`,
+		Example: "  emu simulate plan.json --scenario scenarios/plan-demo.yaml",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if scen == "" {
+				return errors.New("--scenario is required: a plan is checked against its scenario's fabric")
+			}
+			s, _, err := loadScenario(scen)
+			if err != nil {
+				return err
+			}
+			p, err := plan.Load(args[0])
+			if err != nil {
+				return err
+			}
+			if err := plan.Check(p, s); err != nil {
+				return fmt.Errorf("%s does not fit scenario %s:\n%w", args[0], s.Name, err)
+			}
+			t0 := time.Now()
+			run, err := flowmodel.Simulate(p, s)
+			if err != nil {
+				return err
+			}
+			took := time.Since(t0)
+			if out == "" {
+				out = strings.TrimSuffix(args[0], filepath.Ext(args[0])) + ".prediction.json"
+			}
+			if err := writeJSONFile(out, run); err != nil {
+				return err
+			}
+			printRun(run, jobsTable)
+			a.progress("flow model took %v; prediction written to %s", took.Round(time.Millisecond), out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&scen, "scenario", "s", "", "scenario the plan runs on (file or embedded name)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "prediction JSON (default <plan>.prediction.json)")
+	cmd.Flags().BoolVar(&jobsTable, "jobs", false, "print every job's completion time")
+	return cmd
+}
+
+func printRun(r *record.Run, jobsTable bool) {
+	var jcts []float64
+	for _, j := range r.Jobs {
+		jcts = append(jcts, float64(j.JCTNs)/1e9)
+	}
+	sort.Float64s(jcts)
+	pct := func(p float64) float64 {
+		if len(jcts) == 0 {
+			return 0
+		}
+		return jcts[int(p*float64(len(jcts)-1))]
+	}
+	fmt.Printf("plan by %s, %s mode: %d jobs, %d stages\n", r.Scheduler, r.Mode, len(r.Jobs), len(r.Stages))
+	fmt.Printf("  makespan            %.3f s\n", float64(r.MakespanNs)/1e9)
+	fmt.Printf("  job completion      p50 %.3f s, p90 %.3f s, max %.3f s\n", pct(.5), pct(.9), pct(1))
+	fmt.Printf("  reconfigurations    %d (%d ports went dark in all)\n", r.Reconfigurations, r.PortsReconfigured)
+	fmt.Printf("  bytes over the OCS  %.3f GB (%.3f GB x circuit hops)\n", r.OCSBytes/1e9, r.CircuitHopBytes/1e9)
+	if jobsTable {
+		w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(w, "JOB\tARRIVAL s\tSTART s\tEND s\tJCT s")
+		for _, j := range r.Jobs {
+			fmt.Fprintf(w, "%s\t%.3f\t%.3f\t%.3f\t%.3f\n", j.Job, float64(j.ArrivalNs)/1e9, float64(j.StartNs)/1e9, float64(j.EndNs)/1e9, float64(j.JCTNs)/1e9)
+		}
+		w.Flush()
+	}
+}
