@@ -158,3 +158,55 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestJobErrors(t *testing.T) {
+	const fab = "name: t\nfabric: {kind: eps, racks: 2, servers_per_rack: 2, rates: {server: 1Gbit}}\njobs:\n"
+	tests := []struct{ jobs, want string }{
+		{"  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, compute: 1ms, iterations: 1}\n", ""},
+		{"  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, iterations: 1}\n  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, iterations: 1}\n", `jobs[1].name: duplicate job name "a"`},
+		{"  - {name: a, pattern: tree, workers: [r0s0, r1s0], bytes: 1MB, iterations: 1}\n", `jobs[0].pattern: unknown pattern "tree"`},
+		{"  - {name: a, pattern: ps, workers: [r0s0, r5s0], bytes: 1MB, iterations: 1}\n", "jobs[0].workers[1]: no server r5s0"},
+		{"  - {name: a, pattern: ps, workers: [r0s0, r0s0], bytes: 1MB, iterations: 1}\n", "listed twice"},
+		{"  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1000, iterations: 1}\n", `size "1000" has no unit`},
+		{"  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, iterations: 0}\n", "jobs[0].iterations: must be at least 1"},
+		{"  - {name: a, pattern: ring, workers: [r0s0, r1s0], bytes: 1MB, iterations: 1, inc: true}\n", "in-network aggregation is for the ps pattern"},
+		{"  - {name: a, pattern: ring, workers: [r0s0, r1s0, r1s1], ring: [r0s0, r1s0], bytes: 1MB, iterations: 1}\n", "every worker exactly once"},
+		{"  - {name: a, pattern: hd, workers: [r0s0, r1s0, r1s1], bytes: 1MB, iterations: 1}\n", "power-of-two"},
+		{"  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, iterations: 1, compute: 1ms, model: {params: 1e9, tokens: 1, gpu_tflops: 1, efficiency: 0.5}}\n", "give compute or model, not both"},
+		{"  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, iterations: 1, modle: {}}\n", `did you mean "model"`},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(fab+tt.jobs), "x.yaml")
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: unexpected %v", tt.jobs, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: error %v, want %q", tt.jobs, err, tt.want)
+		}
+	}
+}
+
+func TestModelComputeTime(t *testing.T) {
+	// 6 * 2048 tokens * 125e6 params / (312e12 * 0.4) = 12.3 ms; K = 8 with recomputation.
+	m := Model{Params: 125e6, Tokens: 2048, GPUTFLOPS: 312, Efficiency: 0.4}
+	if got := m.ComputeTime().Microseconds(); got != 12307 {
+		t.Errorf("compute time %d us, want 12307", got)
+	}
+	m.Recompute = true
+	if got := m.ComputeTime().Microseconds(); got != 16410 {
+		t.Errorf("with recomputation %d us, want 16410", got)
+	}
+}
+
+func TestParseByteSize(t *testing.T) {
+	for in, want := range map[string]ByteSize{"552MB": 552e6, "64MiB": 64 << 20, "4GB": 4e9, "1.5KiB": 1536, "10B": 10} {
+		if got, err := ParseByteSize(in); err != nil || got != want {
+			t.Errorf("ParseByteSize(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"64", "64mb", "MB", "-1MB", "0B"} {
+		if _, err := ParseByteSize(bad); err == nil {
+			t.Errorf("ParseByteSize(%q) accepted", bad)
+		}
+	}
+}
