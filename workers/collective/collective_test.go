@@ -1,0 +1,164 @@
+package collective
+
+import (
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// mesh connects n in-memory ranks pairwise.
+func mesh(n int) [][]net.Conn {
+	conns := make([][]net.Conn, n)
+	for i := range conns {
+		conns[i] = make([]net.Conn, n)
+	}
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			a, b := net.Pipe()
+			conns[i][j], conns[j][i] = a, b
+		}
+	}
+	return conns
+}
+
+func runRanks(t *testing.T, n int, fn func(c *Comm) error) []error {
+	t.Helper()
+	conns := mesh(n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := 0; r < n; r++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[r] = fn(&Comm{Rank: r, N: n, Conns: conns[r], Timeout: 5 * time.Second})
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestAllReduceExact(t *testing.T) {
+	tests := []struct {
+		name  string
+		n     int
+		elems int
+		hd    bool
+		order []int
+	}{
+		{"ring 2", 2, 1000, false, nil},
+		{"ring 3 uneven chunks", 3, 1001, false, nil},
+		{"ring 4 custom order", 4, 4096, false, []int{0, 2, 1, 3}},
+		{"ring fewer elements than ranks", 5, 3, false, nil},
+		{"hd 2", 2, 1000, true, nil},
+		{"hd 4", 4, 1003, true, nil},
+		{"hd 8", 8, 8192, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			order := tt.order
+			if order == nil {
+				for i := 0; i < tt.n; i++ {
+					order = append(order, i)
+				}
+			}
+			for it := 0; it < 2; it++ {
+				errs := runRanks(t, tt.n, func(c *Comm) error {
+					data := make([]int32, tt.elems)
+					Gradient(data, c.Rank, it)
+					var err error
+					if tt.hd {
+						err = c.HDAllReduce(data)
+					} else {
+						err = c.RingAllReduce(data, order)
+					}
+					if err != nil {
+						return err
+					}
+					return CheckSum(data, tt.n, it)
+				})
+				for r, err := range errs {
+					if err != nil {
+						t.Errorf("rank %d: %v", r, err)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestAllToAll(t *testing.T) {
+	const n, elems = 4, 777
+	errs := runRanks(t, n, func(c *Comm) error {
+		send, recv := make([][]int32, n), make([][]int32, n)
+		for p := range send {
+			send[p], recv[p] = make([]int32, elems), make([]int32, elems)
+			Tokens(send[p], c.Rank, p, 1)
+		}
+		if err := c.AllToAll(send, recv); err != nil {
+			return err
+		}
+		for p := range recv {
+			if err := CheckTokens(recv[p], p, c.Rank, 1); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestParameterServerSums(t *testing.T) {
+	const n, elems = 4, 600_000 // workers 0..2, server 3; more than one piece
+	errs := runRanks(t, n, func(c *Comm) error {
+		data := make([]int32, elems)
+		if c.Rank == 3 {
+			if err := c.ServePush(data); err != nil {
+				return err
+			}
+			return c.ServePull(data)
+		}
+		Gradient(data, c.Rank, 0)
+		if err := c.Push(3, data); err != nil {
+			return err
+		}
+		if err := c.Pull(3, data); err != nil {
+			return err
+		}
+		return CheckSum(data, 3, 0)
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+	}
+}
+
+func TestCheckSumCatchesCorruption(t *testing.T) {
+	data := make([]int32, 100)
+	Gradient(data, 0, 0)
+	if CheckSum(data, 1, 0) != nil {
+		t.Fatal("a single rank's gradient is its own sum")
+	}
+	data[42]++
+	if err := CheckSum(data, 1, 0); err == nil || !strings.Contains(err.Error(), "element 42") {
+		t.Errorf("corruption not caught: %v", err)
+	}
+}
+
+func TestLostPeerFailsWithItsRank(t *testing.T) {
+	conns := mesh(2)
+	conns[1][0].Close()
+	c := &Comm{Rank: 0, N: 2, Conns: conns[0], Timeout: time.Second}
+	err := c.RingAllReduce(make([]int32, 10), []int{0, 1})
+	var pe *PeerError
+	if !errors.As(err, &pe) || pe.Peer != 1 {
+		t.Errorf("want an error naming rank 1, got %v", err)
+	}
+}

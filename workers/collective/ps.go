@@ -1,0 +1,77 @@
+package collective
+
+import (
+	"errors"
+	"sync"
+)
+
+// Push sends this worker's gradient to the parameter server (rank ps).
+func (c *Comm) Push(ps int, data []int32) error { return c.Send(ps, asBytes(data)) }
+
+// Pull asks the parameter server for the sum and receives it into out.
+// The request makes the pull start when the worker's pull phase starts,
+// as the plan gates it, not when the server happens to finish.
+func (c *Comm) Pull(ps int, out []int32) error {
+	if err := c.Send(ps, []byte{1}); err != nil {
+		return err
+	}
+	return c.Recv(ps, asBytes(out))
+}
+
+// pieceElems is how much the server receives before adding, per worker.
+const pieceElems = 256 << 10 // 1 MiB
+
+// ServePush receives every worker's gradient at once and sums them into
+// sum (which it zeroes first). Workers are the ranks 0..N-1 except the
+// server's own rank.
+func (c *Comm) ServePush(sum []int32) error {
+	clear(sum)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	errs := make([]error, c.N)
+	for w := 0; w < c.N; w++ {
+		if w == c.Rank {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			piece := make([]int32, min(pieceElems, len(sum)))
+			for off := 0; off < len(sum); off += len(piece) {
+				p := piece[:min(len(piece), len(sum)-off)]
+				if err := c.Recv(w, asBytes(p)); err != nil {
+					errs[w] = err
+					return
+				}
+				mu.Lock()
+				add(sum[off:off+len(p)], p)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// ServePull answers every worker's pull request with the sum.
+func (c *Comm) ServePull(sum []int32) error {
+	var wg sync.WaitGroup
+	errs := make([]error, c.N)
+	for w := 0; w < c.N; w++ {
+		if w == c.Rank {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := make([]byte, 1)
+			if err := c.Recv(w, req); err != nil {
+				errs[w] = err
+				return
+			}
+			errs[w] = c.Send(w, asBytes(sum))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}

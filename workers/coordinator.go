@@ -1,0 +1,385 @@
+package workers
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"ocsemu/emu/plan"
+)
+
+// Msg is one line of the control protocol between ranks and the
+// coordinator (JSON over a unix socket, which crosses namespaces).
+//
+//	rank -> coordinator: hello (data connections are up), done (a phase
+//	ended), fail, bye (the rank finished)
+//	coordinator -> rank: start (time zero), stage (a barrier-mode stage
+//	starts at stage_start_ns), abort (another rank failed)
+type Msg struct {
+	Type       string `json:"type"`
+	Job        string `json:"job,omitempty"`
+	Rank       int    `json:"rank"`
+	Iteration  int    `json:"iteration,omitempty"`
+	Phase      string `json:"phase,omitempty"`
+	T0         int64  `json:"t0_ns,omitempty"`
+	Stage      int    `json:"stage,omitempty"`
+	StageStart int64  `json:"stage_start_ns,omitempty"`
+	EndNs      int64  `json:"end_ns,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// control is a rank's side of the protocol.
+type control struct {
+	conn    net.Conn
+	mu      sync.Mutex
+	enc     *json.Encoder
+	t0      chan int64
+	stMu    sync.Mutex
+	stages  map[int]int64
+	changed chan struct{}
+	err     error
+}
+
+func dialControl(ctx context.Context, spec *Spec) (*control, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", spec.Coordinator)
+	if err != nil {
+		return nil, err
+	}
+	ct := &control{conn: c, enc: json.NewEncoder(c), t0: make(chan int64, 1), stages: map[int]int64{}, changed: make(chan struct{})}
+	ct.send(Msg{Type: "hello", Job: spec.Job.Name, Rank: spec.Rank})
+	go ct.read()
+	return ct, nil
+}
+
+func (c *control) read() {
+	sc := bufio.NewScanner(c.conn)
+	for sc.Scan() {
+		var m Msg
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
+			continue
+		}
+		switch m.Type {
+		case "start":
+			c.t0 <- m.T0
+		case "stage":
+			c.stMu.Lock()
+			c.stages[m.Stage] = m.StageStart
+			close(c.changed)
+			c.changed = make(chan struct{})
+			c.stMu.Unlock()
+		case "abort":
+			c.stMu.Lock()
+			c.err = fmt.Errorf("aborted: %s", m.Error)
+			close(c.changed)
+			c.changed = make(chan struct{})
+			c.stMu.Unlock()
+		}
+	}
+	c.stMu.Lock()
+	if c.err == nil {
+		c.err = errors.New("coordinator went away")
+	}
+	close(c.changed)
+	c.changed = make(chan struct{})
+	c.stMu.Unlock()
+	close(c.t0)
+}
+
+func (c *control) send(m Msg) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_ = c.enc.Encode(m)
+}
+
+// start waits for time zero.
+func (c *control) start() (int64, error) {
+	select {
+	case t0, ok := <-c.t0:
+		if !ok {
+			return 0, errors.New("coordinator went away before time zero")
+		}
+		return t0, nil
+	case <-time.After(2 * time.Minute):
+		return 0, errors.New("no time zero after 2 minutes (did every rank connect?)")
+	}
+}
+
+// waitStage blocks until stage k has started and returns its start.
+func (c *control) waitStage(ctx context.Context, k int) (int64, error) {
+	for {
+		c.stMu.Lock()
+		at, ok := c.stages[k]
+		err, ch := c.err, c.changed
+		c.stMu.Unlock()
+		if ok {
+			return at, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+func (c *control) close() {
+	c.send(Msg{Type: "bye"})
+	c.conn.Close()
+}
+
+// Coordinator hands out time zero once every rank has its connections up
+// and, in barrier mode, starts each stage when every rank has finished
+// every activity of the previous one.
+type Coordinator struct {
+	Socket string
+	// Ranks lists every process that will connect ("job/rank" names).
+	Ranks []string
+	// Plan, in barrier mode, drives the stages; nil or clock mode: only
+	// time zero.
+	Plan *plan.Plan
+	// Lead is the time from the last hello to time zero.
+	Lead time.Duration
+	// OnStage installs stage k's circuits to take effect at `at`
+	// (barrier mode; stage 0 is installed before time zero).
+	OnStage func(ctx context.Context, k int, at int64) error
+	Log     *slog.Logger
+
+	T0          int64
+	StageStarts []int64
+	StageEnds   []int64
+	Failures    []string
+
+	mu    sync.Mutex
+	conns []*coordConn
+}
+
+type coordConn struct {
+	name string
+	enc  *json.Encoder
+	mu   sync.Mutex
+	c    net.Conn
+	bye  atomic.Bool // set by the connection's reader before it reports the close
+}
+
+func (cc *coordConn) send(m Msg) {
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	_ = cc.c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_ = cc.enc.Encode(m)
+}
+
+// Listen opens the socket; call it before starting ranks.
+func (c *Coordinator) Listen() (net.Listener, error) {
+	_ = os.Remove(c.Socket)
+	ln, err := net.Listen("unix", c.Socket)
+	if err != nil {
+		return nil, fmt.Errorf("coordinator socket: %w", err)
+	}
+	_ = os.Chmod(c.Socket, 0o600)
+	return ln, nil
+}
+
+// Run serves the ranks until they have all said bye or gone, and returns
+// an error listing the failures.
+func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
+	defer ln.Close()
+	defer os.Remove(c.Socket)
+	log := c.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if c.Lead == 0 {
+		c.Lead = 200 * time.Millisecond
+	}
+	msgs := make(chan struct {
+		cc *coordConn
+		m  Msg
+	}, 1024)
+	gone := make(chan *coordConn, len(c.Ranks))
+	hellos := map[string]bool{}
+	go func() {
+		<-ctx.Done()
+		ln.Close()
+	}()
+	accepted := make(chan *coordConn)
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				close(accepted)
+				return
+			}
+			cc := &coordConn{c: conn, enc: json.NewEncoder(conn)}
+			accepted <- cc
+			go func() {
+				sc := bufio.NewScanner(conn)
+				for sc.Scan() {
+					var m Msg
+					if json.Unmarshal(sc.Bytes(), &m) == nil {
+						if m.Type == "bye" {
+							cc.bye.Store(true)
+						}
+						msgs <- struct {
+							cc *coordConn
+							m  Msg
+						}{cc, m}
+					}
+				}
+				gone <- cc
+			}()
+		}
+	}()
+
+	// Barrier bookkeeping.
+	var stageOf map[plan.Key]int
+	var pending []int
+	barrier := c.Plan != nil && c.Plan.Mode == plan.ModeBarrier
+	if barrier {
+		stageOf = map[plan.Key]int{}
+		nRanks := map[string]int{}
+		for _, j := range c.Plan.Jobs {
+			nRanks[j.Name] = len(j.Workers)
+		}
+		pending = make([]int, len(c.Plan.Stages))
+		for si, st := range c.Plan.Stages {
+			for _, a := range st.Activities {
+				stageOf[plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}] = si
+				pending[si] += nRanks[a.Job]
+			}
+		}
+		c.StageStarts = make([]int64, len(c.Plan.Stages))
+		c.StageEnds = make([]int64, len(c.Plan.Stages))
+	}
+	cur := -1
+	broadcast := func(m Msg) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for _, cc := range c.conns {
+			cc.send(m)
+		}
+	}
+	// startStages starts every stage from `from` whose predecessors are done.
+	startStages := func(from int) {
+		for k := from; k < len(pending); k++ {
+			at := c.T0 + c.Plan.Stages[k].StartNs
+			if k > 0 {
+				at = max(at, Now()+int64(2*time.Millisecond))
+				if c.OnStage != nil {
+					if err := c.OnStage(ctx, k, at); err != nil {
+						c.Failures = append(c.Failures, fmt.Sprintf("stage %d circuits: %v", k, err))
+						broadcast(Msg{Type: "abort", Error: fmt.Sprintf("stage %d circuits: %v", k, err)})
+						return
+					}
+				}
+			}
+			c.StageStarts[k] = at
+			cur = k
+			broadcast(Msg{Type: "stage", Stage: k, StageStart: at})
+			if pending[k] > 0 {
+				return
+			}
+			c.StageEnds[k] = at
+		}
+	}
+	open := 0
+	for {
+		select {
+		case cc, ok := <-accepted:
+			if !ok {
+				accepted = nil
+				continue
+			}
+			c.mu.Lock()
+			c.conns = append(c.conns, cc)
+			c.mu.Unlock()
+			open++
+		case x := <-msgs:
+			m := x.m
+			switch m.Type {
+			case "hello":
+				x.cc.name = fmt.Sprintf("%s/%d", m.Job, m.Rank)
+				if m.Rank == PSRank {
+					x.cc.name = m.Job + "/ps"
+				}
+				hellos[x.cc.name] = true
+				if len(hellos) == len(c.Ranks) && c.T0 == 0 {
+					c.T0 = Now() + int64(c.Lead)
+					log.Debug("all ranks connected; time zero set", "lead", c.Lead)
+					broadcast(Msg{Type: "start", T0: c.T0})
+					if barrier {
+						startStages(0)
+					}
+				}
+			case "done":
+				if !barrier {
+					continue
+				}
+				k, ok := stageOf[plan.Key{Job: m.Job, Iteration: m.Iteration, Phase: m.Phase}]
+				if !ok {
+					continue
+				}
+				pending[k]--
+				c.StageEnds[k] = max(c.StageEnds[k], m.EndNs)
+				if k == cur && pending[k] == 0 {
+					startStages(k + 1)
+				}
+			case "fail":
+				msg := fmt.Sprintf("%s: %s", x.cc.name, m.Error)
+				c.Failures = append(c.Failures, msg)
+				log.Error("rank failed", "rank", x.cc.name, "err", m.Error)
+				broadcast(Msg{Type: "abort", Error: msg})
+			}
+		case cc := <-gone:
+			open--
+			if !cc.bye.Load() && cc.name != "" {
+				msg := fmt.Sprintf("%s went away before finishing", cc.name)
+				c.Failures = append(c.Failures, msg)
+				broadcast(Msg{Type: "abort", Error: msg})
+			}
+			if open == 0 && len(hellos) == len(c.Ranks) {
+				// Every reader has finished, so what they read is queued.
+				for len(msgs) > 0 {
+					x := <-msgs
+					if x.m.Type == "fail" {
+						c.Failures = append(c.Failures, fmt.Sprintf("%s: %s", x.cc.name, x.m.Error))
+					}
+				}
+				return c.result()
+			}
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), c.result())
+		}
+	}
+}
+
+func (c *Coordinator) result() error {
+	if len(c.Failures) == 0 {
+		return nil
+	}
+	sort.Strings(c.Failures)
+	return fmt.Errorf("%d failure(s):\n  %s", len(c.Failures), joinLines(c.Failures))
+}
+
+func joinLines(s []string) string {
+	out := ""
+	for i, x := range s {
+		if i > 0 {
+			out += "\n  "
+		}
+		out += x
+	}
+	return out
+}

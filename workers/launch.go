@@ -1,0 +1,310 @@
+package workers
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"ocsemu/dataplane/fabric"
+	"ocsemu/dataplane/netns"
+	"ocsemu/emu/plan"
+	"ocsemu/emu/scenario"
+)
+
+// BasePort is the first data port; job i uses BasePort + i*PortsPerJob.
+const (
+	BasePort    = 20000
+	PortsPerJob = 64
+)
+
+// Options run the jobs of a plan (or the built-in schedule) on a lab.
+type Options struct {
+	Lab  *fabric.Lab
+	Jobs []plan.Job
+	// Plan gates the phases; nil runs the built-in schedule: every job
+	// starts at time zero and iterates.
+	Plan *plan.Plan
+	Dir  string // records and logs go here
+	// Exe is the emu binary to start one process per rank with; empty
+	// runs every rank as a goroutine of this process (tests).
+	Exe          string
+	Verify       bool
+	Timeout      time.Duration // per transfer; default 60 s
+	TCPInfoEvery time.Duration // default 50 ms; negative: off
+	OnStage      func(ctx context.Context, k int, at int64) error
+	Log          *slog.Logger
+	Progress     func(format string, args ...any)
+}
+
+// Outcome is what a launch measured.
+type Outcome struct {
+	T0          int64
+	Phases      []PhaseRecord
+	TCP         []TCPSample
+	StageStarts []int64
+	StageEnds   []int64
+}
+
+// Specs builds the spec of every rank (and PS) of the jobs.
+func Specs(o *Options) ([]*Spec, error) {
+	addrs := map[string]string{}
+	for _, n := range o.Lab.Topo.Servers() {
+		addrs[n.Name] = n.Addr.String()
+	}
+	cc := o.Lab.Topo.Scenario.Fabric.TCP.CongestionControl
+	timeout := o.Timeout
+	if timeout == 0 {
+		timeout = 60 * time.Second
+	}
+	every := o.TCPInfoEvery
+	if every == 0 {
+		every = 50 * time.Millisecond
+	}
+	var specs []*Spec
+	for ji := range o.Jobs {
+		j := o.Jobs[ji]
+		if len(j.Workers)+1 >= PortsPerJob {
+			return nil, fmt.Errorf("job %s: at most %d ranks per job", j.Name, PortsPerJob-2)
+		}
+		if j.INC {
+			return nil, fmt.Errorf("job %s asks for in-network aggregation, which the emulator does not run yet: plan it with inc: false (a CPU parameter server)", j.Name)
+		}
+		if j.Bytes%4 != 0 || j.Bytes < int64(4*len(j.Workers)) {
+			return nil, fmt.Errorf("job %s: bytes (%d) must be a multiple of 4 and at least 4 per rank: ranks exchange int32 elements", j.Name, j.Bytes)
+		}
+		for _, w := range append(append([]string{}, j.Workers...), j.PS) {
+			if _, ok := addrs[w]; w != "" && !ok {
+				return nil, fmt.Errorf("job %s: server %s is not in lab %s", j.Name, w, o.Lab.Topo.Lab)
+			}
+		}
+		gates, mode, err := gatesFor(o.Plan, &j)
+		if err != nil {
+			return nil, err
+		}
+		base := Spec{Job: j, Addrs: addrs, Port: BasePort + ji*PortsPerJob, CC: cc, Mode: mode, Gates: gates,
+			Verify: o.Verify, Timeout: timeout, TCPInfoEvery: every}
+		if every < 0 {
+			base.TCPInfoEvery = 0
+		}
+		ranks := make([]int, len(j.Workers))
+		for i := range ranks {
+			ranks[i] = i
+		}
+		if j.Pattern == scenario.PatternPS {
+			ranks = append(ranks, PSRank)
+		}
+		for _, r := range ranks {
+			s := base
+			s.Rank = r
+			s.Out = filepath.Join(o.Dir, fmt.Sprintf("%s-%s.jsonl", j.Name, rankName(r)))
+			specs = append(specs, &s)
+		}
+	}
+	return specs, nil
+}
+
+func rankName(r int) string {
+	if r == PSRank {
+		return "ps"
+	}
+	return fmt.Sprintf("rank%d", r)
+}
+
+// gatesFor turns a plan's activities into one gate per phase of a job.
+func gatesFor(p *plan.Plan, j *plan.Job) ([]Gate, string, error) {
+	if p == nil {
+		return nil, "", nil
+	}
+	where := map[plan.Key]Gate{}
+	for si, st := range p.Stages {
+		for _, a := range st.Activities {
+			if a.Job != j.Name {
+				continue
+			}
+			g := Gate{Stage: si, NotBeforeNs: -1}
+			if p.Mode == plan.ModeClock {
+				g.NotBeforeNs = st.StartNs
+			}
+			if a.StartNs != nil {
+				g.NotBeforeNs = max(g.NotBeforeNs, *a.StartNs)
+			}
+			where[plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}] = g
+		}
+	}
+	var gates []Gate
+	for _, k := range j.Phases() {
+		g, ok := where[k]
+		if !ok {
+			return nil, "", fmt.Errorf("plan never schedules %s", k)
+		}
+		gates = append(gates, g)
+	}
+	return gates, p.Mode, nil
+}
+
+// Launch runs the jobs to the end and gathers every rank's records. A
+// failed rank makes it return an error naming the job, rank and phase;
+// the others time out or are aborted, and every process is ended.
+func Launch(ctx context.Context, o *Options) (*Outcome, error) {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	specs, err := Specs(o)
+	if err != nil {
+		return nil, err
+	}
+	sock := fabric.LabFile(o.Lab.Topo.Lab, "coord.sock")
+	co := &Coordinator{Socket: sock, Plan: o.Plan, OnStage: o.OnStage, Log: log}
+	for _, s := range specs {
+		s.Coordinator = sock
+		co.Ranks = append(co.Ranks, s.Name())
+	}
+	ln, err := co.Listen()
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	coErr := make(chan error, 1)
+	go func() { coErr <- co.Run(cctx, ln) }()
+
+	if o.Progress != nil {
+		o.Progress("starting %d rank processes for %d jobs", len(specs), len(o.Jobs))
+	}
+	rankErrs := make([]error, len(specs))
+	var wg sync.WaitGroup
+	for i, s := range specs {
+		wg.Add(1)
+		if o.Exe == "" {
+			srv := s.Job.Workers[max(s.Rank, 0)]
+			if s.Rank == PSRank {
+				srv = s.Job.PS
+			}
+			s.NS = fabric.NSName(o.Lab.Topo.Lab, srv)
+			go func() {
+				defer wg.Done()
+				rankErrs[i] = Run(cctx, s, log)
+			}()
+			continue
+		}
+		cmd, err := startProcess(o, s)
+		if err != nil {
+			wg.Done()
+			cancel()
+			wg.Wait()
+			return nil, err
+		}
+		go func() {
+			defer wg.Done()
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					rankErrs[i] = fmt.Errorf("%s: %w (see %s)", s.Name(), err, logPath(s))
+				}
+			case <-cctx.Done():
+				_ = cmd.Process.Signal(syscall.SIGTERM)
+				select {
+				case <-done:
+				case <-time.After(3 * time.Second):
+					_ = cmd.Process.Kill()
+					<-done
+				}
+				rankErrs[i] = fmt.Errorf("%s: stopped: %w", s.Name(), cctx.Err())
+			}
+		}()
+	}
+	wg.Wait()
+	cancel()
+	cerr := <-coErr
+	if ctx.Err() == nil {
+		// We stopped the coordinator ourselves once every rank had ended:
+		// what counts is the failures it heard of, not the cancellation.
+		cerr = co.result()
+	}
+	out := &Outcome{T0: co.T0, StageStarts: co.StageStarts, StageEnds: co.StageEnds}
+	for _, s := range specs {
+		if err := out.read(s.Out); err != nil {
+			log.Warn("records", "file", s.Out, "err", err)
+		}
+	}
+	if cerr != nil {
+		return out, cerr // the ranks' own reports name job, rank and phase
+	}
+	var errs []error
+	for _, e := range rankErrs {
+		if e != nil {
+			errs = append(errs, e)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func logPath(s *Spec) string { return s.Out[:len(s.Out)-len(".jsonl")] + ".log" }
+
+// startProcess starts `emu worker --spec` in the rank's server namespace.
+func startProcess(o *Options, s *Spec) (*exec.Cmd, error) {
+	specPath := s.Out[:len(s.Out)-len(".jsonl")] + ".spec.json"
+	data, _ := json.MarshalIndent(s, "", " ")
+	if err := os.WriteFile(specPath, data, 0o644); err != nil {
+		return nil, err
+	}
+	logf, err := os.Create(logPath(s))
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close()
+	cmd := exec.Command(o.Exe, "worker", "--spec", specPath)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	srv := s.Job.Workers[max(s.Rank, 0)]
+	if s.Rank == PSRank {
+		srv = s.Job.PS
+	}
+	if err := netns.Do(fabric.NSName(o.Lab.Topo.Lab, srv), cmd.Start); err != nil {
+		return nil, fmt.Errorf("start %s in %s: %w", s.Name(), srv, err)
+	}
+	return cmd, nil
+}
+
+func (o *Outcome) read(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var probe struct{ Type string }
+		if json.Unmarshal(sc.Bytes(), &probe) != nil {
+			continue
+		}
+		switch probe.Type {
+		case "phase":
+			var r PhaseRecord
+			if json.Unmarshal(sc.Bytes(), &r) == nil {
+				o.Phases = append(o.Phases, r)
+			}
+		case "tcp":
+			var t TCPSample
+			if json.Unmarshal(sc.Bytes(), &t) == nil {
+				o.TCP = append(o.TCP, t)
+			}
+		}
+	}
+	return sc.Err()
+}

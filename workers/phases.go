@@ -1,0 +1,174 @@
+package workers
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ocsemu/emu/scenario"
+	"ocsemu/workers/collective"
+)
+
+// Now is CLOCK_MONOTONIC in ns: the clock every namespace shares, so one
+// time zero gates every process without clock synchronisation.
+func Now() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// SleepUntil waits until monotonic time t without burning CPU: a Go timer
+// until 2 ms before (Go timers overshoot by up to a millisecond), then
+// clock_nanosleep(TIMER_ABSTIME) with 1 ns timer slack on a locked thread.
+func SleepUntil(ctx context.Context, t int64) error {
+	if d := time.Duration(t-Now()) - 2*time.Millisecond; d > 0 {
+		tm := time.NewTimer(d)
+		select {
+		case <-tm.C:
+		case <-ctx.Done():
+			tm.Stop()
+			return ctx.Err()
+		}
+	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
+	ts := unix.NsecToTimespec(t)
+	for {
+		if err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil); err != unix.EINTR {
+			return ctx.Err()
+		}
+	}
+}
+
+// work runs a worker rank's phases in order, each when its gate opens.
+func (r *rank) work(ctx context.Context, t0 int64) error {
+	j := &r.spec.Job
+	elems := int(j.Bytes / 4)
+	data := make([]int32, elems)
+	var send, recv [][]int32
+	if j.Pattern == scenario.PatternAllToAll {
+		per := elems / r.n
+		send, recv = make([][]int32, r.n), make([][]int32, r.n)
+		for p := range send {
+			send[p], recv[p] = make([]int32, per), make([]int32, per)
+		}
+	}
+	me := r.spec.Rank
+	for q, key := range j.Phases() {
+		where := fmt.Sprintf("job %s rank %d iteration %d phase %s", j.Name, me, key.Iteration, key.Phase)
+		if err := r.gate(ctx, t0, q); err != nil {
+			return fmt.Errorf("%s: gate: %w", where, err)
+		}
+		it := key.Iteration
+		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: key.Phase, Rank: me, StartNs: Now()}
+		sent0 := r.comm.Sent
+		var err error
+		switch key.Phase {
+		case scenario.PhaseCompute:
+			// Fill the gradient first (that is the "compute" output), then
+			// wait out the rest of the compute time.
+			if j.Pattern == scenario.PatternAllToAll {
+				for p := range send {
+					collective.Tokens(send[p], me, p, it)
+				}
+			} else {
+				collective.Gradient(data, me, it)
+			}
+			err = SleepUntil(ctx, rec.StartNs+j.ComputeNs)
+		case scenario.PhasePush:
+			err = r.comm.Push(r.ps, data)
+		case scenario.PhasePull:
+			if err = r.comm.Pull(r.ps, data); err == nil && r.spec.Verify {
+				err = collective.CheckSum(data, r.n, it)
+				rec.Verified = err == nil
+			}
+		case scenario.PhaseAllReduce:
+			if j.Pattern == scenario.PatternHD {
+				err = r.comm.HDAllReduce(data)
+			} else {
+				err = r.comm.RingAllReduce(data, ringOrder(j))
+			}
+			if err == nil && r.spec.Verify {
+				err = collective.CheckSum(data, r.n, it)
+				rec.Verified = err == nil
+			}
+		case scenario.PhaseAllToAll:
+			if err = r.comm.AllToAll(send, recv); err == nil && r.spec.Verify {
+				for p := range recv {
+					if err = collective.CheckTokens(recv[p], p, me, it); err != nil {
+						break
+					}
+				}
+				rec.Verified = err == nil
+			}
+		}
+		rec.EndNs = Now()
+		rec.Bytes = r.comm.Sent - sent0
+		if err != nil {
+			rec.Note = "failed: " + err.Error()
+			r.record(rec)
+			return fmt.Errorf("%s: %w", where, err)
+		}
+		r.record(rec)
+		r.ctl.send(Msg{Type: "done", Job: j.Name, Rank: me, Iteration: it, Phase: key.Phase, EndNs: rec.EndNs})
+	}
+	return nil
+}
+
+// gate blocks until phase q may start: time zero in the built-in
+// schedule; the planned time in clock mode; the stage's start (from the
+// coordinator) and the planned time in barrier mode.
+func (r *rank) gate(ctx context.Context, t0 int64, q int) error {
+	at := t0
+	if r.spec.Mode != "" && q < len(r.spec.Gates) {
+		g := r.spec.Gates[q]
+		if g.NotBeforeNs >= 0 {
+			at = max(at, t0+g.NotBeforeNs)
+		}
+		if r.spec.Mode == "barrier" {
+			start, err := r.ctl.waitStage(ctx, g.Stage)
+			if err != nil {
+				return err
+			}
+			at = max(at, start)
+		}
+	}
+	if at > Now() {
+		return SleepUntil(ctx, at)
+	}
+	return nil
+}
+
+// servePS runs a job's CPU parameter server: every iteration it receives
+// all pushes and really sums them, then answers every pull.
+func (r *rank) servePS(ctx context.Context, t0 int64) error {
+	j := &r.spec.Job
+	sum := make([]int32, int(j.Bytes/4))
+	for it := 0; it < j.Iterations; it++ {
+		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: scenario.PhasePush, Rank: PSRank, StartNs: Now()}
+		if err := r.comm.ServePush(sum); err != nil {
+			return fmt.Errorf("job %s parameter server iteration %d phase push: %w", j.Name, it, err)
+		}
+		rec.EndNs = Now()
+		if r.spec.Verify {
+			if err := collective.CheckSum(sum, r.n, it); err != nil {
+				return fmt.Errorf("job %s parameter server iteration %d: sum is wrong: %w", j.Name, it, err)
+			}
+			rec.Verified = true
+		}
+		r.record(rec)
+		rec = PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: scenario.PhasePull, Rank: PSRank, StartNs: Now()}
+		sent0 := r.comm.Sent
+		if err := r.comm.ServePull(sum); err != nil {
+			return fmt.Errorf("job %s parameter server iteration %d phase pull: %w", j.Name, it, err)
+		}
+		rec.EndNs, rec.Bytes = Now(), r.comm.Sent-sent0
+		r.record(rec)
+	}
+	_ = t0
+	return nil
+}

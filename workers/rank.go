@@ -1,0 +1,430 @@
+// Package workers plays the ranks of training jobs: each rank is a
+// process in its server's namespace that alternates compute (a timed wait
+// that burns no CPU) with real collective traffic over TCP, gated by the
+// plan, and records exactly what happened. A coordinator (coordinator.go)
+// hands out time zero and, in barrier mode, the stage starts.
+package workers
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"ocsemu/dataplane/netns"
+	"ocsemu/dataplane/sockopt"
+	"ocsemu/emu/plan"
+	"ocsemu/emu/scenario"
+	"ocsemu/workers/collective"
+)
+
+// PSRank is the rank of a job's CPU parameter server.
+const PSRank = -1
+
+// Gate says when one phase may start.
+type Gate struct {
+	Stage int `json:"stage"` // plan stage it starts in (barrier mode)
+	// NotBeforeNs is the earliest start, from time zero (-1: none).
+	NotBeforeNs int64 `json:"not_before_ns"`
+}
+
+// Spec is everything one rank process needs.
+type Spec struct {
+	Job  plan.Job `json:"job"`
+	Rank int      `json:"rank"` // 0..n-1, or PSRank
+	// Addrs maps every server of the job to its address.
+	Addrs map[string]string `json:"addrs"`
+	// Port is the job's base port: rank r listens on Port+r, the PS on
+	// Port+n.
+	Port int    `json:"port"`
+	CC   string `json:"congestion_control"`
+	// Mode is "" (built-in: start at time zero and iterate), "clock" or
+	// "barrier"; Gates then has one entry per phase of the job.
+	Mode  string `json:"mode"`
+	Gates []Gate `json:"gates,omitempty"`
+	// Verify checks every reduction and every byte received.
+	Verify       bool          `json:"verify"`
+	Timeout      time.Duration `json:"timeout"`
+	TCPInfoEvery time.Duration `json:"tcpinfo_every"`
+	Coordinator  string        `json:"coordinator"` // unix socket
+	Out          string        `json:"out"`         // JSONL records
+	// NS, when set, makes the rank open its sockets in that namespace
+	// (ranks run as goroutines of one process, in tests).
+	NS string `json:"netns,omitempty"`
+}
+
+// Name is "job/rank" for messages.
+func (s *Spec) Name() string {
+	if s.Rank == PSRank {
+		return s.Job.Name + "/ps"
+	}
+	return s.Job.Name + "/" + strconv.Itoa(s.Rank)
+}
+
+// PhaseRecord is one JSONL line of a rank's record file.
+type PhaseRecord struct {
+	Type      string  `json:"type"` // "phase"
+	Job       string  `json:"job"`
+	Iteration int     `json:"iteration"`
+	Phase     string  `json:"phase"`
+	Rank      int     `json:"rank"`
+	StartNs   int64   `json:"start_ns"` // CLOCK_MONOTONIC
+	EndNs     int64   `json:"end_ns"`
+	Bytes     int64  `json:"bytes"` // sent by this rank
+	Verified  bool   `json:"verified,omitempty"`
+	Note      string `json:"note,omitempty"`
+}
+
+// TCPSample is one TCP_INFO reading of one connection.
+type TCPSample struct {
+	Type        string `json:"type"` // "tcp"
+	Job         string `json:"job"`
+	Rank        int    `json:"rank"`
+	Peer        int    `json:"peer"`
+	TNs         int64  `json:"t_ns"`
+	CwndSegs    uint32 `json:"cwnd"`
+	RTTUs       uint32 `json:"rtt_us"`
+	Retrans     uint32 `json:"retrans_total"`
+	DeliveryBps uint64 `json:"delivery_rate_bps"`
+	BytesAcked  uint64 `json:"bytes_acked"`
+}
+
+// rank is one running rank.
+type rank struct {
+	spec  *Spec
+	log   *slog.Logger
+	comm  *collective.Comm
+	n     int
+	ps    int // index of the PS in comm.Conns (== n), or -1
+	ctl   *control
+	out   *json.Encoder
+	outMu sync.Mutex
+}
+
+// Run plays one rank until its job is done. It returns an error naming the
+// job, rank, iteration and phase when something fails.
+func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &rank{spec: spec, log: log.With("rank", spec.Name()), n: len(spec.Job.Workers), ps: -1}
+	if spec.Job.Pattern == scenario.PatternPS {
+		r.ps = r.n
+	}
+	f, err := os.Create(spec.Out)
+	if err != nil {
+		return fmt.Errorf("%s: records: %w", spec.Name(), err)
+	}
+	defer f.Close()
+	r.out = json.NewEncoder(f)
+
+	if err := r.connect(ctx); err != nil {
+		return r.fail(fmt.Errorf("%s: connect: %w", spec.Name(), err))
+	}
+	defer r.closeConns()
+	if r.ctl, err = dialControl(ctx, spec); err != nil {
+		return fmt.Errorf("%s: coordinator: %w", spec.Name(), err)
+	}
+	defer r.ctl.close()
+	t0, err := r.ctl.start()
+	if err != nil {
+		return fmt.Errorf("%s: waiting for time zero: %w", spec.Name(), err)
+	}
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if spec.TCPInfoEvery > 0 {
+		go r.sampleTCP(sctx)
+	}
+	if spec.Rank == PSRank {
+		err = r.servePS(ctx, t0)
+	} else {
+		err = r.work(ctx, t0)
+	}
+	if err != nil {
+		return r.fail(err)
+	}
+	return nil
+}
+
+func (r *rank) fail(err error) error {
+	if r.ctl != nil {
+		r.ctl.send(Msg{Type: "fail", Job: r.spec.Job.Name, Rank: r.spec.Rank, Error: err.Error()})
+	}
+	return err
+}
+
+func (r *rank) record(v any) {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	_ = r.out.Encode(v)
+}
+
+// peers returns the ranks this rank exchanges data with.
+func (r *rank) peers() []int {
+	j, me, n := &r.spec.Job, r.spec.Rank, r.n
+	if me == PSRank {
+		all := make([]int, n)
+		for i := range all {
+			all[i] = i
+		}
+		return all
+	}
+	set := map[int]bool{}
+	switch j.Pattern {
+	case scenario.PatternPS:
+		set[r.ps] = true
+	case scenario.PatternRing:
+		order := ringOrder(j)
+		for i, x := range order {
+			if x == me {
+				set[order[(i+1)%n]] = true
+				set[order[(i-1+n)%n]] = true
+			}
+		}
+	case scenario.PatternHD:
+		for k := 1; k < n; k <<= 1 {
+			set[me^k] = true
+		}
+	case scenario.PatternAllToAll:
+		for p := 0; p < n; p++ {
+			set[p] = true
+		}
+	}
+	delete(set, me)
+	var out []int
+	for p := range set {
+		out = append(out, p)
+	}
+	return out
+}
+
+// ringOrder maps the job's ring (server names) to ranks.
+func ringOrder(j *plan.Job) []int {
+	idx := map[string]int{}
+	for i, w := range j.Workers {
+		idx[w] = i
+	}
+	var order []int
+	for _, w := range j.Ring {
+		order = append(order, idx[w])
+	}
+	if len(order) != len(j.Workers) {
+		order = order[:0]
+		for i := range j.Workers {
+			order = append(order, i)
+		}
+	}
+	return order
+}
+
+// server returns the server a rank (or the PS) runs on.
+func (r *rank) server(rk int) string {
+	if rk == r.ps || rk == PSRank {
+		return r.spec.Job.PS
+	}
+	return r.spec.Job.Workers[rk]
+}
+
+func (r *rank) port(rk int) int {
+	if rk == r.ps || rk == PSRank {
+		return r.spec.Port + r.n
+	}
+	return r.spec.Port + rk
+}
+
+// inNS runs fn in the spec's namespace, if any.
+func (r *rank) inNS(fn func() error) error {
+	if r.spec.NS == "" {
+		return fn()
+	}
+	return netns.Do(r.spec.NS, fn)
+}
+
+// connect sets up every data connection before time zero, so that no
+// handshake is measured: a rank dials the peers with a higher index (and
+// the PS), and accepts the others. The dialer announces its rank.
+func (r *rank) connect(ctx context.Context) error {
+	me := r.spec.Rank
+	self := me
+	if me == PSRank {
+		self = r.ps
+		if self < 0 {
+			return errors.New("a parameter server for a job that is not ps")
+		}
+	}
+	size := r.n
+	if r.ps >= 0 {
+		size++
+	}
+	r.comm = &collective.Comm{Rank: self, N: r.n, Conns: make([]net.Conn, size), Timeout: r.spec.Timeout}
+	if me == PSRank {
+		r.comm.N = r.n + 1
+	}
+	peers := r.peers()
+	var accept, dial []int
+	for _, p := range peers {
+		if p < self || (me == PSRank) {
+			accept = append(accept, p)
+		} else {
+			dial = append(dial, p)
+		}
+	}
+	myAddr := net.JoinHostPort(r.spec.Addrs[r.server(me)], strconv.Itoa(r.port(me)))
+	var ln net.Listener
+	if len(accept) > 0 {
+		if err := r.inNS(func() (err error) {
+			lc := net.ListenConfig{Control: sockopt.Control(r.spec.CC)}
+			ln, err = lc.Listen(ctx, "tcp4", myAddr)
+			return err
+		}); err != nil {
+			return fmt.Errorf("listen on %s: %w", myAddr, err)
+		}
+		defer ln.Close()
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- r.acceptPeers(ln, accept) }()
+	go func() { errc <- r.dialPeers(ctx, self, dial) }()
+	return errors.Join(<-errc, <-errc)
+}
+
+func (r *rank) acceptPeers(ln net.Listener, want []int) error {
+	if len(want) == 0 {
+		return nil
+	}
+	_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
+	need := map[int]bool{}
+	for _, p := range want {
+		need[p] = true
+	}
+	for len(need) > 0 {
+		c, err := ln.Accept()
+		if err != nil {
+			return fmt.Errorf("accept (still waiting for ranks %v): %w", keysOf(need), err)
+		}
+		var hdr [4]byte
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c, hdr[:]); err != nil {
+			c.Close()
+			continue
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		p := int(int32(binary.BigEndian.Uint32(hdr[:])))
+		if p == PSRank {
+			p = r.ps
+		}
+		if !need[p] {
+			c.Close()
+			continue
+		}
+		delete(need, p)
+		tune(c)
+		r.comm.Conns[p] = c
+	}
+	return nil
+}
+
+func (r *rank) dialPeers(ctx context.Context, self int, peers []int) error {
+	for _, p := range peers {
+		addr := net.JoinHostPort(r.spec.Addrs[r.server(p)], strconv.Itoa(r.port(p)))
+		var c net.Conn
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			err := r.inNS(func() (err error) {
+				d := net.Dialer{Control: sockopt.Control(r.spec.CC), Timeout: 2 * time.Second}
+				c, err = d.DialContext(ctx, "tcp4", addr)
+				return err
+			})
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) || ctx.Err() != nil {
+				return fmt.Errorf("dial rank %d at %s: %w", p, addr, err)
+			}
+			time.Sleep(20 * time.Millisecond) // the peer may not listen yet
+		}
+		id := self
+		if r.spec.Rank == PSRank {
+			id = PSRank
+		}
+		var hdr [4]byte
+		binary.BigEndian.PutUint32(hdr[:], uint32(int32(id)))
+		if _, err := c.Write(hdr[:]); err != nil {
+			c.Close()
+			return fmt.Errorf("greet rank %d: %w", p, err)
+		}
+		tune(c)
+		r.comm.Conns[p] = c
+	}
+	return nil
+}
+
+func tune(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetNoDelay(true)
+	}
+}
+
+func keysOf(m map[int]bool) []int {
+	var out []int
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (r *rank) closeConns() {
+	if r.comm == nil {
+		return
+	}
+	for _, c := range r.comm.Conns {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// sampleTCP records TCP_INFO of every connection periodically.
+func (r *rank) sampleTCP(ctx context.Context) {
+	t := time.NewTicker(r.spec.TCPInfoEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for p, c := range r.comm.Conns {
+			sc, ok := c.(syscall.Conn)
+			if !ok || c == nil {
+				continue
+			}
+			raw, err := sc.SyscallConn()
+			if err != nil {
+				continue
+			}
+			var info *unix.TCPInfo
+			_ = raw.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+			if err != nil || info == nil {
+				continue
+			}
+			peer := p
+			if p == r.ps {
+				peer = PSRank
+			}
+			r.record(TCPSample{Type: "tcp", Job: r.spec.Job.Name, Rank: r.spec.Rank, Peer: peer, TNs: Now(),
+				CwndSegs: info.Snd_cwnd, RTTUs: info.Rtt, Retrans: info.Total_retrans,
+				DeliveryBps: info.Delivery_rate * 8, BytesAcked: info.Bytes_acked})
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package workers
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"text/tabwriter"
+
+	"ocsemu/emu/plan"
+	"ocsemu/emu/record"
+	"ocsemu/emu/scenario"
+)
+
+// BusFactor is nccl-tests' bus bandwidth factor for a phase on n ranks:
+// all-reduce 2(n-1)/n; all-to-all, all-gather and reduce-scatter (n-1)/n.
+// PS push and pull move every worker's full buffer through the server's
+// link, so their factor is 1.
+func BusFactor(phase string, n int) float64 {
+	switch phase {
+	case scenario.PhaseAllReduce:
+		return 2 * float64(n-1) / float64(n)
+	case scenario.PhaseAllToAll:
+		return float64(n-1) / float64(n)
+	}
+	return 1
+}
+
+// PhaseStat is one (job, iteration, phase) over all worker ranks.
+type PhaseStat struct {
+	Job       string  `json:"job"`
+	Iteration int     `json:"iteration"`
+	Phase     string  `json:"phase"`
+	Ranks     int     `json:"ranks"`
+	StartNs   int64   `json:"start_ns"` // from time zero
+	EndNs     int64   `json:"end_ns"`
+	Bytes     int64   `json:"size_bytes"` // per-rank buffer, as nccl-tests counts it
+	AlgBwBps  float64 `json:"algbw_bps,omitempty"`
+	BusBwBps  float64 `json:"busbw_bps,omitempty"`
+	Verified  bool    `json:"verified"`
+}
+
+// JobStat is one job's completion.
+type JobStat struct {
+	Job   string `json:"job"`
+	JCTNs int64  `json:"jct_ns"` // end of the last phase minus arrival
+}
+
+// Summarize aggregates rank records per phase (first start to last end
+// over the worker ranks; the PS is not a rank) and computes nccl-tests'
+// algbw = size / time and busbw = algbw x BusFactor.
+func Summarize(jobs []plan.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run) {
+	byJob := map[string]*plan.Job{}
+	for i := range jobs {
+		byJob[jobs[i].Name] = &jobs[i]
+	}
+	type acc struct {
+		PhaseStat
+		verified int
+	}
+	m := map[plan.Key]*acc{}
+	for _, r := range o.Phases {
+		if r.Rank == PSRank {
+			continue
+		}
+		k := plan.Key{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase}
+		a := m[k]
+		if a == nil {
+			a = &acc{PhaseStat: PhaseStat{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase, StartNs: r.StartNs, EndNs: r.EndNs}}
+			m[k] = a
+		}
+		a.Ranks++
+		a.StartNs = min(a.StartNs, r.StartNs)
+		a.EndNs = max(a.EndNs, r.EndNs)
+		if r.Verified {
+			a.verified++
+		}
+	}
+	var stats []PhaseStat
+	run := &record.Run{Source: "emulation"}
+	jct := map[string]int64{}
+	for k, a := range m {
+		j := byJob[k.Job]
+		st := a.PhaseStat
+		st.StartNs -= o.T0
+		st.EndNs -= o.T0
+		st.Verified = a.verified == a.Ranks && a.verified > 0
+		if j != nil && k.Phase != scenario.PhaseCompute {
+			st.Bytes = j.Bytes
+			if d := float64(st.EndNs - st.StartNs); d > 0 {
+				st.AlgBwBps = float64(j.Bytes) * 8 / (d / 1e9)
+				st.BusBwBps = st.AlgBwBps * BusFactor(k.Phase, len(j.Workers))
+			}
+		}
+		stats = append(stats, st)
+		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1, StartNs: st.StartNs, EndNs: st.EndNs})
+		if j != nil {
+			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
+		}
+	}
+	sort.Slice(stats, func(a, b int) bool {
+		x, y := stats[a], stats[b]
+		if x.Job != y.Job {
+			return x.Job < y.Job
+		}
+		if x.Iteration != y.Iteration {
+			return x.Iteration < y.Iteration
+		}
+		return x.StartNs < y.StartNs
+	})
+	sort.Slice(run.Phases, func(a, b int) bool { return run.Phases[a].StartNs < run.Phases[b].StartNs })
+	var js []JobStat
+	for _, j := range jobs {
+		js = append(js, JobStat{Job: j.Name, JCTNs: jct[j.Name]})
+		run.Jobs = append(run.Jobs, record.Job{Job: j.Name, ArrivalNs: j.ArrivalNs, EndNs: jct[j.Name] + j.ArrivalNs, JCTNs: jct[j.Name]})
+		run.MakespanNs = max(run.MakespanNs, jct[j.Name]+j.ArrivalNs)
+	}
+	for i := range o.StageStarts {
+		run.Stages = append(run.Stages, record.Stage{Index: i, StartNs: o.StageStarts[i] - o.T0, EndNs: o.StageEnds[i] - o.T0})
+	}
+	return stats, js, run
+}
+
+// PrintStats writes an nccl-tests-like table.
+func PrintStats(w io.Writer, stats []PhaseStat, jobs []JobStat) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "job\titer\tphase\tranks\tsize\ttime ms\talgbw Gb/s\tbusbw Gb/s\tverified\t")
+	for _, s := range stats {
+		size, alg, bus := "-", "-", "-"
+		if s.Bytes > 0 {
+			size = fmt.Sprintf("%.1fMiB", float64(s.Bytes)/(1<<20))
+			alg = fmt.Sprintf("%.3f", s.AlgBwBps/1e9)
+			bus = fmt.Sprintf("%.3f", s.BusBwBps/1e9)
+		}
+		ver := "-"
+		if s.Phase != scenario.PhaseCompute && s.Phase != scenario.PhasePush {
+			ver = fmt.Sprint(s.Verified)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%.2f\t%s\t%s\t%s\t\n", s.Job, s.Iteration, s.Phase, s.Ranks, size,
+			float64(s.EndNs-s.StartNs)/1e6, alg, bus, ver)
+	}
+	tw.Flush()
+	for _, j := range jobs {
+		fmt.Fprintf(w, "job %s: completion time %.3f s\n", j.Job, float64(j.JCTNs)/1e9)
+	}
+}

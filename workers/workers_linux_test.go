@@ -1,0 +1,156 @@
+package workers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"ocsemu/dataplane/fabric"
+	"ocsemu/dataplane/fabric/fabrictest"
+	"ocsemu/emu/plan"
+	"ocsemu/emu/scenario"
+	"ocsemu/workers"
+)
+
+func lab4x2(t testing.TB) *fabric.Lab {
+	fabrictest.SkipUnlessRoot(t)
+	return fabrictest.Deploy(t, fabrictest.Scenario(t, fabrictest.UniqueLab("wk"),
+		"fabric: {kind: eps, racks: 4, servers_per_rack: 2, rates: {server: 1Gbit}}\n"))
+}
+
+// TestEveryPatternVerifies runs each pattern as real TCP between four
+// racks, checks every reduction and every byte, and that the records hold
+// one entry per rank and phase.
+func TestEveryPatternVerifies(t *testing.T) {
+	lab := lab4x2(t)
+	jobs := []plan.Job{
+		{Name: "ps", Pattern: "ps", Workers: []string{"r0s0", "r1s0", "r2s0"}, PS: "r3s0", Bytes: 4 << 20, ComputeNs: 5e6, Iterations: 2},
+		{Name: "ring", Pattern: "ring", Workers: []string{"r0s1", "r1s1", "r2s1", "r3s1"}, Ring: []string{"r0s1", "r2s1", "r1s1", "r3s1"}, Bytes: 4 << 20, ComputeNs: 5e6, Iterations: 2},
+		{Name: "a2a", Pattern: "alltoall", Workers: []string{"r0s0", "r1s1", "r2s0", "r3s1"}, Bytes: 4 << 20, ComputeNs: 5e6, Iterations: 2},
+		{Name: "hd", Pattern: "hd", Workers: []string{"r0s1", "r1s0", "r2s1", "r3s0"}, Bytes: 4 << 20, ComputeNs: 5e6, Iterations: 2},
+	}
+	out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir(), Verify: true, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	stats, js, _ := workers.Summarize(jobs, out)
+	for _, j := range jobs {
+		n := len(j.Workers)
+		want := n * len(j.Phases())
+		got := 0
+		for _, r := range out.Phases {
+			if r.Job == j.Name && r.Rank >= 0 {
+				got++
+				if r.EndNs < r.StartNs || r.StartNs < out.T0 {
+					t.Errorf("%s rank %d %s: bad times %d..%d (t0 %d)", j.Name, r.Rank, r.Phase, r.StartNs, r.EndNs, out.T0)
+				}
+			}
+		}
+		if got != want {
+			t.Errorf("%s: %d phase records, want %d", j.Name, got, want)
+		}
+	}
+	for _, s := range stats {
+		if (s.Phase == scenario.PhaseAllReduce || s.Phase == scenario.PhaseAllToAll || s.Phase == scenario.PhasePull) && !s.Verified {
+			t.Errorf("%s iteration %d %s not verified on every rank", s.Job, s.Iteration, s.Phase)
+		}
+	}
+	if len(out.TCP) == 0 {
+		t.Error("no TCP_INFO samples")
+	}
+	for _, j := range js {
+		if j.JCTNs <= 0 {
+			t.Errorf("job %s has no completion time", j.Job)
+		}
+	}
+	t.Logf("%d phase records, %d TCP samples", len(out.Phases), len(out.TCP))
+}
+
+// TestClockAndBarrierGating runs two jobs under a plan: in clock mode a
+// phase must not start before its planned time; in barrier mode stage 2
+// must not start before every rank finished stage 1.
+func TestClockAndBarrierGating(t *testing.T) {
+	lab := lab4x2(t)
+	j := plan.Job{Name: "g", Pattern: "ring", Workers: []string{"r0s0", "r1s0"}, Bytes: 1 << 20, ComputeNs: 2e6, Iterations: 1}
+	t0 := int64(0)
+	late := int64(300e6)
+	for _, mode := range []string{plan.ModeClock, plan.ModeBarrier} {
+		t.Run(mode, func(t *testing.T) {
+			p := &plan.Plan{Version: 1, Mode: mode, Jobs: []plan.Job{j}, Stages: []plan.Stage{
+				{StartNs: t0, DurationNs: 100e6, Activities: []plan.Activity{{Job: "g", Phase: "compute"}}},
+				{StartNs: 100e6, DurationNs: 500e6, Activities: []plan.Activity{{Job: "g", Phase: "allreduce", StartNs: &late}}},
+			}}
+			out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: p.Jobs, Plan: p, Dir: t.TempDir(), Verify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range out.Phases {
+				if r.Phase == "allreduce" {
+					if off := r.StartNs - out.T0; off < late || off > late+5e6 {
+						t.Errorf("rank %d all-reduce started %.3f ms after time zero, planned %.3f ms", r.Rank, float64(off)/1e6, float64(late)/1e6)
+					}
+				}
+			}
+			if mode == plan.ModeBarrier && (len(out.StageStarts) != 2 || out.StageStarts[1] < out.StageEnds[0]) {
+				t.Errorf("barrier: stage starts %v, ends %v", out.StageStarts, out.StageEnds)
+			}
+		})
+	}
+}
+
+// TestLostPeerFailsLoudly kills one rank's connections mid-job: the job
+// must fail with the job, rank and phase named, and not hang.
+func TestLostPeerFailsLoudly(t *testing.T) {
+	lab := lab4x2(t)
+	jobs := []plan.Job{{Name: "dead", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 64 << 20, ComputeNs: 1e6, Iterations: 50}}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		out, err := workers.Launch(ctx, &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir(), Timeout: 3 * time.Second})
+		if out != nil {
+			t.Logf("%d phase records before the end", len(out.Phases))
+		}
+		done <- err
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	// Take rank 1's server off the fabric: its link goes down.
+	h, err := lab.Handle("r1s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := h.LinkByName("eth0")
+	if err := h.LinkSetDown(l); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("the job succeeded without its peer")
+		}
+		t.Logf("reported: %v", err)
+		if !containsAll(err.Error(), "dead", "rank", "phase allreduce") {
+			t.Errorf("error does not name job, rank and phase: %v", err)
+		}
+	case <-time.After(45 * time.Second):
+		t.Fatal("the job hung after losing a peer")
+	}
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
