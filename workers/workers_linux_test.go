@@ -86,7 +86,8 @@ func TestClockAndBarrierGating(t *testing.T) {
 			}
 			for _, r := range out.Phases {
 				if r.Phase == "allreduce" {
-					if off := r.StartNs - out.T0; off < late || off > late+5e6 {
+					// Never early; late only by scheduling latency.
+					if off := r.StartNs - out.T0; off < late || off > late+50e6 {
 						t.Errorf("rank %d all-reduce started %.3f ms after time zero, planned %.3f ms", r.Rank, float64(off)/1e6, float64(late)/1e6)
 					}
 				}

@@ -12,6 +12,12 @@ import (
 // MaxErrors bounds how many problems Check reports.
 const MaxErrors = 20
 
+// Bounds that keep a hostile plan from exhausting memory.
+const (
+	MaxIterations = 100_000
+	MaxWorkers    = 4096
+)
+
 // Check validates a plan against the scenario it will run on: jobs and
 // their servers exist, every stage's circuits are a valid configuration
 // (ports exist, each port used once per OCS), the circuits an activity
@@ -132,6 +138,9 @@ func Check(p *Plan, s *scenario.Scenario) error {
 	}
 	// Every phase exactly once, in dependency order.
 	for _, j := range p.Jobs {
+		if j.Iterations > MaxIterations {
+			continue
+		}
 		prevStage, prev := -1, Key{}
 		for _, k := range j.Phases() {
 			si, ok := scheduled[k]
@@ -164,8 +173,8 @@ func checkJob(j *Job, s *scenario.Scenario, where string, bad func(string, ...an
 	if scenario.Phases(j.Pattern) == nil {
 		bad("%s: pattern: %q is not a pattern (ps, ring, alltoall, hd)", where, j.Pattern)
 	}
-	if len(j.Workers) < 2 {
-		bad("%s: workers: a job needs at least 2", where)
+	if len(j.Workers) < 2 || len(j.Workers) > MaxWorkers {
+		bad("%s: workers: a job needs between 2 and %d", where, MaxWorkers)
 	}
 	seen := map[string]bool{}
 	for i, w := range j.Workers {
@@ -183,8 +192,8 @@ func checkJob(j *Job, s *scenario.Scenario, where string, bad func(string, ...an
 	if j.ComputeNs < 0 {
 		bad("%s: compute_ns: must not be negative", where)
 	}
-	if j.Iterations < 1 {
-		bad("%s: iterations: must be at least 1", where)
+	if j.Iterations < 1 || j.Iterations > MaxIterations {
+		bad("%s: iterations: must be between 1 and %d", where, MaxIterations)
 	}
 	if j.Pattern == scenario.PatternPS {
 		switch {

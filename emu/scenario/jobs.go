@@ -202,8 +202,8 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 		if Phases(j.Pattern) == nil {
 			bad(p+".pattern", "unknown pattern %q (want ps, ring, alltoall or hd)", j.Pattern)
 		}
-		if len(j.Workers) < 2 {
-			bad(p+".workers", "a job needs at least 2 workers, got %d", len(j.Workers))
+		if len(j.Workers) < 2 || len(j.Workers) > 4096 {
+			bad(p+".workers", "a job needs between 2 and 4096 workers, got %d", len(j.Workers))
 		}
 		seen := map[string]bool{}
 		for k, w := range j.Workers {
@@ -218,8 +218,8 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 		if j.Bytes <= 0 {
 			bad(p+".bytes", "bytes per iteration is required, e.g. \"64MiB\"")
 		}
-		if j.Iterations < 1 {
-			bad(p+".iterations", "must be at least 1, got %d", j.Iterations)
+		if j.Iterations < 1 || j.Iterations > 100_000 {
+			bad(p+".iterations", "must be between 1 and 100000, got %d", j.Iterations)
 		}
 		if j.Model != nil {
 			m := j.Model

@@ -168,7 +168,7 @@ func TestJobErrors(t *testing.T) {
 		{"  - {name: a, pattern: ps, workers: [r0s0, r5s0], bytes: 1MB, iterations: 1}\n", "jobs[0].workers[1]: no server r5s0"},
 		{"  - {name: a, pattern: ps, workers: [r0s0, r0s0], bytes: 1MB, iterations: 1}\n", "listed twice"},
 		{"  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1000, iterations: 1}\n", `size "1000" has no unit`},
-		{"  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, iterations: 0}\n", "jobs[0].iterations: must be at least 1"},
+		{"  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, iterations: 0}\n", "jobs[0].iterations: must be between 1 and 100000"},
 		{"  - {name: a, pattern: ring, workers: [r0s0, r1s0], bytes: 1MB, iterations: 1, inc: true}\n", "in-network aggregation is for the ps pattern"},
 		{"  - {name: a, pattern: ring, workers: [r0s0, r1s0, r1s1], ring: [r0s0, r1s0], bytes: 1MB, iterations: 1}\n", "every worker exactly once"},
 		{"  - {name: a, pattern: hd, workers: [r0s0, r1s0, r1s1], bytes: 1MB, iterations: 1}\n", "power-of-two"},
