@@ -47,7 +47,11 @@ type control struct {
 	stages  map[int]int64
 	changed chan struct{}
 	err     error
+	t0Once  sync.Once
 }
+
+// endStart unblocks start() when no time zero will come.
+func (c *control) endStart() { c.t0Once.Do(func() { close(c.t0) }) }
 
 func dialControl(ctx context.Context, spec *Spec) (*control, error) {
 	var d net.Dialer
@@ -70,7 +74,7 @@ func (c *control) read() {
 		}
 		switch m.Type {
 		case "start":
-			c.t0 <- m.T0
+			c.t0Once.Do(func() { c.t0 <- m.T0; close(c.t0) })
 		case "stage":
 			c.stMu.Lock()
 			c.stages[m.Stage] = m.StageStart
@@ -83,6 +87,7 @@ func (c *control) read() {
 			close(c.changed)
 			c.changed = make(chan struct{})
 			c.stMu.Unlock()
+			c.endStart()
 		}
 	}
 	c.stMu.Lock()
@@ -92,7 +97,7 @@ func (c *control) read() {
 	close(c.changed)
 	c.changed = make(chan struct{})
 	c.stMu.Unlock()
-	close(c.t0)
+	c.endStart()
 }
 
 func (c *control) send(m Msg) {
@@ -106,6 +111,11 @@ func (c *control) start() (int64, error) {
 	select {
 	case t0, ok := <-c.t0:
 		if !ok {
+			c.stMu.Lock()
+			defer c.stMu.Unlock()
+			if c.err != nil {
+				return 0, c.err
+			}
 			return 0, errors.New("coordinator went away before time zero")
 		}
 		return t0, nil
@@ -155,6 +165,8 @@ type Coordinator struct {
 	// OnStage installs stage k's circuits to take effect at `at`
 	// (barrier mode; stage 0 is installed before time zero).
 	OnStage func(ctx context.Context, k int, at int64) error
+	// OnStart is told time zero before the ranks are.
+	OnStart func(t0 int64) error
 	Log     *slog.Logger
 
 	T0          int64
@@ -318,6 +330,13 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 				if len(hellos) == len(c.Ranks) && c.T0 == 0 {
 					c.T0 = Now() + int64(c.Lead)
 					log.Debug("all ranks connected; time zero set", "lead", c.Lead)
+					if c.OnStart != nil {
+						if err := c.OnStart(c.T0); err != nil {
+							msg := fmt.Sprintf("at time zero: %v", err)
+							c.Failures = append(c.Failures, msg)
+							broadcast(Msg{Type: "abort", Error: msg})
+						}
+					}
 					broadcast(Msg{Type: "start", T0: c.T0})
 					if barrier {
 						startStages(0)

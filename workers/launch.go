@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -41,6 +42,9 @@ type Options struct {
 	Timeout      time.Duration // per transfer; default 60 s
 	TCPInfoEvery time.Duration // default 50 ms; negative: off
 	OnStage      func(ctx context.Context, k int, at int64) error
+	// OnStart is called with time zero before the ranks hear it (clock
+	// mode: load the OCS schedule against it).
+	OnStart func(t0 int64) error
 	Log          *slog.Logger
 	Progress     func(format string, args ...any)
 }
@@ -167,7 +171,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		return nil, err
 	}
 	sock := fabric.LabFile(o.Lab.Topo.Lab, "coord.sock")
-	co := &Coordinator{Socket: sock, Plan: o.Plan, OnStage: o.OnStage, Log: log}
+	co := &Coordinator{Socket: sock, Plan: o.Plan, OnStage: o.OnStage, OnStart: o.OnStart, Log: log}
 	for _, s := range specs {
 		s.Coordinator = sock
 		co.Ranks = append(co.Ranks, s.Name())
@@ -214,7 +218,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 			select {
 			case err := <-done:
 				if err != nil {
-					rankErrs[i] = fmt.Errorf("%s: %w (see %s)", s.Name(), err, logPath(s))
+					rankErrs[i] = fmt.Errorf("%s: %w: %s (log: %s)", s.Name(), err, lastLine(logPath(s)), logPath(s))
 				}
 			case <-cctx.Done():
 				_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -252,6 +256,16 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// lastLine returns the last non-empty line of a file, for error messages.
+func lastLine(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	return lines[len(lines)-1]
 }
 
 func logPath(s *Spec) string { return s.Out[:len(s.Out)-len(".jsonl")] + ".log" }

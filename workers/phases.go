@@ -58,6 +58,13 @@ func (r *rank) work(ctx context.Context, t0 int64) error {
 		}
 	}
 	me := r.spec.Rank
+	// The iteration-independent data are made before time zero; each
+	// compute phase only copies and stamps them.
+	var base []int32
+	if j.Pattern != scenario.PatternAllToAll {
+		base = make([]int32, elems)
+		collective.BaseGradient(base, me)
+	}
 	for q, key := range j.Phases() {
 		where := fmt.Sprintf("job %s rank %d iteration %d phase %s", j.Name, me, key.Iteration, key.Phase)
 		if err := r.gate(ctx, t0, q); err != nil {
@@ -76,7 +83,8 @@ func (r *rank) work(ctx context.Context, t0 int64) error {
 					collective.Tokens(send[p], me, p, it)
 				}
 			} else {
-				collective.Gradient(data, me, it)
+				copy(data, base)
+				collective.Stamp(data, it)
 			}
 			err = SleepUntil(ctx, rec.StartNs+j.ComputeNs)
 		case scenario.PhasePush:

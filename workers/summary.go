@@ -13,14 +13,17 @@ import (
 
 // BusFactor is nccl-tests' bus bandwidth factor for a phase on n ranks:
 // all-reduce 2(n-1)/n; all-to-all, all-gather and reduce-scatter (n-1)/n.
-// PS push and pull move every worker's full buffer through the server's
-// link, so their factor is 1.
+// nccl-tests has no parameter server; here PS push and pull count the n
+// buffers that cross the server's link, so their factor is n, and busbw
+// is again comparable with that link's rate.
 func BusFactor(phase string, n int) float64 {
 	switch phase {
 	case scenario.PhaseAllReduce:
 		return 2 * float64(n-1) / float64(n)
 	case scenario.PhaseAllToAll:
 		return float64(n-1) / float64(n)
+	case scenario.PhasePush, scenario.PhasePull:
+		return float64(n)
 	}
 	return 1
 }

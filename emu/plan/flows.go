@@ -140,6 +140,22 @@ func (j *Job) Phases() []Key {
 func (j *Job) RackPairs(phase string) [][2]int {
 	seen := map[[2]int]bool{}
 	var out [][2]int
+	if phase == scenario.PhaseAllToAll {
+		// Every rank sends to every other: all pairs of the job's racks,
+		// without building n^2 flows.
+		var racks []int
+		for _, t := range j.ToRs() {
+			racks = append(racks, Rack(t))
+		}
+		for _, a := range racks {
+			for _, b := range racks {
+				if a != b {
+					out = append(out, [2]int{a, b})
+				}
+			}
+		}
+		return out
+	}
 	for _, f := range j.Flows(phase) {
 		a, b := Rack(f.Src), Rack(f.Dst)
 		if a != b && !seen[[2]int{a, b}] {

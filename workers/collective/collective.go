@@ -91,6 +91,24 @@ func (c *Comm) Recv(peer int, b []byte) error {
 	return nil
 }
 
+// SendRecvAdd sends sb to one peer while receiving from another and adding
+// what arrives into dst, piece by piece, so that the additions overlap the
+// transfer instead of following it.
+func (c *Comm) SendRecvAdd(to int, sb []byte, from int, dst, scratch []int32) error {
+	errc := make(chan error, 1)
+	go func() { errc <- c.Send(to, sb) }()
+	var rerr error
+	for off := 0; off < len(dst); {
+		p := scratch[:min(len(scratch), len(dst)-off)]
+		if rerr = c.Recv(from, asBytes(p)); rerr != nil {
+			break
+		}
+		add(dst[off:off+len(p)], p)
+		off += len(p)
+	}
+	return errors.Join(<-errc, rerr)
+}
+
 // SendRecv sends to one peer while receiving from another, so that large
 // transfers in a ring or pairwise exchange cannot deadlock.
 func (c *Comm) SendRecv(to int, sb []byte, from int, rb []byte) error {
@@ -143,15 +161,12 @@ func (c *Comm) RingAllReduce(data []int32, order []int) error {
 	}
 	next, prev := order[(pos+1)%n], order[(pos-1+n)%n]
 	ch := chunks(len(data), n)
-	maxLen := ch[0][1] - ch[0][0]
-	tmp := make([]int32, maxLen)
+	tmp := make([]int32, pieceElems)
 	for s := 0; s < n-1; s++ { // reduce-scatter
 		sc, rc := ch[(pos-s+n)%n], ch[(pos-s-1+2*n)%n]
-		rbuf := tmp[:rc[1]-rc[0]]
-		if err := c.SendRecv(next, asBytes(data[sc[0]:sc[1]]), prev, asBytes(rbuf)); err != nil {
+		if err := c.SendRecvAdd(next, asBytes(data[sc[0]:sc[1]]), prev, data[rc[0]:rc[1]], tmp); err != nil {
 			return fmt.Errorf("reduce-scatter step %d: %w", s, err)
 		}
-		add(data[rc[0]:rc[1]], rbuf)
 	}
 	for s := 0; s < n-1; s++ { // all-gather
 		sc, rc := ch[(pos+1-s+n)%n], ch[(pos-s+n)%n]
@@ -174,7 +189,7 @@ func (c *Comm) HDAllReduce(data []int32) error {
 	lo, hi := 0, len(data)
 	type seg struct{ lo, hi int }
 	var kept []seg
-	tmp := make([]int32, (len(data)+1)/2)
+	tmp := make([]int32, pieceElems)
 	for k := 1; k < n; k <<= 1 {
 		peer := c.Rank ^ k
 		mid := lo + (hi-lo)/2
@@ -182,11 +197,9 @@ func (c *Comm) HDAllReduce(data []int32) error {
 		if c.Rank&k != 0 {
 			keep, give = give, keep
 		}
-		rbuf := tmp[:keep.hi-keep.lo]
-		if err := c.SendRecv(peer, asBytes(data[give.lo:give.hi]), peer, asBytes(rbuf)); err != nil {
+		if err := c.SendRecvAdd(peer, asBytes(data[give.lo:give.hi]), peer, data[keep.lo:keep.hi], tmp); err != nil {
 			return fmt.Errorf("halving step %d: %w", k, err)
 		}
-		add(data[keep.lo:keep.hi], rbuf)
 		kept = append(kept, seg{lo, hi})
 		lo, hi = keep.lo, keep.hi
 	}

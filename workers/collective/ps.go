@@ -5,8 +5,15 @@ import (
 	"sync"
 )
 
-// Push sends this worker's gradient to the parameter server (rank ps).
-func (c *Comm) Push(ps int, data []int32) error { return c.Send(ps, asBytes(data)) }
+// Push sends this worker's gradient to the parameter server (rank ps)
+// and returns when the server has all of it (it acknowledges each
+// worker's last byte), not when the bytes merely sit in a socket buffer.
+func (c *Comm) Push(ps int, data []int32) error {
+	if err := c.Send(ps, asBytes(data)); err != nil {
+		return err
+	}
+	return c.Recv(ps, make([]byte, 1))
+}
 
 // Pull asks the parameter server for the sum and receives it into out.
 // The request makes the pull start when the worker's pull phase starts,
@@ -47,6 +54,7 @@ func (c *Comm) ServePush(sum []int32) error {
 				add(sum[off:off+len(p)], p)
 				mu.Unlock()
 			}
+			errs[w] = c.Send(w, []byte{1}) // received in full
 		}()
 	}
 	wg.Wait()

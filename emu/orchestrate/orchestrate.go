@@ -1,0 +1,166 @@
+// Package orchestrate runs a plan on a deployed lab: it installs each
+// stage's circuits through the lab's OCS process (kernel-timed, against
+// the same time zero the workers use), starts the workers gated by the
+// plan, and puts the flow model's prediction beside what was measured.
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sort"
+	"time"
+
+	"ocsemu/dataplane/fabric"
+	"ocsemu/emu/flowmodel"
+	"ocsemu/emu/plan"
+	"ocsemu/emu/record"
+	"ocsemu/emu/scenario"
+	"ocsemu/ocsfabric/circuit"
+	"ocsemu/ocsfabric/ocs"
+	"ocsemu/workers"
+)
+
+// Options for Run.
+type Options struct {
+	Lab      *fabric.Lab
+	Scenario *scenario.Scenario
+	Plan     *plan.Plan
+	Dir      string // results/<lab>
+	Exe      string // emu binary for the rank processes ("" = in-process)
+	Verify   bool
+	Log      *slog.Logger
+	Progress func(format string, args ...any)
+}
+
+// Result is the prediction, the measurement and their comparison.
+type Result struct {
+	Prediction  *record.Run          `json:"prediction"`
+	Measurement *record.Run          `json:"measurement"`
+	Stats       []workers.PhaseStat  `json:"phases"`
+	Jobs        []workers.JobStat    `json:"jobs"`
+	Compare     []Comparison         `json:"comparison"`
+	Outcome     *workers.Outcome     `json:"-"`
+}
+
+// Comparison is one phase, predicted against measured.
+type Comparison struct {
+	Job       string `json:"job"`
+	Iteration int    `json:"iteration"`
+	Phase     string `json:"phase"`
+	// Durations and end times from time zero, ns.
+	PredictedNs int64 `json:"predicted_ns"`
+	MeasuredNs  int64 `json:"measured_ns"`
+	PredEndNs   int64 `json:"predicted_end_ns"`
+	MeasEndNs   int64 `json:"measured_end_ns"`
+	// RelErr is (measured - predicted) / predicted duration: positive
+	// means the emulation was slower than the model said.
+	RelErr float64 `json:"rel_err"`
+}
+
+// Run executes the plan and compares.
+func Run(ctx context.Context, o *Options) (*Result, error) {
+	s, p := o.Scenario, o.Plan
+	progress := o.Progress
+	if progress == nil {
+		progress = func(string, ...any) {}
+	}
+	pred, err := flowmodel.Simulate(p, s)
+	if err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
+	progress("prediction: makespan %.3fs, %d reconfigurations", float64(pred.MakespanNs)/1e9, pred.Reconfigurations)
+
+	var cl *ocs.Client
+	var delay *scenario.Duration
+	if p.ReconfigDelayNs != nil {
+		d := scenario.Duration(*p.ReconfigDelayNs)
+		delay = &d
+	}
+	if s.Fabric.HasOCS() && len(p.Stages) > 0 {
+		cl = ocs.NewClient(fabric.LabFile(s.Name, "ocs.sock"))
+		zero := scenario.Duration(0)
+		// Stage 0's circuits are in place before time zero, as the model assumes.
+		if _, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[0].Circuits, Delay: &zero}); err != nil {
+			return nil, fmt.Errorf("stage 0 circuits: %w", err)
+		}
+	}
+	wo := &workers.Options{Lab: o.Lab, Jobs: p.Jobs, Plan: p, Dir: o.Dir + "/records", Exe: o.Exe, Verify: o.Verify,
+		Log: o.Log, Progress: progress}
+	if cl != nil && len(p.Stages) > 1 {
+		switch p.Mode {
+		case plan.ModeClock:
+			wo.OnStart = func(t0 int64) error {
+				var sched ocs.Schedule
+				for k := 1; k < len(p.Stages); k++ {
+					d := p.Stages[k].DurationNs
+					if k+1 < len(p.Stages) {
+						d = p.Stages[k+1].StartNs - p.Stages[k].StartNs
+					}
+					sched.Slots = append(sched.Slots, ocs.Slot{Circuits: p.Stages[k].Circuits, Duration: scenario.Duration(d)})
+				}
+				sched.Cycles, sched.Delay, sched.StartNs = 1, delay, t0+p.Stages[1].StartNs
+				return cl.Schedule(ctx, sched)
+			}
+		case plan.ModeBarrier:
+			wo.OnStage = func(ctx context.Context, k int, at int64) error {
+				_, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay, AtNs: at})
+				return err
+			}
+		}
+	}
+	t0 := time.Now()
+	out, err := workers.Launch(ctx, wo)
+	if cl != nil {
+		_ = cl.StopSchedule(context.WithoutCancel(ctx))
+	}
+	if err != nil {
+		return &Result{Prediction: pred, Outcome: out}, err
+	}
+	progress("workers done in %.2fs", time.Since(t0).Seconds())
+	stats, jobs, meas := workers.Summarize(p.Jobs, out)
+	if p.Mode == plan.ModeClock {
+		meas.Stages = nil
+		for k, st := range p.Stages {
+			meas.Stages = append(meas.Stages, record.Stage{Index: k, StartNs: st.StartNs, EndNs: st.StartNs + st.DurationNs})
+		}
+	}
+	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
+	meas.Reconfigurations = pred.Reconfigurations
+	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jobs, Compare: compare(pred, meas), Outcome: out}, nil
+}
+
+func compare(pred, meas *record.Run) []Comparison {
+	key := func(p record.Phase) plan.Key { return plan.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase} }
+	pm := map[plan.Key]record.Phase{}
+	for _, ph := range pred.Phases {
+		pm[key(ph)] = ph
+	}
+	var out []Comparison
+	for _, m := range meas.Phases {
+		p, ok := pm[key(m)]
+		if !ok {
+			continue
+		}
+		c := Comparison{Job: m.Job, Iteration: m.Iteration, Phase: m.Phase,
+			PredictedNs: p.EndNs - p.StartNs, MeasuredNs: m.EndNs - m.StartNs, PredEndNs: p.EndNs, MeasEndNs: m.EndNs}
+		if c.PredictedNs > 0 {
+			c.RelErr = float64(c.MeasuredNs-c.PredictedNs) / float64(c.PredictedNs)
+		}
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i], out[j]
+		if a.Job != b.Job {
+			return a.Job < b.Job
+		}
+		if a.Iteration != b.Iteration {
+			return a.Iteration < b.Iteration
+		}
+		return a.PredEndNs < b.PredEndNs
+	})
+	return out
+}
+
+// Circuits is a helper for tests: a stage's circuit map.
+func Circuits(st plan.Stage) circuit.Config { return circuit.Config{Circuits: st.Circuits} }
