@@ -39,7 +39,8 @@ type runSummary struct {
 }
 
 func (a *app) runCmd() *cobra.Command {
-	var keep bool
+	var keep, verify bool
+	var planFile string
 	var dur time.Duration
 	var out string
 	cmd := &cobra.Command{
@@ -48,8 +49,10 @@ func (a *app) runCmd() *cobra.Command {
 		Long: `run is the one-command tour: it deploys a scenario (the embedded quickstart
 by default), checks that every pair of servers reaches every other
 (pingall), measures one cross-rack TCP transfer against the configured
-rate, prints a summary, writes results/<lab>/summary.json and destroys the
-lab again, also on Ctrl-C or failure.`,
+rate, and, if the scenario has jobs, plans them with its scheduler (or runs
+--plan), predicts the plan with the flow model, runs it with real workers
+gated by the plan, and prints measured beside predicted. Results go to
+results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 		Example: "  sudo emu run\n  sudo emu run scenarios/quickstart.yaml --duration 5s",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -72,6 +75,9 @@ lab again, also on Ctrl-C or failure.`,
 			sum.DeploySec = time.Since(t0).Seconds()
 			a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
 			runErr := a.checkLab(cmd.Context(), lab, sum, dur)
+			if runErr == nil && len(s.Jobs) > 0 {
+				runErr = a.runJobs(cmd.Context(), lab, s, planFile, filepath.Join(out, s.Name), verify)
+			}
 			lab.Close()
 			if keep {
 				a.progress("--keep: lab %q stays up; remove it with `emu destroy %s`", s.Name, s.Name)
@@ -98,6 +104,8 @@ lab again, also on Ctrl-C or failure.`,
 		},
 	}
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab up afterwards")
+	cmd.Flags().StringVar(&planFile, "plan", "", "run this plan instead of the scenario scheduler's")
+	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte the workers move")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "directory for results/<lab>/summary.json (empty: none)")
 	return cmd

@@ -44,27 +44,36 @@ func SleepUntil(ctx context.Context, t int64) error {
 	}
 }
 
-// work runs a worker rank's phases in order, each when its gate opens.
-func (r *rank) work(ctx context.Context, t0 int64) error {
+// buffers are a worker's data, made before time zero.
+type buffers struct {
+	data, base []int32
+	send, recv [][]int32
+}
+
+// prepare allocates and fills the iteration-independent data before the
+// rank says hello, so that time zero finds every rank ready.
+func (r *rank) prepare() *buffers {
 	j := &r.spec.Job
 	elems := int(j.Bytes / 4)
-	data := make([]int32, elems)
-	var send, recv [][]int32
+	b := &buffers{data: make([]int32, elems)}
 	if j.Pattern == scenario.PatternAllToAll {
 		per := elems / r.n
-		send, recv = make([][]int32, r.n), make([][]int32, r.n)
-		for p := range send {
-			send[p], recv[p] = make([]int32, per), make([]int32, per)
+		b.send, b.recv = make([][]int32, r.n), make([][]int32, r.n)
+		for p := range b.send {
+			b.send[p], b.recv[p] = make([]int32, per), make([]int32, per)
 		}
+	} else {
+		b.base = make([]int32, elems)
+		collective.BaseGradient(b.base, r.spec.Rank)
 	}
+	return b
+}
+
+// work runs a worker rank's phases in order, each when its gate opens.
+func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
+	j := &r.spec.Job
+	data, base, send, recv := b.data, b.base, b.send, b.recv
 	me := r.spec.Rank
-	// The iteration-independent data are made before time zero; each
-	// compute phase only copies and stamps them.
-	var base []int32
-	if j.Pattern != scenario.PatternAllToAll {
-		base = make([]int32, elems)
-		collective.BaseGradient(base, me)
-	}
 	for q, key := range j.Phases() {
 		where := fmt.Sprintf("job %s rank %d iteration %d phase %s", j.Name, me, key.Iteration, key.Phase)
 		if err := r.gate(ctx, t0, q); err != nil {

@@ -129,6 +129,10 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	defer f.Close()
 	r.out = json.NewEncoder(f)
 
+	var bufs *buffers
+	if spec.Rank != PSRank {
+		bufs = r.prepare()
+	}
 	if err := r.connect(ctx); err != nil {
 		return r.fail(fmt.Errorf("%s: connect: %w", spec.Name(), err))
 	}
@@ -149,7 +153,7 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	if spec.Rank == PSRank {
 		err = r.servePS(ctx, t0)
 	} else {
-		err = r.work(ctx, t0)
+		err = r.work(ctx, t0, bufs)
 	}
 	if err != nil {
 		return r.fail(err)
