@@ -47,7 +47,7 @@ func BenchmarkCollectives(b *testing.B) {
 				var times []float64
 				for _, s := range stats {
 					if s.Phase == pt.phase && s.Iteration > 0 {
-						times = append(times, float64(s.EndNs-s.StartNs)/1e9)
+						times = append(times, float64(s.DurationNs)/1e9)
 					}
 				}
 				sort.Float64s(times)

@@ -61,10 +61,13 @@ func (r *rank) prepare() *buffers {
 		b.send, b.recv = make([][]int32, r.n), make([][]int32, r.n)
 		for p := range b.send {
 			b.send[p], b.recv[p] = make([]int32, per), make([]int32, per)
+			collective.Tokens(b.send[p], r.spec.Rank, p, 0)
+			clear(b.recv[p]) // fault the pages in now, not at time zero
 		}
 	} else {
 		b.base = make([]int32, elems)
 		collective.BaseGradient(b.base, r.spec.Rank)
+		copy(b.data, b.base) // iteration 0's gradient, pages faulted in
 	}
 	return b
 }
@@ -87,11 +90,12 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		case scenario.PhaseCompute:
 			// Fill the gradient first (that is the "compute" output), then
 			// wait out the rest of the compute time.
-			if j.Pattern == scenario.PatternAllToAll {
+			// Iteration 0's data were made before time zero.
+			if it > 0 && j.Pattern == scenario.PatternAllToAll {
 				for p := range send {
 					collective.Tokens(send[p], me, p, it)
 				}
-			} else {
+			} else if it > 0 {
 				copy(data, base)
 				collective.Stamp(data, it)
 			}

@@ -34,8 +34,11 @@ type PhaseStat struct {
 	Iteration int     `json:"iteration"`
 	Phase     string  `json:"phase"`
 	Ranks     int     `json:"ranks"`
-	StartNs   int64   `json:"start_ns"` // from time zero
-	EndNs     int64   `json:"end_ns"`
+	StartNs   int64   `json:"start_ns"` // first rank's start, from time zero
+	EndNs     int64   `json:"end_ns"`   // last rank's end
+	// DurationNs is the longest time one rank spent in the phase (as
+	// nccl-tests reports the slowest rank); algbw and busbw use it.
+	DurationNs int64 `json:"duration_ns"`
 	Bytes     int64   `json:"size_bytes"` // per-rank buffer, as nccl-tests counts it
 	AlgBwBps  float64 `json:"algbw_bps,omitempty"`
 	BusBwBps  float64 `json:"busbw_bps,omitempty"`
@@ -72,6 +75,7 @@ func Summarize(jobs []plan.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run
 			m[k] = a
 		}
 		a.Ranks++
+		a.DurationNs = max(a.DurationNs, r.EndNs-r.StartNs)
 		a.StartNs = min(a.StartNs, r.StartNs)
 		a.EndNs = max(a.EndNs, r.EndNs)
 		if r.Verified {
@@ -89,13 +93,14 @@ func Summarize(jobs []plan.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run
 		st.Verified = a.verified == a.Ranks && a.verified > 0
 		if j != nil && k.Phase != scenario.PhaseCompute {
 			st.Bytes = j.Bytes
-			if d := float64(st.EndNs - st.StartNs); d > 0 {
+			if d := float64(st.DurationNs); d > 0 {
 				st.AlgBwBps = float64(j.Bytes) * 8 / (d / 1e9)
 				st.BusBwBps = st.AlgBwBps * BusFactor(k.Phase, len(j.Workers))
 			}
 		}
 		stats = append(stats, st)
-		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1, StartNs: st.StartNs, EndNs: st.EndNs})
+		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
+			StartNs: st.StartNs, EndNs: st.EndNs, DurationNs: st.DurationNs})
 		if j != nil {
 			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
 		}
@@ -126,7 +131,7 @@ func Summarize(jobs []plan.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run
 // PrintStats writes an nccl-tests-like table.
 func PrintStats(w io.Writer, stats []PhaseStat, jobs []JobStat) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "job\titer\tphase\tranks\tsize\ttime ms\talgbw Gb/s\tbusbw Gb/s\tverified\t")
+	fmt.Fprintln(tw, "job\titer\tphase\tranks\tsize\ttime ms (slowest rank)\talgbw Gb/s\tbusbw Gb/s\tverified\t")
 	for _, s := range stats {
 		size, alg, bus := "-", "-", "-"
 		if s.Bytes > 0 {
@@ -139,7 +144,7 @@ func PrintStats(w io.Writer, stats []PhaseStat, jobs []JobStat) {
 			ver = fmt.Sprint(s.Verified)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%.2f\t%s\t%s\t%s\t\n", s.Job, s.Iteration, s.Phase, s.Ranks, size,
-			float64(s.EndNs-s.StartNs)/1e6, alg, bus, ver)
+			float64(s.DurationNs)/1e6, alg, bus, ver)
 	}
 	tw.Flush()
 	for _, j := range jobs {

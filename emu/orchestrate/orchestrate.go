@@ -48,7 +48,8 @@ type Comparison struct {
 	Job       string `json:"job"`
 	Iteration int    `json:"iteration"`
 	Phase     string `json:"phase"`
-	// Durations and end times from time zero, ns.
+	// Durations (measured: the slowest rank's) and end times from time
+	// zero, ns.
 	PredictedNs int64 `json:"predicted_ns"`
 	MeasuredNs  int64 `json:"measured_ns"`
 	PredEndNs   int64 `json:"predicted_end_ns"`
@@ -142,8 +143,12 @@ func compare(pred, meas *record.Run) []Comparison {
 		if !ok {
 			continue
 		}
+		md := m.DurationNs
+		if md == 0 {
+			md = m.EndNs - m.StartNs
+		}
 		c := Comparison{Job: m.Job, Iteration: m.Iteration, Phase: m.Phase,
-			PredictedNs: p.EndNs - p.StartNs, MeasuredNs: m.EndNs - m.StartNs, PredEndNs: p.EndNs, MeasEndNs: m.EndNs}
+			PredictedNs: p.EndNs - p.StartNs, MeasuredNs: md, PredEndNs: p.EndNs, MeasEndNs: m.EndNs}
 		if c.PredictedNs > 0 {
 			c.RelErr = float64(c.MeasuredNs-c.PredictedNs) / float64(c.PredictedNs)
 		}

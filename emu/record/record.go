@@ -12,7 +12,11 @@ type Phase struct {
 	Rank      int     `json:"rank"`
 	StartNs   int64   `json:"start_ns"`
 	EndNs     int64   `json:"end_ns"`
-	Bytes     float64 `json:"bytes,omitempty"`
+	// DurationNs, when set, is the longest time one rank spent in the
+	// phase; start and end then span the first rank's start to the last
+	// rank's end, which also counts skew between ranks.
+	DurationNs int64   `json:"duration_ns,omitempty"`
+	Bytes      float64 `json:"bytes,omitempty"`
 }
 
 // Stage is when one plan stage ran.
