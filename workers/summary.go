@@ -37,7 +37,8 @@ type PhaseStat struct {
 	StartNs   int64   `json:"start_ns"` // first rank's start, from time zero
 	EndNs     int64   `json:"end_ns"`   // last rank's end
 	// DurationNs is the longest time one rank spent in the phase (as
-	// nccl-tests reports the slowest rank); algbw and busbw use it.
+	// nccl-tests reports the slowest rank); for PS push and pull it is the
+	// span from the first start to the last end. algbw and busbw use it.
 	DurationNs int64 `json:"duration_ns"`
 	Bytes     int64   `json:"size_bytes"` // per-rank buffer, as nccl-tests counts it
 	AlgBwBps  float64 `json:"algbw_bps,omitempty"`
@@ -91,6 +92,11 @@ func Summarize(jobs []plan.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run
 		st.StartNs -= o.T0
 		st.EndNs -= o.T0
 		st.Verified = a.verified == a.Ranks && a.verified > 0
+		if k.Phase == scenario.PhasePush || k.Phase == scenario.PhasePull {
+			// An incast: the server's link carries every worker's buffer
+			// over the whole span, which single ranks' times understate.
+			st.DurationNs = st.EndNs - st.StartNs
+		}
 		if j != nil && k.Phase != scenario.PhaseCompute {
 			st.Bytes = j.Bytes
 			if d := float64(st.DurationNs); d > 0 {
