@@ -14,6 +14,7 @@ import (
 	"ocsemu/dataplane/fabric/fabrictest"
 	"ocsemu/dataplane/netns"
 	"ocsemu/dataplane/probe"
+	"ocsemu/emu/scenario"
 )
 
 var (
@@ -79,7 +80,7 @@ func TestOCSPortsExistUnpatched(t *testing.T) {
 		names = append(names, l.Attrs().Name)
 	}
 	want := "lo tor0u1 tor1u1 tor2u1"
-	if got := strings.Join(names, " "); !sameSet(got, want) {
+	if got := strings.Join(names, " "); !scenario.SameMembers(strings.Fields(got), strings.Fields(want)) {
 		t.Errorf("ocs1 ports = %q, want %q", got, want)
 	}
 	// Unpatched: a server in rack 0 cannot reach rack 1.
@@ -91,23 +92,6 @@ func TestOCSPortsExistUnpatched(t *testing.T) {
 	if len(res.Failed) != 2 {
 		t.Errorf("unpatched OCS fabric: want both directions unreachable, failed = %v", res.Failed)
 	}
-}
-
-func sameSet(a, b string) bool {
-	fa, fb := strings.Fields(a), strings.Fields(b)
-	if len(fa) != len(fb) {
-		return false
-	}
-	m := map[string]int{}
-	for _, x := range fa {
-		m[x]++
-	}
-	for _, x := range fb {
-		if m[x]--; m[x] < 0 {
-			return false
-		}
-	}
-	return true
 }
 
 func TestDestroyIdempotentAndEndsProcesses(t *testing.T) {

@@ -209,7 +209,7 @@ func checkJob(j *Job, s *scenario.Scenario, where string, bad func(string, ...an
 			}
 		}
 	}
-	if j.Pattern == scenario.PatternRing && len(j.Ring) > 0 && !sameSet(j.Ring, j.Workers) {
+	if j.Pattern == scenario.PatternRing && len(j.Ring) > 0 && !scenario.SameMembers(j.Ring, j.Workers) {
 		bad("%s: ring: must list every worker exactly once", where)
 	}
 	if j.Pattern == scenario.PatternHD && len(j.Workers)&(len(j.Workers)-1) != 0 {
@@ -217,32 +217,7 @@ func checkJob(j *Job, s *scenario.Scenario, where string, bad func(string, ...an
 	}
 }
 
-func serverOK(s *scenario.Scenario, name string) error {
-	r, i, ok := scenario.ParseServer(name)
-	if !ok {
-		return fmt.Errorf("%q is not a server name (r<rack>s<index>)", name)
-	}
-	if r >= s.Fabric.Racks || i >= s.Fabric.ServersPerRack {
-		return fmt.Errorf("no server %s in a fabric of %d racks x %d servers", name, s.Fabric.Racks, s.Fabric.ServersPerRack)
-	}
-	return nil
-}
-
-func sameSet(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	m := map[string]int{}
-	for _, x := range a {
-		m[x]++
-	}
-	for _, x := range b {
-		if m[x]--; m[x] < 0 {
-			return false
-		}
-	}
-	return true
-}
+func serverOK(s *scenario.Scenario, name string) error { return s.Fabric.CheckServer(name) }
 
 func checkFlowCaps(j *Job, a Activity, where string, bad func(string, ...any) bool) {
 	if len(a.Flows) == 0 {

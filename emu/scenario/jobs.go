@@ -243,7 +243,7 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 		if len(j.Ring) > 0 {
 			if j.Pattern != PatternRing {
 				bad(p+".ring", "a ring order is for the ring pattern")
-			} else if !samePeople(j.Ring, j.Workers) {
+			} else if !SameMembers(j.Ring, j.Workers) {
 				bad(p+".ring", "the ring order must list every worker exactly once")
 			}
 		}
@@ -261,18 +261,23 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 	}
 }
 
-func (s *Scenario) checkServer(name string) error {
+func (s *Scenario) checkServer(name string) error { return s.Fabric.CheckServer(name) }
+
+// CheckServer says whether a server name exists in the fabric.
+func (f *Fabric) CheckServer(name string) error {
 	r, i, ok := ParseServer(name)
 	if !ok {
 		return fmt.Errorf("%q is not a server name (want r<rack>s<index>, e.g. r0s1)", name)
 	}
-	if r >= s.Fabric.Racks || i >= s.Fabric.ServersPerRack {
-		return fmt.Errorf("no server %s in a fabric of %d racks x %d servers", name, s.Fabric.Racks, s.Fabric.ServersPerRack)
+	if r >= f.Racks || i >= f.ServersPerRack {
+		return fmt.Errorf("no server %s in a fabric of %d racks x %d servers", name, f.Racks, f.ServersPerRack)
 	}
 	return nil
 }
 
-func samePeople(a, b []string) bool {
+// SameMembers reports whether a and b hold the same strings, with the
+// same multiplicity, in any order.
+func SameMembers(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
 	}
