@@ -109,10 +109,10 @@ type inspectNode struct {
 func (a *app) inspectCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "inspect [lab]",
-		Short: "List deployed labs, or the nodes and links of one lab",
+		Use:     "inspect [lab]",
+		Short:   "List deployed labs, or the nodes and links of one lab",
 		Example: "  emu inspect\n  emu inspect quickstart --json",
-		Args:  cobra.MaximumNArgs(1),
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return a.inspectLabs(asJSON)

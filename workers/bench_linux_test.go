@@ -22,8 +22,8 @@ func BenchmarkCollectives(b *testing.B) {
 	sizes := []int64{1 << 20, 4 << 20, 16 << 20, 64 << 20}
 	pats := []struct {
 		name, pattern, phase string
-		workers           []string
-		ps                string
+		workers              []string
+		ps                   string
 	}{
 		{"ring", "ring", "allreduce", []string{"r0s0", "r1s0", "r2s0", "r3s0"}, ""},
 		{"hd", "hd", "allreduce", []string{"r0s0", "r1s0", "r2s0", "r3s0"}, ""},

@@ -44,9 +44,9 @@ type Options struct {
 	OnStage      func(ctx context.Context, k int, at int64) error
 	// OnStart is called with time zero before the ranks hear it (clock
 	// mode: load the OCS schedule against it).
-	OnStart func(t0 int64) error
-	Log          *slog.Logger
-	Progress     func(format string, args ...any)
+	OnStart  func(t0 int64) error
+	Log      *slog.Logger
+	Progress func(format string, args ...any)
 }
 
 // Outcome is what a launch measured.

@@ -74,13 +74,13 @@ func (s *Spec) Name() string {
 
 // PhaseRecord is one JSONL line of a rank's record file.
 type PhaseRecord struct {
-	Type      string  `json:"type"` // "phase"
-	Job       string  `json:"job"`
-	Iteration int     `json:"iteration"`
-	Phase     string  `json:"phase"`
-	Rank      int     `json:"rank"`
-	StartNs   int64   `json:"start_ns"` // CLOCK_MONOTONIC
-	EndNs     int64   `json:"end_ns"`
+	Type      string `json:"type"` // "phase"
+	Job       string `json:"job"`
+	Iteration int    `json:"iteration"`
+	Phase     string `json:"phase"`
+	Rank      int    `json:"rank"`
+	StartNs   int64  `json:"start_ns"` // CLOCK_MONOTONIC
+	EndNs     int64  `json:"end_ns"`
 	Bytes     int64  `json:"bytes"` // sent by this rank
 	Verified  bool   `json:"verified,omitempty"`
 	Note      string `json:"note,omitempty"`

@@ -30,20 +30,20 @@ func BusFactor(phase string, n int) float64 {
 
 // PhaseStat is one (job, iteration, phase) over all worker ranks.
 type PhaseStat struct {
-	Job       string  `json:"job"`
-	Iteration int     `json:"iteration"`
-	Phase     string  `json:"phase"`
-	Ranks     int     `json:"ranks"`
-	StartNs   int64   `json:"start_ns"` // first rank's start, from time zero
-	EndNs     int64   `json:"end_ns"`   // last rank's end
+	Job       string `json:"job"`
+	Iteration int    `json:"iteration"`
+	Phase     string `json:"phase"`
+	Ranks     int    `json:"ranks"`
+	StartNs   int64  `json:"start_ns"` // first rank's start, from time zero
+	EndNs     int64  `json:"end_ns"`   // last rank's end
 	// DurationNs is the longest time one rank spent in the phase (as
 	// nccl-tests reports the slowest rank); for PS push and pull it is the
 	// span from the first start to the last end. algbw and busbw use it.
-	DurationNs int64 `json:"duration_ns"`
-	Bytes     int64   `json:"size_bytes"` // per-rank buffer, as nccl-tests counts it
-	AlgBwBps  float64 `json:"algbw_bps,omitempty"`
-	BusBwBps  float64 `json:"busbw_bps,omitempty"`
-	Verified  bool    `json:"verified"`
+	DurationNs int64   `json:"duration_ns"`
+	Bytes      int64   `json:"size_bytes"` // per-rank buffer, as nccl-tests counts it
+	AlgBwBps   float64 `json:"algbw_bps,omitempty"`
+	BusBwBps   float64 `json:"busbw_bps,omitempty"`
+	Verified   bool    `json:"verified"`
 }
 
 // JobStat is one job's completion.

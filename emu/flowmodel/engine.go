@@ -142,8 +142,10 @@ func (h *eventHeap) Pop() any {
 }
 
 // resource layout
-func (s *Sim) serverUp(r, i int) int32   { return int32(r*s.f.ServersPerRack + i) }
-func (s *Sim) serverDown(r, i int) int32 { return int32(s.f.Racks*s.f.ServersPerRack + r*s.f.ServersPerRack + i) }
+func (s *Sim) serverUp(r, i int) int32 { return int32(r*s.f.ServersPerRack + i) }
+func (s *Sim) serverDown(r, i int) int32 {
+	return int32(s.f.Racks*s.f.ServersPerRack + r*s.f.ServersPerRack + i)
+}
 func (s *Sim) upTx(r, u int) int32 {
 	return int32(2*s.f.Racks*s.f.ServersPerRack + r*s.f.UplinksPerToR + u)
 }

@@ -35,12 +35,12 @@ type Options struct {
 
 // Result is the prediction, the measurement and their comparison.
 type Result struct {
-	Prediction  *record.Run          `json:"prediction"`
-	Measurement *record.Run          `json:"measurement"`
-	Stats       []workers.PhaseStat  `json:"phases"`
-	Jobs        []workers.JobStat    `json:"jobs"`
-	Compare     []Comparison         `json:"comparison"`
-	Outcome     *workers.Outcome     `json:"-"`
+	Prediction  *record.Run         `json:"prediction"`
+	Measurement *record.Run         `json:"measurement"`
+	Stats       []workers.PhaseStat `json:"phases"`
+	Jobs        []workers.JobStat   `json:"jobs"`
+	Compare     []Comparison        `json:"comparison"`
+	Outcome     *workers.Outcome    `json:"-"`
 }
 
 // Comparison is one phase, predicted against measured.

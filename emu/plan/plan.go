@@ -40,7 +40,7 @@ type Plan struct {
 	Scheduler string `json:"scheduler"`
 	Mode      string `json:"mode"`
 	// ReconfigDelayNs overrides the scenario's reconfiguration delay.
-	ReconfigDelayNs *int64 `json:"reconfig_delay_ns,omitempty"`
+	ReconfigDelayNs *int64  `json:"reconfig_delay_ns,omitempty"`
 	Jobs            []Job   `json:"jobs"`
 	Stages          []Stage `json:"stages"`
 	// Predicted is what the scheduler itself expects (optional).
@@ -115,7 +115,9 @@ type Key struct {
 	Phase     string
 }
 
-func (k Key) String() string { return fmt.Sprintf("%s iteration %d phase %s", k.Job, k.Iteration, k.Phase) }
+func (k Key) String() string {
+	return fmt.Sprintf("%s iteration %d phase %s", k.Job, k.Iteration, k.Phase)
+}
 
 // Load reads and decodes a plan file (Check it against its scenario).
 func Load(path string) (*Plan, error) {

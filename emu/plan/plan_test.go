@@ -38,9 +38,9 @@ func valid() *Plan {
 
 func TestCheck(t *testing.T) {
 	tests := []struct {
-		name  string
+		name   string
 		break_ func(p *Plan)
-		want  string
+		want   string
 	}{
 		{"valid", func(p *Plan) {}, ""},
 		{"wrong scenario", func(p *Plan) { p.Scenario = "other" }, `plan is for scenario "other"`},

@@ -6,12 +6,12 @@ package record
 // Phase is one (job, iteration, phase), for one rank or, with Rank -1,
 // for the whole job (first start to last end over its ranks).
 type Phase struct {
-	Job       string  `json:"job"`
-	Iteration int     `json:"iteration"`
-	Phase     string  `json:"phase"`
-	Rank      int     `json:"rank"`
-	StartNs   int64   `json:"start_ns"`
-	EndNs     int64   `json:"end_ns"`
+	Job       string `json:"job"`
+	Iteration int    `json:"iteration"`
+	Phase     string `json:"phase"`
+	Rank      int    `json:"rank"`
+	StartNs   int64  `json:"start_ns"`
+	EndNs     int64  `json:"end_ns"`
 	// DurationNs, when set, is the longest time one rank spent in the
 	// phase; start and end then span the first rank's start to the last
 	// rank's end, which also counts skew between ranks.

@@ -69,10 +69,10 @@ type Job struct {
 // t = K * tokens * params / (GPU FLOP/s * efficiency), K = 6, or 8 with
 // activation recomputation.
 type Model struct {
-	Params     float64 `yaml:"params" json:"params"`           // parameters, e.g. 7e9
-	Tokens     float64 `yaml:"tokens" json:"tokens"`           // tokens per iteration per worker
-	GPUTFLOPS  float64 `yaml:"gpu_tflops" json:"gpu_tflops"`   // peak TFLOP/s, e.g. 312
-	Efficiency float64 `yaml:"efficiency" json:"efficiency"`   // model FLOPs utilisation, e.g. 0.4
+	Params     float64 `yaml:"params" json:"params"`         // parameters, e.g. 7e9
+	Tokens     float64 `yaml:"tokens" json:"tokens"`         // tokens per iteration per worker
+	GPUTFLOPS  float64 `yaml:"gpu_tflops" json:"gpu_tflops"` // peak TFLOP/s, e.g. 312
+	Efficiency float64 `yaml:"efficiency" json:"efficiency"` // model FLOPs utilisation, e.g. 0.4
 	Recompute  bool    `yaml:"recompute,omitempty" json:"recompute,omitempty"`
 }
 
