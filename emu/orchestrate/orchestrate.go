@@ -16,7 +16,6 @@ import (
 	"ocsemu/emu/plan"
 	"ocsemu/emu/record"
 	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
 	"ocsemu/ocsfabric/ocs"
 	"ocsemu/workers"
 )
@@ -166,6 +165,3 @@ func compare(pred, meas *record.Run) []Comparison {
 	})
 	return out
 }
-
-// Circuits is a helper for tests: a stage's circuit map.
-func Circuits(st plan.Stage) circuit.Config { return circuit.Config{Circuits: st.Circuits} }
