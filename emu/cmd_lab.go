@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"ocsemu/dataplane/fabric"
+	"ocsemu/dataplane/kcheck"
 	"ocsemu/dataplane/netns"
 	"ocsemu/emu/scenario"
 )
@@ -47,9 +48,31 @@ routes and permanent neighbours. OCS ports are created but left unpatched.`,
 	}
 }
 
+// warnCapacity compares what the scenario's servers can send at once with
+// what this machine carried over veth when `emu doctor` last measured it,
+// as Mininet-HiFi did: beyond that, results are CPU-limited, not faithful.
+func (a *app) warnCapacity(s *scenario.Scenario) {
+	r, err := kcheck.Load()
+	if err != nil || r.VethGbps <= 0 {
+		a.log.Info("no machine capacity measured yet: run `emu doctor` once so emu can warn when a scenario exceeds it")
+		return
+	}
+	f := s.Fabric
+	if f.Rates.Server == scenario.Unlimited {
+		a.log.Warn("server links are unlimited: every flow runs as fast as this machine's CPUs allow", "machine_gbps", r.VethGbps)
+		return
+	}
+	demand := float64(f.Racks*f.ServersPerRack) * f.Rates.Server.Bps() / 1e9
+	if demand > r.VethGbps {
+		a.log.Warn(fmt.Sprintf("if every server sends at once the scenario asks for %.1f Gbit/s, but this machine moved %.1f Gbit/s over veth (emu doctor, %s): when traffic is that dense, rates are CPU-limited and the emulation is not faithful; scale rates and bytes down together",
+			demand, r.VethGbps, r.When.Format("2006-01-02 15:04")))
+	}
+}
+
 // deploy brings a lab up and starts its OCS process; on failure nothing
 // of the lab remains.
 func (a *app) deploy(ctx context.Context, s *scenario.Scenario, src string) (*fabric.Lab, error) {
+	a.warnCapacity(s)
 	lab, err := fabric.Deploy(ctx, fabric.Build(s), fabric.Options{Log: a.log, Progress: a.progress, Source: src})
 	if err != nil {
 		return nil, err

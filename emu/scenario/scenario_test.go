@@ -134,6 +134,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(base))
 	f.Add([]byte("name: t\nfabric: {racks: 2, servers_per_rack: 1, ocs: {switches: 1}}\n"))
 	f.Add([]byte("name: t\nfabric:\n  rates: {server: 1e3Gbit}\n"))
+	f.Add([]byte(base + "jobs:\n  - {name: a, pattern: ring, workers: [r0s0, r1s0], bytes: 1MiB, compute: 1ms, iterations: 2, ring: [r1s0, r0s0]}\nscheduler: {name: fcfs, slot: 10ms}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data, "fuzz")
 		if err != nil {
