@@ -57,6 +57,10 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 		a.doctorCmd(), a.runCmd(), a.scenariosCmd(), a.ocsCmd(), a.planCmd(), a.simulateCmd(), a.workerCmd(), a.collectiveCmd(),
 	)
 	if err := root.ExecuteContext(ctx); err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			fmt.Fprintln(os.Stderr, "emu: interrupted; whatever this command had built was removed")
+			os.Exit(130)
+		}
 		fmt.Fprintln(os.Stderr, "emu:", err)
 		os.Exit(1)
 	}
