@@ -530,15 +530,12 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	return errors.Join(errs...)
 }
 
-// DestroyAll removes every lab: those with a state file and those whose
-// namespaces were left behind by a crashed run. It returns the labs seen.
-func DestroyAll(ctx context.Context, log *slog.Logger) ([]string, error) {
-	if os.Geteuid() != 0 {
-		return nil, ErrNotRoot
-	}
+// FindLabs lists every lab on this machine: those with a state file and
+// those whose namespaces were left behind by a crashed run.
+func FindLabs() ([]string, error) {
 	labs := map[string]bool{}
-	known, err := Labs()
 	var errs []error
+	known, err := Labs()
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -554,14 +551,25 @@ func DestroyAll(ctx context.Context, log *slog.Logger) ([]string, error) {
 			labs[l] = true
 		}
 	}
-	var out []string
+	out := make([]string, 0, len(labs))
 	for l := range labs {
 		out = append(out, l)
-		if err := Destroy(ctx, l, log); err != nil {
-			errs = append(errs, err)
-		}
 	}
+	slices.Sort(out)
 	return out, errors.Join(errs...)
+}
+
+// DestroyAll removes every lab FindLabs finds and returns them.
+func DestroyAll(ctx context.Context, log *slog.Logger) ([]string, error) {
+	if os.Geteuid() != 0 {
+		return nil, ErrNotRoot
+	}
+	labs, err := FindLabs()
+	errs := []error{err}
+	for _, l := range labs {
+		errs = append(errs, Destroy(ctx, l, log))
+	}
+	return labs, errors.Join(errs...)
 }
 
 // killAll sends SIGTERM, waits up to 2 s, then SIGKILLs what is left.

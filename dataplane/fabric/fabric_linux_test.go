@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -163,33 +164,17 @@ func TestKilledDeployThenDestroyAll(t *testing.T) {
 		t.Fatal("expected leftovers after SIGKILL")
 	}
 	t.Logf("SIGKILL left %d namespaces", len(left))
-	// destroy --all also removes other tests' labs, so only remove ours by
-	// prefix here and check destroy --all's discovery separately.
-	labs, err := discover()
+	// destroy --all would also remove the labs of whoever runs the tests,
+	// so check that its discovery finds this crashed lab, then remove it.
+	labs, err := fabric.FindLabs()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !labs[name] {
-		t.Errorf("destroy --all discovery did not find lab %q", name)
+	if !slices.Contains(labs, name) {
+		t.Errorf("destroy --all does not find the crashed lab %q among %v", name, labs)
 	}
 	if err := fabric.Destroy(context.Background(), name, nil); err != nil {
 		t.Fatalf("destroy: %v", err)
 	}
 	assertGone(t, name)
-}
-
-// discover lists the labs destroy --all would remove.
-func discover() (map[string]bool, error) {
-	labs := map[string]bool{}
-	nss, err := netns.List(fabric.NSPrefix)
-	for _, n := range nss {
-		if l, ok := fabric.LabOfNS(n); ok {
-			labs[l] = true
-		}
-	}
-	known, _ := fabric.Labs()
-	for _, l := range known {
-		labs[l] = true
-	}
-	return labs, err
 }
