@@ -19,6 +19,7 @@ import (
 	"ocsemu/dataplane/kcheck"
 	"ocsemu/dataplane/netns"
 	"ocsemu/emu/scenario"
+	"ocsemu/ocsfabric/ocs"
 )
 
 func (a *app) deployCmd() *cobra.Command {
@@ -159,8 +160,17 @@ func (a *app) inspectCmd() *cobra.Command {
 					"created": st.Created, "fabric": st.Scenario.Fabric, "nodes": rows, "links": t.Links})
 			}
 			f := st.Scenario.Fabric
-			fmt.Printf("lab %s (%s, from %s): %s fabric, %d racks x %d servers, created %s\n\n", st.Lab, st.Status, st.Source,
+			fmt.Printf("lab %s (%s, from %s): %s fabric, %d racks x %d servers, created %s\n", st.Lab, st.Status, st.Source,
 				f.Kind, f.Racks, f.ServersPerRack, st.Created.Format("2006-01-02 15:04:05"))
+			if f.HasOCS() {
+				sock := fabric.LabFile(st.Lab, "ocs.sock")
+				if v, err := ocs.NewClient(sock).Config(cmd.Context()); err == nil {
+					fmt.Printf("OCS process: answering on %s, %d circuits (emu ocs show)\n", sock, len(v.Circuits))
+				} else {
+					fmt.Printf("OCS process: not answering on %s (%v)\n", sock, err)
+				}
+			}
+			fmt.Println()
 			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(w, "NODE\tKIND\tNETNS\tADDRESS\tUP\tINTERFACES")
 			for _, r := range rows {
