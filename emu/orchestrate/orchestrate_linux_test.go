@@ -3,6 +3,7 @@ package orchestrate_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"ocsemu/dataplane/fabric"
 	"ocsemu/dataplane/fabric/fabrictest"
@@ -35,6 +36,9 @@ scheduler: {name: fcfs, slot: 40ms}
 	served := make(chan error, 1)
 	go func() { served <- ocs.Serve(ctx, ctl, fabric.LabFile(name, "ocs.sock")) }()
 	t.Cleanup(func() { cancel(); <-served; ctl.Close() })
+	for cl := ocs.NewClient(fabric.LabFile(name, "ocs.sock")); cl.Ping(ctx) != nil; {
+		time.Sleep(5 * time.Millisecond) // the API comes up in its goroutine
+	}
 	events, stop := ctl.Subscribe()
 	defer stop()
 

@@ -71,8 +71,12 @@ type Controller struct {
 	cur     circuit.Config
 	dark    map[circuit.Uplink]uint64
 	seq     int
-	unreach []routing.Pair
+	// unreach has its own lock: the route worker sets it while a
+	// reconfiguration may hold mu.
+	unreachMu sync.Mutex
+	unreach   []routing.Pair
 	stageNs int64 // how long the last configuration took to write
+	routes  *routeWorker
 
 	evMu    sync.Mutex
 	evFile  *os.File
@@ -115,6 +119,7 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 		return nil, err
 	}
 	c.router = r
+	c.routes = newRouteWorker(c)
 	t, unreach := routing.Compute(f.Racks, c.cur)
 	if f.HasEPS() {
 		unreach = nil // the packet core reaches every rack
@@ -123,7 +128,7 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 		c.Close()
 		return nil, fmt.Errorf("initial routes: %w", err)
 	}
-	c.unreach = unreach
+	c.setUnreachable(unreach)
 	return c, nil
 }
 
@@ -246,6 +251,9 @@ func configFromEdges(e map[circuit.Uplink]circuit.Uplink) circuit.Config {
 // in the kernel.
 func (c *Controller) Close() {
 	c.StopSchedule()
+	if c.routes != nil {
+		c.routes.stop()
+	}
 	for _, s := range c.switches {
 		s.Close()
 	}
@@ -276,9 +284,15 @@ func (c *Controller) Config() circuit.Config {
 
 // Unreachable returns the rack pairs without any path in the current map.
 func (c *Controller) Unreachable() []routing.Pair {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.unreachMu.Lock()
+	defer c.unreachMu.Unlock()
 	return append([]routing.Pair(nil), c.unreach...)
+}
+
+func (c *Controller) setUnreachable(u []routing.Pair) {
+	c.unreachMu.Lock()
+	c.unreach = u
+	c.unreachMu.Unlock()
 }
 
 // Apply replaces the whole circuit map. The ports whose circuit changes go
@@ -295,6 +309,10 @@ func (c *Controller) Apply(ctx context.Context, cfg circuit.Config, delay time.D
 }
 
 func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay time.Duration, at int64, kind string, slot int) (Event, error) {
+	async := kind == "slot"
+	if !async {
+		c.routes.flush() // a schedule's last routes land before a manual change's
+	}
 	if err := c.layout.Validate(cfg); err != nil {
 		return Event{}, fmt.Errorf("invalid configuration: %w", err)
 	}
@@ -357,9 +375,16 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 	if c.lab.Topo.Scenario.Fabric.HasEPS() {
 		unreach = nil // the packet core reaches every rack
 	}
+	if async {
+		// In a schedule the next slot is written while this one's routes
+		// are installed; its event is logged once they are.
+		ev.Unreachable = len(unreach)
+		c.routes.submit(&routeJob{table: t, unreach: unreach, ev: ev})
+		return ev, nil
+	}
 	n, rerr := c.router.Apply(t)
 	ev.RoutesChanged, ev.RoutesDoneNs, ev.Unreachable = n, int64(fastpath.Monotonic()), len(unreach)
-	c.unreach = unreach
+	c.setUnreachable(unreach)
 	if rerr != nil {
 		ev.Error = rerr.Error()
 	}
