@@ -94,7 +94,11 @@ func Specs(o *Options) ([]*Spec, error) {
 		if err != nil {
 			return nil, err
 		}
-		base := Spec{Job: j, Addrs: addrs, Port: BasePort + ji*PortsPerJob, CC: cc, Mode: mode, Gates: gates,
+		jcc := cc
+		if j.CongestionControl != "" {
+			jcc = j.CongestionControl
+		}
+		base := Spec{Job: j, Addrs: addrs, Port: BasePort + ji*PortsPerJob, CC: jcc, Mode: mode, Gates: gates,
 			Verify: o.Verify, Timeout: timeout, TCPInfoEvery: every}
 		if every < 0 {
 			base.TCPInfoEvery = 0

@@ -155,3 +155,22 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestJobCongestionControl checks that a job's own TCP setting reaches
+// its sockets.
+func TestJobCongestionControl(t *testing.T) {
+	lab := lab4x2(t)
+	jobs := []plan.Job{{Name: "cc", Pattern: "ring", Workers: []string{"r0s0", "r1s0"}, Bytes: 1 << 20, Iterations: 1, CongestionControl: "reno"}}
+	specs, err := workers.Specs(&workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range specs {
+		if s.CC != "reno" {
+			t.Errorf("%s uses %q, want the job's reno", s.Name(), s.CC)
+		}
+	}
+	if _, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -63,6 +63,8 @@ type Job struct {
 	PS string `json:"ps,omitempty"`
 	// Ring is the ring order (ring pattern, paper 002 chooses it).
 	Ring []string `json:"ring,omitempty"`
+	// CongestionControl overrides the scenario's for this job's sockets.
+	CongestionControl string `json:"congestion_control,omitempty"`
 }
 
 // Stage is one step of the timeline.
@@ -186,6 +188,9 @@ func JobsFromScenario(s *scenario.Scenario) []Job {
 	for _, j := range s.Jobs {
 		pj := Job{Name: j.Name, Pattern: j.Pattern, Workers: j.Workers, Bytes: int64(j.Bytes),
 			ComputeNs: int64(j.ComputeTime()), Iterations: j.Iterations, ArrivalNs: int64(j.Arrival), INC: j.INC}
+		if j.TCP != nil {
+			pj.CongestionControl = j.TCP.CongestionControl
+		}
 		switch {
 		case j.Pattern == scenario.PatternPS && j.INC:
 			pj.Aggregator = DefaultAggregator(j.Workers)

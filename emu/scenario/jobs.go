@@ -63,6 +63,8 @@ type Job struct {
 	Ring []string `yaml:"ring,omitempty" json:"ring,omitempty"`
 	// Arrival is when the job arrives, from the run's time zero.
 	Arrival Duration `yaml:"arrival,omitempty" json:"arrival,omitempty"`
+	// TCP overrides the fabric's TCP settings for this job's connections.
+	TCP *TCP `yaml:"tcp,omitempty" json:"tcp,omitempty"`
 }
 
 // Model derives compute time as in papers 001/002:
@@ -246,6 +248,9 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 			} else if !SameMembers(j.Ring, j.Workers) {
 				bad(p+".ring", "the ring order must list every worker exactly once")
 			}
+		}
+		if j.TCP != nil && !ccRE.MatchString(j.TCP.CongestionControl) {
+			bad(p+".tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", j.TCP.CongestionControl)
 		}
 		if j.Pattern == PatternHD && bits.OnesCount(uint(len(j.Workers))) != 1 {
 			bad(p+".workers", "halving-doubling needs a power-of-two number of workers, got %d", len(j.Workers))

@@ -349,6 +349,8 @@ func (s *Scenario) ApplyDefaults() {
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
 
+var ccRE = regexp.MustCompile(`^[a-z0-9_]+$`)
+
 // ValidName checks a lab name: lower-case letters, digits and '-', starting
 // with a letter, at most MaxNameLen bytes.
 func ValidName(name string) error {
@@ -427,7 +429,7 @@ func (s *Scenario) Validate() error {
 	if f.MTU < 576 || f.MTU > 9000 {
 		bad("fabric.mtu", "must be between 576 and 9000, got %d", f.MTU)
 	}
-	if !regexp.MustCompile(`^[a-z0-9_]+$`).MatchString(f.TCP.CongestionControl) {
+	if !ccRE.MatchString(f.TCP.CongestionControl) {
 		bad("fabric.tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", f.TCP.CongestionControl)
 	}
 	s.validateJobs(bad)
