@@ -67,16 +67,16 @@ type Controller struct {
 	ifindex  map[circuit.Uplink]uint32 // OCS-side port of each uplink
 	uplinkOf []map[uint32]circuit.Uplink
 
-	mu      sync.Mutex // serialises reconfigurations
-	cur     circuit.Config
-	dark    map[circuit.Uplink]uint64
-	seq     int
+	mu   sync.Mutex // serialises reconfigurations
+	cur  circuit.Config
+	dark map[circuit.Uplink]uint64
+	seq  int
 	// unreach has its own lock: the route worker sets it while a
 	// reconfiguration may hold mu.
 	unreachMu sync.Mutex
 	unreach   []routing.Pair
-	stageNs int64 // how long the last configuration took to write
-	routes  *routeWorker
+	stageNs   int64 // how long the last configuration took to write
+	routes    *routeWorker
 
 	evMu    sync.Mutex
 	evFile  *os.File
