@@ -101,6 +101,9 @@ finds the leftovers of crashed runs by their emu- prefix.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all {
 				labs, err := fabric.DestroyAll(cmd.Context(), a.log)
+				if errors.Is(err, fabric.ErrNotRoot) {
+					return err
+				}
 				sort.Strings(labs)
 				a.progress("destroyed %d lab(s) %s", len(labs), strings.Join(labs, " "))
 				return err
@@ -251,6 +254,9 @@ more than one lab is deployed.`,
 				labs, err := fabric.Labs()
 				if err != nil {
 					return err
+				}
+				if len(labs) == 0 {
+					return errors.New("no lab is deployed: start one with `emu deploy <scenario>`")
 				}
 				if len(labs) != 1 {
 					return fmt.Errorf("%d labs are deployed (%s): pick one with --lab or lab.node", len(labs), strings.Join(labs, ", "))

@@ -342,6 +342,9 @@ func resolveLab(name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	if len(labs) == 0 {
+		return "", errors.New("no lab is deployed: start one with `emu deploy <scenario>`")
+	}
 	if len(labs) != 1 {
 		return "", fmt.Errorf("%d labs are deployed (%s): pick one with --lab", len(labs), strings.Join(labs, ", "))
 	}
