@@ -57,10 +57,9 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 	}
 
 	serve := &cobra.Command{
-		Use:    "serve",
-		Short:  "Run the OCS process of a lab (deploy starts it)",
-		Args:   cobra.NoArgs,
-		Hidden: false,
+		Use:   "serve",
+		Short: "Run the OCS process of a lab (deploy starts it)",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if labName == "" {
 				return errors.New("serve needs --lab")

@@ -18,24 +18,27 @@ import (
 
 // runSummary is what `emu run` prints and writes as summary.json.
 type runSummary struct {
-	Lab        string  `json:"lab"`
-	Scenario   string  `json:"scenario"`
-	Kind       string  `json:"kind"`
-	Nodes      int     `json:"nodes"`
-	Links      int     `json:"links"`
-	DeploySec  float64 `json:"deploy_s"`
-	PingPairs  int     `json:"ping_pairs"`
-	PingFailed int     `json:"ping_failed"`
-	PingMaxRTT float64 `json:"ping_max_rtt_ms"`
-	Transfer   *struct {
-		From, To      string
-		GoodputMbps   float64 `json:"goodput_mbps"`
-		ConfiguredBps float64 `json:"configured_bps"`
-		Fraction      float64 `json:"fraction_of_configured"`
-		CC            string  `json:"congestion_control"`
-	} `json:"transfer,omitempty"`
-	DestroySec float64 `json:"destroy_s"`
-	Leftovers  int     `json:"leftover_namespaces"`
+	Lab        string           `json:"lab"`
+	Scenario   string           `json:"scenario"`
+	Kind       string           `json:"kind"`
+	Nodes      int              `json:"nodes"`
+	Links      int              `json:"links"`
+	DeploySec  float64          `json:"deploy_s"`
+	PingPairs  int              `json:"ping_pairs"`
+	PingFailed int              `json:"ping_failed"`
+	PingMaxRTT float64          `json:"ping_max_rtt_ms"`
+	Transfer   *transferSummary `json:"transfer,omitempty"`
+	DestroySec float64          `json:"destroy_s"`
+	Leftovers  int              `json:"leftover_namespaces"`
+}
+
+// transferSummary is the measured cross-rack transfer of `emu run`.
+type transferSummary struct {
+	From, To      string
+	GoodputMbps   float64 `json:"goodput_mbps"`
+	ConfiguredBps float64 `json:"configured_bps"`
+	Fraction      float64 `json:"fraction_of_configured"`
+	CC            string  `json:"congestion_control"`
 }
 
 func (a *app) runCmd() *cobra.Command {
@@ -142,13 +145,7 @@ func (a *app) checkLab(ctx context.Context, lab *fabric.Lab, sum *runSummary, du
 	if f.HasEPS() && f.CoreRate() < bottleneck {
 		bottleneck = f.CoreRate()
 	}
-	sum.Transfer = &struct {
-		From, To      string
-		GoodputMbps   float64 `json:"goodput_mbps"`
-		ConfiguredBps float64 `json:"configured_bps"`
-		Fraction      float64 `json:"fraction_of_configured"`
-		CC            string  `json:"congestion_control"`
-	}{From: src.Name, To: dst.Name, GoodputMbps: tr.GoodputBps / 1e6, ConfiguredBps: bottleneck.Bps(), CC: tr.CC}
+	sum.Transfer = &transferSummary{From: src.Name, To: dst.Name, GoodputMbps: tr.GoodputBps / 1e6, ConfiguredBps: bottleneck.Bps(), CC: tr.CC}
 	if bottleneck > 0 {
 		sum.Transfer.Fraction = tr.GoodputBps / bottleneck.Bps()
 	}

@@ -87,18 +87,19 @@ busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
 				}
 			}
 			s := l.Topo.Scenario
-			p := &plan.Plan{Version: 1, Mode: plan.ModeBarrier, Jobs: []plan.Job{j}}
-			if err := plan.Check(&plan.Plan{Version: 1, Mode: plan.ModeBarrier, Jobs: p.Jobs, Stages: oneStagePerPhase(j)}, s); err != nil {
+			// Check the job against the lab as a plan that runs its phases in order.
+			jobs := []plan.Job{j}
+			if err := plan.Check(&plan.Plan{Version: 1, Mode: plan.ModeBarrier, Jobs: jobs, Stages: oneStagePerPhase(j)}, s); err != nil {
 				return err
 			}
 			exe, _ := os.Executable()
 			dir, _ := filepath.Abs(filepath.Join("results", lab, "collective-"+time.Now().Format("150405.000")))
-			out, err := workers.Launch(cmd.Context(), &workers.Options{Lab: l, Jobs: p.Jobs, Dir: dir, Exe: exe, Verify: verify, Log: a.log, Progress: a.progress})
+			out, err := workers.Launch(cmd.Context(), &workers.Options{Lab: l, Jobs: jobs, Dir: dir, Exe: exe, Verify: verify, Log: a.log, Progress: a.progress})
 			if err != nil {
 				return err
 			}
-			stats, jobs, _ := workers.Summarize(p.Jobs, out)
-			workers.PrintStats(os.Stdout, stats, jobs)
+			stats, jstats, _ := workers.Summarize(jobs, out)
+			workers.PrintStats(os.Stdout, stats, jstats)
 			a.progress("records in %s", dir)
 			return nil
 		},

@@ -197,11 +197,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 	for i, s := range specs {
 		wg.Add(1)
 		if o.Exe == "" {
-			srv := s.Job.Workers[max(s.Rank, 0)]
-			if s.Rank == PSRank {
-				srv = s.Job.PS
-			}
-			s.NS = fabric.NSName(o.Lab.Topo.Lab, srv)
+			s.NS = fabric.NSName(o.Lab.Topo.Lab, s.Server())
 			go func() {
 				defer wg.Done()
 				rankErrs[i] = Run(cctx, s, log)
@@ -288,12 +284,8 @@ func startProcess(o *Options, s *Spec) (*exec.Cmd, error) {
 	defer logf.Close()
 	cmd := exec.Command(o.Exe, "worker", "--spec", specPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	srv := s.Job.Workers[max(s.Rank, 0)]
-	if s.Rank == PSRank {
-		srv = s.Job.PS
-	}
-	if err := netns.Do(fabric.NSName(o.Lab.Topo.Lab, srv), cmd.Start); err != nil {
-		return nil, fmt.Errorf("start %s in %s: %w", s.Name(), srv, err)
+	if err := netns.Do(fabric.NSName(o.Lab.Topo.Lab, s.Server()), cmd.Start); err != nil {
+		return nil, fmt.Errorf("start %s in %s: %w", s.Name(), s.Server(), err)
 	}
 	return cmd, nil
 }

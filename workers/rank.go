@@ -72,6 +72,14 @@ func (s *Spec) Name() string {
 	return s.Job.Name + "/" + strconv.Itoa(s.Rank)
 }
 
+// Server is the server this rank (or the job's PS) runs on.
+func (s *Spec) Server() string {
+	if s.Rank == PSRank {
+		return s.Job.PS
+	}
+	return s.Job.Workers[s.Rank]
+}
+
 // PhaseRecord is one JSONL line of a rank's record file.
 type PhaseRecord struct {
 	Type      string `json:"type"` // "phase"

@@ -1,9 +1,12 @@
 package workers
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
+	"strings"
 	"text/tabwriter"
 
 	"ocsemu/emu/plan"
@@ -111,15 +114,8 @@ func Summarize(jobs []plan.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run
 			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
 		}
 	}
-	sort.Slice(stats, func(a, b int) bool {
-		x, y := stats[a], stats[b]
-		if x.Job != y.Job {
-			return x.Job < y.Job
-		}
-		if x.Iteration != y.Iteration {
-			return x.Iteration < y.Iteration
-		}
-		return x.StartNs < y.StartNs
+	slices.SortFunc(stats, func(x, y PhaseStat) int {
+		return cmp.Or(strings.Compare(x.Job, y.Job), cmp.Compare(x.Iteration, y.Iteration), cmp.Compare(x.StartNs, y.StartNs))
 	})
 	sort.Slice(run.Phases, func(a, b int) bool { return run.Phases[a].StartNs < run.Phases[b].StartNs })
 	var js []JobStat

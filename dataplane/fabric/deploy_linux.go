@@ -247,14 +247,7 @@ func setupNS(kind, cc string) error {
 			return err
 		}
 	}
-	lo, err := netlink.LinkByName("lo")
-	if err != nil {
-		return fmt.Errorf("find lo: %w", err)
-	}
-	if err := netlink.LinkSetUp(lo); err != nil {
-		return fmt.Errorf("set lo up: %w", err)
-	}
-	return nil
+	return netns.LoopbackUp()
 }
 
 // ErrCCRestricted means the kernel has the congestion control but the host

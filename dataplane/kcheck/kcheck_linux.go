@@ -85,13 +85,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	nsA, nsB := "emu-"+lab+".a", "emu-"+lab+".b"
 	defer func() { _ = netns.Delete(nsA); _ = netns.Delete(nsB) }()
 	for _, n := range []string{nsA, nsB} {
-		if err := netns.Create(n, func() error {
-			lo, err := netlink.LinkByName("lo")
-			if err == nil {
-				err = netlink.LinkSetUp(lo)
-			}
-			return err
-		}); err != nil {
+		if err := netns.Create(n, netns.LoopbackUp); err != nil {
 			add("network namespaces", true, err, "")
 			return r, nil
 		}

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -231,6 +232,19 @@ func PIDsIn(inodes map[uint64]bool) []int {
 		}
 	}
 	return pids
+}
+
+// LoopbackUp brings up lo in the calling thread's namespace; pass it to
+// Create, or call it from a Create setup function.
+func LoopbackUp() error {
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("find lo: %w", err)
+	}
+	if err := netlink.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("set lo up: %w", err)
+	}
+	return nil
 }
 
 // WriteSysctl writes a value under /proc/sys in the calling thread's

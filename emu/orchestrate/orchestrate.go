@@ -5,10 +5,12 @@
 package orchestrate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
-	"sort"
+	"slices"
+	"strings"
 	"time"
 
 	"ocsemu/dataplane/fabric"
@@ -153,15 +155,8 @@ func compare(pred, meas *record.Run) []Comparison {
 		}
 		out = append(out, c)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.Job != b.Job {
-			return a.Job < b.Job
-		}
-		if a.Iteration != b.Iteration {
-			return a.Iteration < b.Iteration
-		}
-		return a.PredEndNs < b.PredEndNs
+	slices.SortFunc(out, func(a, b Comparison) int {
+		return cmp.Or(strings.Compare(a.Job, b.Job), cmp.Compare(a.Iteration, b.Iteration), cmp.Compare(a.PredEndNs, b.PredEndNs))
 	})
 	return out
 }

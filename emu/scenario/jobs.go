@@ -165,16 +165,9 @@ func (b ByteSize) String() string {
 }
 
 // UnmarshalYAML implements yaml.Unmarshaler.
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: a size must be a string like \"64MiB\"", n.Line)
-	}
-	v, err := ParseByteSize(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
-	}
-	*b = v
-	return nil
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) (err error) {
+	*b, err = scalar(n, "size", "64MiB", ParseByteSize)
+	return err
 }
 
 var serverRE = regexp.MustCompile(`^r(\d+)s(\d+)$`)

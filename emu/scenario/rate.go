@@ -80,17 +80,23 @@ func (r Rate) String() string {
 	return fmt.Sprintf("%dbit", uint64(r))
 }
 
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (r *Rate) UnmarshalYAML(n *yaml.Node) error {
+// scalar decodes a YAML scalar with parse and puts the line in errors.
+func scalar[T any](n *yaml.Node, what, example string, parse func(string) (T, error)) (T, error) {
+	var zero T
 	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: a rate must be a string like \"1Gbit\"", n.Line)
+		return zero, fmt.Errorf("line %d: a %s must be a string like %q", n.Line, what, example)
 	}
-	v, err := ParseRate(n.Value)
+	v, err := parse(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %w", n.Line, err)
+		return zero, fmt.Errorf("line %d: %w", n.Line, err)
 	}
-	*r = v
-	return nil
+	return v, nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (r *Rate) UnmarshalYAML(n *yaml.Node) (err error) {
+	*r, err = scalar(n, "rate", "1Gbit", ParseRate)
+	return err
 }
 
 // MarshalYAML implements yaml.Marshaler.
@@ -114,23 +120,26 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return fmt.Errorf("line %d: a duration must be a string like \"50ms\"", n.Line)
+// ParseDuration reads "50ms", "10us" (or "10µs") or "1.5s"; a bare
+// number other than 0 is refused for lack of a unit.
+func ParseDuration(s string) (Duration, error) {
+	if _, err := strconv.ParseFloat(s, 64); err == nil && s != "0" {
+		return 0, fmt.Errorf("duration %q has no unit: write e.g. %q", s, s+"ms")
 	}
-	if _, err := strconv.ParseFloat(n.Value, 64); err == nil && n.Value != "0" {
-		return fmt.Errorf("line %d: duration %q has no unit: write e.g. %q", n.Line, n.Value, n.Value+"ms")
-	}
-	v, err := time.ParseDuration(strings.ReplaceAll(n.Value, "µ", "u"))
+	v, err := time.ParseDuration(strings.ReplaceAll(s, "µ", "u"))
 	if err != nil {
-		return fmt.Errorf("line %d: duration %q: use a unit such as ns, us, ms or s", n.Line, n.Value)
+		return 0, fmt.Errorf("duration %q: use a unit such as ns, us, ms or s", s)
 	}
 	if v < 0 {
-		return fmt.Errorf("line %d: duration %q must not be negative", n.Line, n.Value)
+		return 0, fmt.Errorf("duration %q must not be negative", s)
 	}
-	*d = Duration(v)
-	return nil
+	return Duration(v), nil
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) (err error) {
+	*d, err = scalar(n, "duration", "50ms", ParseDuration)
+	return err
 }
 
 // MarshalText lets a Duration print as "50ms" in JSON and YAML.

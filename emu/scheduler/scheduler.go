@@ -17,6 +17,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"ocsemu/emu/flowmodel"
@@ -268,21 +269,17 @@ func staticTopology(s *scenario.Scenario) (circuit.Config, error) {
 		}
 		return cands[i].pr[0] < cands[j].pr[0] || cands[i].pr[0] == cands[j].pr[0] && cands[i].pr[1] < cands[j].pr[1]
 	})
-	// Greedy on bytes per circuit: a simple priority sweep.
-	for {
-		best, bestScore := -1, 0.0
+	// Greedy on bytes per circuit. The sort above makes ties go the same
+	// way on every run; a pair that can get no more ports drops out.
+	for len(cands) > 0 {
+		best, bestScore := 0, -1.0
 		for i, c := range cands {
-			score := c.bytes / float64(p.count[c.pr]+1)
-			if score > bestScore {
+			if score := c.bytes / float64(p.count[c.pr]+1); score > bestScore {
 				best, bestScore = i, score
 			}
 		}
-		if best < 0 || !p.connect(cands[best].pr[0], cands[best].pr[1]) {
-			if best < 0 {
-				break
-			}
-			cands = append(cands[:best], cands[best+1:]...) // no ports left for this pair
-			continue
+		if !p.connect(cands[best].pr[0], cands[best].pr[1]) {
+			cands = slices.Delete(cands, best, best+1)
 		}
 	}
 	return p.cfg, nil

@@ -29,40 +29,38 @@ func (c *Comm) Pull(ps int, out []int32) error {
 const pieceElems = 256 << 10 // 1 MiB
 
 // ServePush receives every worker's gradient at once and sums them into
-// sum (which it zeroes first). Workers are the ranks 0..N-1 except the
-// server's own rank.
+// sum (which it zeroes first), then tells each worker it has it all.
 func (c *Comm) ServePush(sum []int32) error {
 	clear(sum)
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	errs := make([]error, c.N)
-	for w := 0; w < c.N; w++ {
-		if w == c.Rank {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			piece := make([]int32, min(pieceElems, len(sum)))
-			for off := 0; off < len(sum); off += len(piece) {
-				p := piece[:min(len(piece), len(sum)-off)]
-				if err := c.Recv(w, asBytes(p)); err != nil {
-					errs[w] = err
-					return
-				}
-				mu.Lock()
-				add(sum[off:off+len(p)], p)
-				mu.Unlock()
+	return c.eachWorker(func(w int) error {
+		piece := make([]int32, min(pieceElems, len(sum)))
+		for off := 0; off < len(sum); off += len(piece) {
+			p := piece[:min(len(piece), len(sum)-off)]
+			if err := c.Recv(w, asBytes(p)); err != nil {
+				return err
 			}
-			errs[w] = c.Send(w, []byte{1}) // received in full
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
+			mu.Lock()
+			add(sum[off:off+len(p)], p)
+			mu.Unlock()
+		}
+		return c.Send(w, []byte{1}) // received in full
+	})
 }
 
 // ServePull answers every worker's pull request with the sum.
 func (c *Comm) ServePull(sum []int32) error {
+	return c.eachWorker(func(w int) error {
+		if err := c.Recv(w, make([]byte, 1)); err != nil {
+			return err
+		}
+		return c.Send(w, asBytes(sum))
+	})
+}
+
+// eachWorker runs fn for every worker (every rank but the server's own)
+// at once and joins their errors.
+func (c *Comm) eachWorker(fn func(w int) error) error {
 	var wg sync.WaitGroup
 	errs := make([]error, c.N)
 	for w := 0; w < c.N; w++ {
@@ -72,12 +70,7 @@ func (c *Comm) ServePull(sum []int32) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req := make([]byte, 1)
-			if err := c.Recv(w, req); err != nil {
-				errs[w] = err
-				return
-			}
-			errs[w] = c.Send(w, asBytes(sum))
+			errs[w] = fn(w)
 		}()
 	}
 	wg.Wait()

@@ -16,8 +16,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-
 	"ocsemu/dataplane/fabric"
 	"ocsemu/dataplane/netns"
 	"ocsemu/dataplane/probe"
@@ -108,13 +106,7 @@ func BareVethPair(t testing.TB) (probe.Host, probe.Host) {
 		AssertGone(t, lab)
 	})
 	for _, n := range []string{a, b} {
-		if err := netns.Create(n, func() error {
-			lo, err := netlink.LinkByName("lo")
-			if err == nil {
-				err = netlink.LinkSetUp(lo)
-			}
-			return err
-		}); err != nil {
+		if err := netns.Create(n, netns.LoopbackUp); err != nil {
 			t.Fatal(err)
 		}
 	}
