@@ -1,4 +1,4 @@
-module ocsemu
+module github.com/ocsemu/ocsemu
 
 go 1.26.0
 

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/fabric/fabrictest"
-	"ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
 )
 
 // buildEmu compiles the emu binary once per test run.

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ocsemu/dataplane/kcheck"
+	"github.com/ocsemu/ocsemu/dataplane/kcheck"
 )
 
 func (a *app) doctorCmd() *cobra.Command {

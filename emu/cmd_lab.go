@@ -15,11 +15,11 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/kcheck"
-	"ocsemu/dataplane/netns"
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/ocs"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/kcheck"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
 func (a *app) deployCmd() *cobra.Command {

@@ -16,11 +16,11 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/netns"
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
-	"ocsemu/ocsfabric/ocs"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
 func (a *app) ocsCmd() *cobra.Command {

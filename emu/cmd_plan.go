@@ -12,10 +12,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ocsemu/emu/flowmodel"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/record"
-	"ocsemu/emu/scheduler"
+	"github.com/ocsemu/ocsemu/emu/flowmodel"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/record"
+	"github.com/ocsemu/ocsemu/emu/scheduler"
 )
 
 func (a *app) planCmd() *cobra.Command {

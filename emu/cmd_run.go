@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/netns"
-	"ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/probe"
 )
 
 // runSummary is what `emu run` prints and writes as summary.json.

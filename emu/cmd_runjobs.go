@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/emu/orchestrate"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scenario"
-	"ocsemu/emu/scheduler"
-	"ocsemu/workers"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/emu/orchestrate"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/emu/scheduler"
+	"github.com/ocsemu/ocsemu/workers"
 )
 
 // runJobs plans (or loads) the scenario's plan, runs it on the lab and

@@ -11,10 +11,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scenario"
-	"ocsemu/workers"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/workers"
 )
 
 func (a *app) workerCmd() *cobra.Command {

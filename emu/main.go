@@ -17,8 +17,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"ocsemu/emu/scenario"
-	"ocsemu/scenarios"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/scenarios"
 )
 
 // app holds what every subcommand shares.

@@ -6,8 +6,8 @@ import (
 	"sort"
 	"testing"
 
-	"ocsemu/emu/plan"
-	"ocsemu/workers"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/workers"
 )
 
 // BenchmarkCollectives measures every pattern at 1 to 64 MiB between four

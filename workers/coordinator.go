@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/plan"
 )
 
 // Msg is one line of the control protocol between ranks and the

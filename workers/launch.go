@@ -15,10 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/netns"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // BasePort is the first data port; job i uses BasePort + i*PortsPerJob.

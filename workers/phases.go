@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"ocsemu/emu/scenario"
-	"ocsemu/workers/collective"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/workers/collective"
 )
 
 // Now is CLOCK_MONOTONIC in ns: the clock every namespace shares, so one

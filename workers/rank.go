@@ -22,11 +22,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"ocsemu/dataplane/netns"
-	"ocsemu/dataplane/sockopt"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scenario"
-	"ocsemu/workers/collective"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/sockopt"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/workers/collective"
 )
 
 // PSRank is the rank of a job's CPU parameter server.

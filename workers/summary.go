@@ -9,9 +9,9 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"ocsemu/emu/plan"
-	"ocsemu/emu/record"
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/record"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // BusFactor is nccl-tests' bus bandwidth factor for a phase on n ranks:

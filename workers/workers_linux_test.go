@@ -5,11 +5,11 @@ import (
 	"testing"
 	"time"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/fabric/fabrictest"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scenario"
-	"ocsemu/workers"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/workers"
 )
 
 func lab4x2(t testing.TB) *fabric.Lab {

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
 )
 
 // BenchmarkDeployDestroy deploys and destroys eps fabrics of racks x 4

@@ -21,7 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
-	"ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
 )
 
 // ErrNotRoot is returned by operations that need CAP_NET_ADMIN.

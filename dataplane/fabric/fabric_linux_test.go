@@ -11,11 +11,11 @@ import (
 	"testing"
 	"time"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/fabric/fabrictest"
-	"ocsemu/dataplane/netns"
-	"ocsemu/dataplane/probe"
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 var (

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // StateDir holds one JSON state file per lab. It lives on tmpfs, like

@@ -16,7 +16,7 @@ import (
 	"net"
 	"net/netip"
 
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // NSPrefix starts the name of every namespace emu creates.

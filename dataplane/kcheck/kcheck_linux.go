@@ -25,8 +25,8 @@ import (
 	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"ocsemu/dataplane/netns"
-	"ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/probe"
 )
 
 // Check is one line of the doctor's report.

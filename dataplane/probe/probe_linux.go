@@ -20,8 +20,8 @@ import (
 	"golang.org/x/net/ipv4"
 	"golang.org/x/sync/errgroup"
 
-	"ocsemu/dataplane/netns"
-	"ocsemu/dataplane/sockopt"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/sockopt"
 )
 
 // Host is a probe endpoint: a namespace and the address it answers on.

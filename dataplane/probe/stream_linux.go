@@ -8,8 +8,8 @@ import (
 	"sync"
 	"time"
 
-	"ocsemu/dataplane/netns"
-	"ocsemu/dataplane/sockopt"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/sockopt"
 )
 
 // Stream is a steady TCP bulk stream whose receiver records when data

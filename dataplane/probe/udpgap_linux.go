@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
 )
 
 // Pacer is a steady UDP probe stream: one small packet every Interval from

@@ -15,10 +15,10 @@ import (
 	"hash/fnv"
 	"math"
 
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
-	"ocsemu/ocsfabric/routing"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
 const inf = math.MaxInt64

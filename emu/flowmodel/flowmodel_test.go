@@ -4,9 +4,9 @@ import (
 	"math"
 	"testing"
 
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
 const ms = int64(1e6)

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"sort"
 
-	"ocsemu/emu/plan"
-	"ocsemu/emu/record"
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/record"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
 // DelayOf is the reconfiguration delay a plan runs with.

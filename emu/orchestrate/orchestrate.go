@@ -13,13 +13,13 @@ import (
 	"strings"
 	"time"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/emu/flowmodel"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/record"
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/ocs"
-	"ocsemu/workers"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/emu/flowmodel"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/record"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
+	"github.com/ocsemu/ocsemu/workers"
 )
 
 // Options for Run.

@@ -5,13 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/fabric/fabrictest"
-	"ocsemu/emu/orchestrate"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scheduler"
-	"ocsemu/ocsfabric/circuit"
-	"ocsemu/ocsfabric/ocs"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/emu/orchestrate"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scheduler"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
 // TestPlanOnOCSFabric plans two jobs with fcfs on an OCS fabric, runs the

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
-	"ocsemu/ocsfabric/routing"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
 // MaxErrors bounds how many problems Check reports.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // Flow is one transfer of a communication phase. Endpoints are server

@@ -16,8 +16,8 @@ import (
 	"os"
 	"strings"
 
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
 // Version is the plan format version this code reads and writes.

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
 func testScenario(t testing.TB) *scenario.Scenario {

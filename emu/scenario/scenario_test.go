@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"ocsemu/scenarios"
+	"github.com/ocsemu/ocsemu/scenarios"
 )
 
 const base = `

@@ -5,7 +5,7 @@ import (
 	"math/rand"
 	"time"
 
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // Paper000 builds paper 000's evaluation setup: 64 racks of 64 servers,

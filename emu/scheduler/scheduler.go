@@ -20,10 +20,10 @@ import (
 	"slices"
 	"sort"
 
-	"ocsemu/emu/flowmodel"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/emu/flowmodel"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
 // Names lists the built-in schedulers.

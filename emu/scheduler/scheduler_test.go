@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"ocsemu/emu/flowmodel"
-	"ocsemu/emu/plan"
-	"ocsemu/emu/scenario"
-	"ocsemu/scenarios"
+	"github.com/ocsemu/ocsemu/emu/flowmodel"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/scenarios"
 )
 
 // TestPlansCheckAndPredictThemselves plans every shipped scenario that has

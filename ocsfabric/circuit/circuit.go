@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // Uplink is a ToR uplink port, written "tor<R>:<U>".

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 func layout(racks, uplinks, switches int, duplex string) Layout {

@@ -13,10 +13,10 @@ import (
 	"os"
 	"time"
 
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
-	"ocsemu/ocsfabric/fastpath"
-	"ocsemu/ocsfabric/routing"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
 // API routes (all JSON):

@@ -8,11 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"ocsemu/dataplane/fabric/fabrictest"
-	"ocsemu/dataplane/probe"
-	"ocsemu/ocsfabric/circuit"
-	"ocsemu/ocsfabric/fastpath"
-	"ocsemu/ocsfabric/ocs"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
 // realtimeOffset converts CLOCK_MONOTONIC to CLOCK_REALTIME (the clock of

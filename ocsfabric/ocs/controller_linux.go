@@ -20,10 +20,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/ocsfabric/circuit"
-	"ocsemu/ocsfabric/fastpath"
-	"ocsemu/ocsfabric/routing"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
 // Event is one OCS event, as logged in JSONL. Times are CLOCK_MONOTONIC

@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/fabric/fabrictest"
-	"ocsemu/dataplane/probe"
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
-	"ocsemu/ocsfabric/ocs"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
 // startOCS deploys an ocs lab and serves its controller's API on the lab's

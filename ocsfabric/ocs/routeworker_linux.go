@@ -3,8 +3,8 @@ package ocs
 import (
 	"sync"
 
-	"ocsemu/ocsfabric/fastpath"
-	"ocsemu/ocsfabric/routing"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
 // routeJob is one slot's routing table waiting to be installed.

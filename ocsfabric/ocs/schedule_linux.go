@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"ocsemu/emu/scenario"
-	"ocsemu/ocsfabric/circuit"
-	"ocsemu/ocsfabric/fastpath"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 )
 
 // Slot is one configuration of a time-slotted schedule.

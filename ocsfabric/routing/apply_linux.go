@@ -10,7 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
 )
 
 // Router installs routing tables into the ToR namespaces of a lab and

@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"sort"
 
-	"ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
 // Hop is one way out of a ToR towards a destination: send on Uplink, the

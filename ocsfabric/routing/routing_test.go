@@ -4,7 +4,7 @@ import (
 	"reflect"
 	"testing"
 
-	"ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
 func c(a, b string, simplex bool) circuit.Circuit {

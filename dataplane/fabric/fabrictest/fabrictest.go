@@ -16,10 +16,10 @@ import (
 	"strings"
 	"testing"
 
-	"ocsemu/dataplane/fabric"
-	"ocsemu/dataplane/netns"
-	"ocsemu/dataplane/probe"
-	"ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // SkipUnlessRoot skips a test that needs to create namespaces.
