@@ -68,6 +68,22 @@ func TestCLIOCSLifecycle(t *testing.T) {
 	if err == nil || !strings.Contains(out, "no uplink 1") {
 		t.Errorf("connect to a missing port: want a clear error, got %v: %s", err, out)
 	}
+	// One OCS process per lab: a second is refused and the first keeps answering.
+	out, err = run(t, bin, "ocs", "serve", "--lab", lab)
+	if err == nil || !strings.Contains(out, "already has an OCS process") {
+		t.Errorf("second ocs serve: want a refusal, got %v: %s", err, out)
+	}
+	if out, err := run(t, bin, "ocs", "show", "--lab", lab); err != nil {
+		t.Errorf("OCS unreachable after a refused second serve: %v\n%s", err, out)
+	}
+	// A name with --all is refused, and the lab is still there.
+	out, err = run(t, bin, "destroy", lab, "--all")
+	if err == nil || !strings.Contains(out, "not both") {
+		t.Errorf("destroy NAME --all: want a refusal, got %v: %s", err, out)
+	}
+	if _, err := fabric.ReadState(lab); err != nil {
+		t.Fatalf("lab gone after a refused destroy --all: %v", err)
+	}
 	// The OCS process lives in the lab's ocs0 namespace.
 	ino, _ := netns.Inode(fabric.NSName(lab, "ocs0"))
 	if pids := netns.PIDsIn(map[uint64]bool{ino: true}); len(pids) != 1 {
@@ -78,5 +94,37 @@ func TestCLIOCSLifecycle(t *testing.T) {
 	}
 	if pids := netns.PIDsIn(map[uint64]bool{ino: true}); len(pids) != 0 {
 		t.Errorf("processes left after destroy: %v", pids)
+	}
+}
+
+// destroy refuses names that are not lab names before touching anything:
+// a file outside the state directory and another lab's files survive.
+func TestCLIDestroyHostileNames(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	dir := t.TempDir()
+	victim := filepath.Join(dir, "d.txt")
+	os.WriteFile(victim, []byte("x"), 0o644)
+	other := fabrictest.UniqueLab("relg")
+	os.MkdirAll(fabric.StateDir, 0o755)
+	otherFile := fabric.LabFile(other, "json")
+	os.WriteFile(otherFile, []byte(`{"lab":"`+other+`","status":"up"}`), 0o600)
+	t.Cleanup(func() { os.Remove(otherFile) })
+	rel, _ := filepath.Rel(fabric.StateDir, filepath.Join(dir, "d"))
+	for _, name := range []string{rel, "relg*", "../../../tmp", "*"} {
+		out, err := run(t, bin, "destroy", name)
+		if err == nil || !strings.Contains(out, "invalid lab name") {
+			t.Errorf("destroy %q: want a refusal of the name, got %v: %s", name, err, out)
+		}
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("file outside the state dir removed: %v", err)
+	}
+	if _, err := os.Stat(otherFile); err != nil {
+		t.Errorf("another lab's state removed: %v", err)
+	}
+	out, err := run(t, bin, "destroy", "nosuch-lab")
+	if err != nil || !strings.Contains(out, `no lab named "nosuch-lab"`) {
+		t.Errorf("destroy of a missing lab: want exit 0 and a clear word, got %v: %s", err, out)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/kcheck"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
@@ -99,6 +100,9 @@ file and is idempotent: what is already gone counts as removed. --all also
 finds the leftovers of crashed runs by their emu- prefix.`,
 		Example: "  sudo emu destroy quickstart\n  sudo emu destroy --all",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if all && len(args) > 0 {
+				return fmt.Errorf("destroy takes lab names or --all, not both (--all would remove every lab on this machine, not just %s)", strings.Join(args, " "))
+			}
 			if all {
 				labs, err := fabric.DestroyAll(cmd.Context(), a.log)
 				if errors.Is(err, fabric.ErrNotRoot) {
@@ -111,13 +115,27 @@ finds the leftovers of crashed runs by their emu- prefix.`,
 			if len(args) == 0 {
 				return errors.New("name a lab (see `emu inspect`) or pass --all")
 			}
+			// Every name is checked before anything is removed.
+			for _, l := range args {
+				if err := names.ValidLab(l); err != nil {
+					return err
+				}
+			}
 			var errs []error
 			for _, l := range args {
+				existed, err := fabric.Exists(l)
+				if err != nil {
+					errs = append(errs, err)
+				}
 				if err := fabric.Destroy(cmd.Context(), l, a.log); err != nil {
 					errs = append(errs, err)
 					continue
 				}
-				a.progress("lab %q destroyed", l)
+				if existed {
+					a.progress("lab %q destroyed", l)
+				} else {
+					a.progress("no lab named %q: nothing to destroy (see `emu inspect`)", l)
+				}
 			}
 			return errors.Join(errs...)
 		},
@@ -205,9 +223,14 @@ func (a *app) inspectLabs(asJSON bool) error {
 	}
 	var states []*fabric.State
 	for _, l := range labs {
-		if st, err := fabric.ReadState(l); err == nil {
-			states = append(states, st)
+		st, err := fabric.ReadState(l)
+		if errors.Is(err, os.ErrPermission) {
+			return fmt.Errorf("%d lab(s) deployed (%s), but their state is readable by root only: run inspect as root (or with sudo)", len(labs), strings.Join(labs, ", "))
 		}
+		if err != nil {
+			return err
+		}
+		states = append(states, st)
 	}
 	if asJSON {
 		return writeJSON(states)
@@ -220,7 +243,11 @@ func (a *app) inspectLabs(asJSON bool) error {
 	fmt.Fprintln(w, "LAB\tSTATUS\tKIND\tRACKS\tSERVERS/RACK\tNAMESPACES\tCREATED\tSOURCE")
 	for _, st := range states {
 		f := st.Scenario.Fabric
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", st.Lab, st.Status, f.Kind, f.Racks, f.ServersPerRack,
+		status := st.Status
+		if status == fabric.StatusInterrupted {
+			status += " (remove: emu destroy " + st.Lab + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", st.Lab, status, f.Kind, f.Racks, f.ServersPerRack,
 			len(st.Namespace), st.Created.Format("15:04:05"), st.Source)
 	}
 	return w.Flush()

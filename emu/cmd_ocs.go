@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
@@ -64,6 +65,16 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			if labName == "" {
 				return errors.New("serve needs --lab")
 			}
+			// One OCS process per lab: two would share the fast-path maps,
+			// and the first to exit would remove the other's socket.
+			lock, err := fabric.Lock(labName, "ocs")
+			if errors.Is(err, fabric.ErrLocked) {
+				return fmt.Errorf("lab %q already has an OCS process (%w); stop it first, or use `emu ocs show` to talk to it", labName, err)
+			}
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
 			lab, err := fabric.Open(labName, a.log)
 			if err != nil {
 				return err
@@ -335,7 +346,7 @@ func writeJSONLine(v any) error {
 // resolveLab returns the named lab, or the only deployed one.
 func resolveLab(name string) (string, error) {
 	if name != "" {
-		return name, nil
+		return name, names.ValidLab(name)
 	}
 	labs, err := fabric.Labs()
 	if err != nil {

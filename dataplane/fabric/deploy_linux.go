@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 )
 
@@ -119,6 +120,16 @@ func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error)
 	if par <= 0 {
 		par = 4 * runtime.NumCPU()
 	}
+	// One deploy per lab at a time: a second one would race the first
+	// for the same namespace names and leave neither lab.
+	lock, err := Lock(t.Lab, "deploy")
+	if errors.Is(err, ErrLocked) {
+		return nil, fmt.Errorf("lab %q is being deployed by another emu process (%w)", t.Lab, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer lock.Release()
 	if _, err := ReadState(t.Lab); err == nil {
 		return nil, fmt.Errorf("lab %q is already deployed: run `emu destroy %s` first", t.Lab, t.Lab)
 	}
@@ -471,6 +482,9 @@ func ipnet(p netip.Prefix) *net.IPNet {
 // idempotent and best-effort: what is already gone counts as removed, and
 // it keeps going past errors, returning them all at the end.
 func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
+	if err := names.ValidLab(lab); err != nil {
+		return err
+	}
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}
@@ -521,6 +535,19 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	}
 	log.Debug("lab destroyed", "namespaces", len(list))
 	return errors.Join(errs...)
+}
+
+// Exists reports whether anything of a lab is on this machine: its state
+// file or any of its namespaces.
+func Exists(lab string) (bool, error) {
+	if err := names.ValidLab(lab); err != nil {
+		return false, err
+	}
+	if _, err := os.Stat(statePath(lab)); err == nil {
+		return true, nil
+	}
+	found, err := netns.List(LabPrefix(lab))
+	return len(found) > 0, err
 }
 
 // FindLabs lists every lab on this machine: those with a state file and

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
@@ -21,6 +22,9 @@ var StateDir = "/run/emu/labs"
 const (
 	StatusDeploying = "deploying"
 	StatusUp        = "up"
+	// StatusInterrupted is never written: ReadState reports it for a lab
+	// whose deploy stopped (killed) before the lab came up.
+	StatusInterrupted = "interrupted"
 )
 
 // State is what a lab records about itself, so that inspect and destroy
@@ -38,6 +42,9 @@ func statePath(lab string) string { return filepath.Join(StateDir, lab+".json") 
 
 // WriteState records a lab's state atomically.
 func WriteState(st *State) error {
+	if err := names.ValidLab(st.Lab); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(StateDir, 0o755); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
@@ -60,6 +67,9 @@ var ErrNoLab = errors.New("no such lab")
 
 // ReadState loads a lab's state.
 func ReadState(lab string) (*State, error) {
+	if err := names.ValidLab(lab); err != nil {
+		return nil, err
+	}
 	data, err := os.ReadFile(statePath(lab))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("lab %q: %w (see `emu inspect` for deployed labs)", lab, ErrNoLab)
@@ -74,15 +84,36 @@ func ReadState(lab string) (*State, error) {
 	if st.Scenario != nil {
 		st.Scenario.ApplyDefaults()
 	}
+	if st.Status == StatusDeploying {
+		if _, held := Held(lab, "deploy"); !held {
+			st.Status = StatusInterrupted
+		}
+	}
 	return &st, nil
 }
 
 // removeState removes the state file and every other file of the lab in
-// StateDir (OCS socket, logs): all are named "<lab>.<something>".
+// StateDir (OCS socket, logs): all are named "<lab>.<something>". It
+// compares directory entries with that prefix instead of globbing, and
+// refuses names that are not lab names, so no user string ever reaches a
+// path outside StateDir or matches another lab's files.
 func removeState(lab string) error {
+	if err := names.ValidLab(lab); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(StateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list state dir: %w", err)
+	}
 	var errs []error
-	files, _ := filepath.Glob(filepath.Join(StateDir, lab+".*"))
-	for _, f := range files {
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), lab+".") {
+			continue
+		}
+		f := filepath.Join(StateDir, e.Name())
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove %s: %w", f, err))
 		}
@@ -104,7 +135,7 @@ func Labs() ([]string, error) {
 	}
 	var labs []string
 	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok {
+		if name, ok := strings.CutSuffix(e.Name(), ".json"); ok && names.ValidLab(name) == nil {
 			labs = append(labs, name)
 		}
 	}
@@ -119,5 +150,5 @@ func LabOfNS(ns string) (string, bool) {
 		return "", false
 	}
 	lab, _, ok := strings.Cut(rest, ".")
-	return lab, ok && lab != ""
+	return lab, ok && names.ValidLab(lab) == nil
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
 )
 
 // Collective patterns of a job.
@@ -185,15 +187,15 @@ func ParseServer(name string) (rack, idx int, ok bool) {
 
 // validateJobs checks the jobs against the fabric.
 func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
-	names := map[string]int{}
+	seen := map[string]int{}
 	for i, j := range s.Jobs {
 		p := fmt.Sprintf("jobs[%d]", i)
-		if err := ValidName(j.Name); err != nil {
+		if err := names.ValidJob(j.Name); err != nil {
 			bad(p+".name", "%v", err)
-		} else if prev, dup := names[j.Name]; dup {
+		} else if prev, dup := seen[j.Name]; dup {
 			bad(p+".name", "duplicate job name %q (also jobs[%d])", j.Name, prev)
 		}
-		names[j.Name] = i
+		seen[j.Name] = i
 		if Phases(j.Pattern) == nil {
 			bad(p+".pattern", "unknown pattern %q (want ps, ring, alltoall or hd)", j.Pattern)
 		}

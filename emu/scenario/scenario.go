@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
 )
 
 // Version is the scenario format version this code reads.
@@ -41,7 +43,7 @@ const (
 	MaxServersPerRack = 250
 	MaxUplinks        = 64
 	MaxOCS            = 64
-	MaxNameLen        = 24
+	MaxNameLen        = names.MaxLabLen
 )
 
 // Scenario is a whole scenario file. Later format additions (jobs, the
@@ -347,24 +349,7 @@ func (s *Scenario) ApplyDefaults() {
 	}
 }
 
-var nameRE = regexp.MustCompile(`^[a-z][a-z0-9-]*$`)
-
 var ccRE = regexp.MustCompile(`^[a-z0-9_]+$`)
-
-// ValidName checks a lab name: lower-case letters, digits and '-', starting
-// with a letter, at most MaxNameLen bytes.
-func ValidName(name string) error {
-	if name == "" {
-		return errors.New("is empty")
-	}
-	if len(name) > MaxNameLen {
-		return fmt.Errorf("%q is longer than %d characters", name, MaxNameLen)
-	}
-	if !nameRE.MatchString(name) {
-		return fmt.Errorf("%q must start with a letter and hold only a-z, 0-9 and '-'", name)
-	}
-	return nil
-}
 
 // Validate checks the whole scenario and returns every problem at once.
 func (s *Scenario) Validate() error {
@@ -375,7 +360,7 @@ func (s *Scenario) Validate() error {
 	if s.Version != Version {
 		bad("version", "unsupported version %d (this emu reads version %d)", s.Version, Version)
 	}
-	if err := ValidName(s.Name); err != nil {
+	if err := names.ValidLab(s.Name); err != nil {
 		bad("name", "%v", err)
 	}
 	f := &s.Fabric

@@ -41,7 +41,7 @@ func TestParseErrors(t *testing.T) {
 		{"not a mapping", "- a\n- b\n", []string{"must be a YAML mapping"}},
 		{"bad yaml", "name: [\n", []string{"invalid YAML"}},
 		{"duration without unit", base + "  ocs:\n    reconfig_delay: 50\n", []string{"has no unit"}},
-		{"several errors at once", strings.Replace(strings.Replace(base, "racks: 4", "racks: 0", 1), "name: t", "name: ''", 1), []string{"fabric.racks", "name: is empty"}},
+		{"several errors at once", strings.Replace(strings.Replace(base, "racks: 4", "racks: 0", 1), "name: t", "name: ''", 1), []string{"fabric.racks", "name: invalid lab name: it is empty"}},
 		{"ocs with one rack", "name: t\nfabric:\n  racks: 1\n  servers_per_rack: 1\n", []string{"at least 2 racks"}},
 		{"bad cc", base + "  tcp:\n    congestion_control: 'cubic; rm'\n", []string{"fabric.tcp.congestion_control"}},
 	}

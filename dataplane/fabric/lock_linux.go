@@ -1,0 +1,84 @@
+package fabric
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
+)
+
+// ErrLocked is returned by Lock when another process holds the lock.
+var ErrLocked = errors.New("held by another process")
+
+// LabLock is an exclusive, advisory lock on one activity of a lab (its
+// deploy, its OCS process). The kernel releases it when the holder exits,
+// however it exits, so a killed holder never leaves a stale lock behind.
+type LabLock struct {
+	f *os.File
+}
+
+// Lock takes the lock "<lab>.<what>.lock" in StateDir without waiting. If
+// another process holds it, the error wraps ErrLocked and names that
+// process's PID.
+func Lock(lab, what string) (*LabLock, error) {
+	if err := names.ValidLab(lab); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(StateDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	path := LabFile(lab, what+".lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open lock %s: %w", path, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		pid := readPID(f)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%s of lab %q: %w (pid %d)", what, lab, ErrLocked, pid)
+		}
+		return nil, fmt.Errorf("lock %s: %w", path, err)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return &LabLock{f: f}, nil
+}
+
+// Held reports whether some live process holds the lock, and its PID.
+func Held(lab, what string) (pid int, held bool) {
+	if names.ValidLab(lab) != nil {
+		return 0, false
+	}
+	f, err := os.Open(LabFile(lab, what+".lock"))
+	if err != nil {
+		return 0, false
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err == nil {
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		return 0, false
+	}
+	return readPID(f), true
+}
+
+func readPID(f *os.File) int {
+	b := make([]byte, 16)
+	n, _ := f.ReadAt(b, 0)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
+	return pid
+}
+
+// Release gives the lock up. The file stays (destroy removes it), so a
+// waiting process never locks a file that was unlinked under it.
+func (l *LabLock) Release() {
+	if l != nil && l.f != nil {
+		_ = l.f.Close()
+		l.f = nil
+	}
+}

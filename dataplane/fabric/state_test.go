@@ -1,0 +1,139 @@
+package fabric
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
+)
+
+// withStateDir points StateDir at a fresh directory for one test.
+func withStateDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "labs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := StateDir
+	StateDir = dir
+	t.Cleanup(func() { StateDir = old })
+	return dir
+}
+
+func touch(t *testing.T, path string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A hostile lab name never reaches a path: files outside the state
+// directory and files of other labs survive destroy of any such name.
+func TestDestroyHostileNames(t *testing.T) {
+	dir := withStateDir(t)
+	outside := filepath.Join(t.TempDir(), "v")
+	os.MkdirAll(outside, 0o755)
+	victim := filepath.Join(outside, "d.txt")
+	touch(t, victim)
+	for _, f := range []string{"rel-ga.json", "rel-ga.ocs.sock", "rel-gb.json", "a-b.json", "a.json"} {
+		touch(t, filepath.Join(dir, f))
+	}
+	rel, _ := filepath.Rel(dir, filepath.Join(outside, "d"))
+	for _, name := range []string{
+		rel, "../v/d", "/tmp/x", "rel-g*", "rel-g?", "*", "[a-z]*", "a/../a", "a.", ".", "..", "", "A", "a b", "0abc",
+		"abcdefghijklmnopqrstuvwxyz",
+	} {
+		err := Destroy(context.Background(), name, nil)
+		if !errors.Is(err, names.ErrBadLab) {
+			t.Errorf("Destroy(%q): want a refusal of the name, got %v", name, err)
+		}
+		if err := removeState(name); !errors.Is(err, names.ErrBadLab) {
+			t.Errorf("removeState(%q): want a refusal, got %v", name, err)
+		}
+		if _, err := ReadState(name); !errors.Is(err, names.ErrBadLab) {
+			t.Errorf("ReadState(%q): want a refusal, got %v", name, err)
+		}
+	}
+	if _, err := os.Stat(victim); err != nil {
+		t.Errorf("file outside the state dir was touched: %v", err)
+	}
+	// Removing lab "a" removes a.* and nothing of lab a-b.
+	if err := removeState("a"); err != nil {
+		t.Fatal(err)
+	}
+	for f, want := range map[string]bool{"a.json": false, "a-b.json": true, "rel-ga.json": true, "rel-ga.ocs.sock": true, "rel-gb.json": true} {
+		_, err := os.Stat(filepath.Join(dir, f))
+		if got := err == nil; got != want {
+			t.Errorf("%s exists = %v, want %v", f, got, want)
+		}
+	}
+}
+
+func TestLabOfNS(t *testing.T) {
+	for _, tc := range []struct {
+		ns, lab string
+		ok      bool
+	}{
+		{"emu-q.r0s0", "q", true},
+		{"emu-a-b.tor1", "a-b", true},
+		{"emu-.x", "", false},
+		{"emu-a*b.x", "", false},
+		{"emu-..x", "", false},
+		{"other.x", "", false},
+		{"emu-nodot", "", false},
+	} {
+		lab, ok := LabOfNS(tc.ns)
+		if ok != tc.ok || (ok && lab != tc.lab) {
+			t.Errorf("LabOfNS(%q) = %q, %v; want %q, %v", tc.ns, lab, ok, tc.lab, tc.ok)
+		}
+	}
+}
+
+// A second holder of a lab lock is refused with the holder's PID, and
+// the lock is free again once released.
+func TestLabLock(t *testing.T) {
+	withStateDir(t)
+	l, err := Lock("lk", "deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pid, held := Held("lk", "deploy"); !held || pid != os.Getpid() {
+		t.Errorf("Held = %d, %v; want %d, true", pid, held, os.Getpid())
+	}
+	if _, err := Lock("lk", "deploy"); !errors.Is(err, ErrLocked) {
+		t.Errorf("second Lock: want ErrLocked, got %v", err)
+	}
+	if _, err := Lock("lk", "ocs"); err != nil {
+		t.Errorf("another activity's lock: %v", err)
+	}
+	l.Release()
+	if _, held := Held("lk", "deploy"); held {
+		t.Error("lock still held after Release")
+	}
+	if _, err := Lock("../lk", "deploy"); !errors.Is(err, names.ErrBadLab) {
+		t.Errorf("Lock of a bad name: %v", err)
+	}
+}
+
+// A deploy that died before the lab came up reads as interrupted.
+func TestStateInterrupted(t *testing.T) {
+	withStateDir(t)
+	if err := WriteState(&State{Lab: "st", Status: StatusDeploying}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadState("st")
+	if err != nil || st.Status != StatusInterrupted {
+		t.Fatalf("ReadState = %+v, %v; want interrupted", st, err)
+	}
+	l, err := Lock("st", "deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release()
+	if st, _ := ReadState("st"); st.Status != StatusDeploying {
+		t.Errorf("with the deploy lock held: status %q, want deploying", st.Status)
+	}
+}
