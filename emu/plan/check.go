@@ -7,6 +7,8 @@ import (
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
+
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 )
 
 // MaxErrors bounds how many problems Check reports.
@@ -14,8 +16,8 @@ const MaxErrors = 20
 
 // Bounds that keep a hostile plan from exhausting memory.
 const (
-	MaxIterations = 100_000
-	MaxWorkers    = 4096
+	MaxIterations = limits.MaxIterations
+	MaxWorkers    = limits.MaxWorkers
 )
 
 // Check validates a plan against the scenario it will run on: jobs and

@@ -12,6 +12,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 )
 
 // Collective patterns of a job.
@@ -216,7 +218,7 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 			bad(p+".bytes", "bytes per iteration is required, e.g. \"64MiB\"")
 		}
 		if j.Iterations < 1 || j.Iterations > 100_000 {
-			bad(p+".iterations", "must be between 1 and 100000, got %d", j.Iterations)
+			bad(p+".iterations", "must be between 1 and %d, got %d", limits.MaxIterations, j.Iterations)
 		}
 		if j.Model != nil {
 			m := j.Model

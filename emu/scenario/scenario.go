@@ -19,6 +19,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 )
 
 // Version is the scenario format version this code reads.
@@ -39,11 +41,11 @@ const (
 
 // Limits that keep names and addresses well formed.
 const (
-	MaxRacks          = 4096
-	MaxServersPerRack = 250
-	MaxUplinks        = 64
-	MaxOCS            = 64
-	MaxNameLen        = names.MaxLabLen
+	MaxRacks          = limits.MaxRacks
+	MaxServersPerRack = limits.MaxServersPerRack
+	MaxUplinks        = limits.MaxUplinks
+	MaxOCS            = limits.MaxOCS
+	MaxNameLen        = limits.MaxLabName
 )
 
 // Scenario is a whole scenario file. Later format additions (jobs, the

@@ -31,10 +31,12 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 )
 
 // MaxIfindex bounds the ifindex of OCS ports inside one OCS namespace.
-const MaxIfindex = 16384
+const MaxIfindex = limits.MaxIfindex
 
 // Map and program names, visible in bpftool.
 const (

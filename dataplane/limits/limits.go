@@ -1,0 +1,42 @@
+// Package limits is the one home of the emulator's size limits. Each
+// limit says where it comes from; the scenario and plan checks, the
+// kernel side and the workers all read them from here, and
+// docs/scenario.md lists them in a table that a test compares with this
+// file. Pure Go: no kernel, no netlink.
+package limits
+
+import "github.com/ocsemu/ocsemu/dataplane/names"
+
+const (
+	// MaxRacks: rack r owns 10.(r>>8).(r&255).0/24 and 10.255.x.y router
+	// addresses, which leave room for 4096 racks.
+	MaxRacks = 4096
+	// MaxServersPerRack: server s of a rack is host s+1 of its /24, and the
+	// ToR answers as .254.
+	MaxServersPerRack = 250
+	// MaxUplinks per ToR: one byte of the uplink MACs, and interface names
+	// up<u> / tor<r>u<u> within 15 bytes.
+	MaxUplinks = 64
+	// MaxOCS switches the uplinks spread over.
+	MaxOCS = 64
+	// MaxIfindex bounds the interface index of an OCS port: the BPF fast
+	// path indexes its circuit map by ingress ifindex in an array of this
+	// size. Ports per OCS namespace must stay below it.
+	MaxIfindex = 16384
+	// MaxPortsPerOCS is the most ports one OCS switch may carry (racks ×
+	// uplinks cabled to it). Ifindexes in a fresh namespace start at 2
+	// (1 is lo), so this leaves room for the fast path's array.
+	MaxPortsPerOCS = MaxIfindex - 16
+	// MaxLabName is the longest lab or job name.
+	MaxLabName = names.MaxLabLen
+	// MaxIterations of a job: records and predictions grow with it.
+	MaxIterations = 100_000
+	// MaxWorkers of one job in a plan or scenario.
+	MaxWorkers = 4096
+	// MaxBytes per worker per iteration (1 TiB): keeps byte and time
+	// arithmetic in int64 nanoseconds far from overflow.
+	MaxBytes = int64(1) << 40
+	// MinReconfigDelay and MaxReconfigDelay bound a dark period.
+	MinReconfigDelayNs = int64(0)
+	MaxReconfigDelayNs = int64(10e9)
+)
