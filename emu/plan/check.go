@@ -4,11 +4,10 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
-
-	"github.com/ocsemu/ocsemu/dataplane/limits"
 )
 
 // MaxErrors bounds how many problems Check reports.

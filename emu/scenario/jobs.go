@@ -11,9 +11,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ocsemu/ocsemu/dataplane/names"
-
 	"github.com/ocsemu/ocsemu/dataplane/limits"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 )
 
 // Collective patterns of a job.

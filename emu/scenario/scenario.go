@@ -18,9 +18,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ocsemu/ocsemu/dataplane/names"
-
 	"github.com/ocsemu/ocsemu/dataplane/limits"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 )
 
 // Version is the scenario format version this code reads.
