@@ -10,6 +10,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 )
 
@@ -85,7 +86,7 @@ func TestCLIOCSLifecycle(t *testing.T) {
 		t.Fatalf("lab gone after a refused destroy --all: %v", err)
 	}
 	// The OCS process lives in the lab's ocs0 namespace.
-	ino, _ := netns.Inode(fabric.NSName(lab, "ocs0"))
+	ino, _ := netns.Inode(names.NSName(lab, "ocs0"))
 	if pids := netns.PIDsIn(map[uint64]bool{ino: true}); len(pids) != 1 {
 		t.Fatalf("want one OCS process in ocs0, found %v", pids)
 	}

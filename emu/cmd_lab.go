@@ -297,7 +297,7 @@ more than one lab is deployed.`,
 			if _, ok := fabric.Build(st.Scenario).Node(node); !ok {
 				return fmt.Errorf("lab %q has no node %q (see `emu inspect %s`)", labName, node, labName)
 			}
-			return execIn(fabric.NSName(labName, node), args[1:])
+			return execIn(names.NSName(labName, node), args[1:])
 		},
 	}
 	cmd.Flags().StringVarP(&labName, "lab", "l", "", "lab the node belongs to")

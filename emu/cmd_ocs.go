@@ -121,7 +121,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			for _, c := range v.Circuits {
 				sw, pa := layout.Switch(c.A)
 				_, pb := layout.Switch(c.B)
-				fmt.Fprintf(w, "ocs%d\t%s\t%s <-> %s\n", sw, c, fabric.OCSPortIface(c.A.Rack, c.A.Port)+fmt.Sprintf("(%d)", pa), fabric.OCSPortIface(c.B.Rack, c.B.Port)+fmt.Sprintf("(%d)", pb))
+				fmt.Fprintf(w, "ocs%d\t%s\t%s <-> %s\n", sw, c, names.OCSPortIface(c.A.Rack, c.A.Port)+fmt.Sprintf("(%d)", pa), names.OCSPortIface(c.B.Rack, c.B.Port)+fmt.Sprintf("(%d)", pb))
 			}
 			w.Flush()
 			if n := len(v.Unreachable); n > 0 {
@@ -378,7 +378,7 @@ func (a *app) startOCSProcess(ctx context.Context, lab *fabric.Lab) error {
 	cmd := exec.Command(exe, "ocs", "serve", "--lab", name)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := netns.Do(fabric.NSName(name, fabric.OCSName(0)), cmd.Start); err != nil {
+	if err := netns.Do(names.NSName(name, names.OCSName(0)), cmd.Start); err != nil {
 		return fmt.Errorf("start OCS process: %w", err)
 	}
 	go func() { _ = cmd.Wait() }() // reap it if it ends while we run

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 )
@@ -90,7 +91,7 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 					runErr = errors.Join(runErr, err)
 				}
 				sum.DestroySec = time.Since(t1).Seconds()
-				left, _ := netns.List(fabric.LabPrefix(s.Name))
+				left, _ := netns.List(names.LabPrefix(s.Name))
 				sum.Leftovers = len(left)
 				if len(left) > 0 {
 					runErr = errors.Join(runErr, fmt.Errorf("%d namespaces left behind, e.g. %s", len(left), left[0]))

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -197,7 +198,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 	for i, s := range specs {
 		wg.Add(1)
 		if o.Exe == "" {
-			s.NS = fabric.NSName(o.Lab.Topo.Lab, s.Server())
+			s.NS = names.NSName(o.Lab.Topo.Lab, s.Server())
 			go func() {
 				defer wg.Done()
 				rankErrs[i] = Run(cctx, s, log)
@@ -284,7 +285,7 @@ func startProcess(o *Options, s *Spec) (*exec.Cmd, error) {
 	defer logf.Close()
 	cmd := exec.Command(o.Exe, "worker", "--spec", specPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := netns.Do(fabric.NSName(o.Lab.Topo.Lab, s.Server()), cmd.Start); err != nil {
+	if err := netns.Do(names.NSName(o.Lab.Topo.Lab, s.Server()), cmd.Start); err != nil {
 		return nil, fmt.Errorf("start %s in %s: %w", s.Name(), s.Server(), err)
 	}
 	return cmd, nil

@@ -133,7 +133,7 @@ func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error)
 	if _, err := ReadState(t.Lab); err == nil {
 		return nil, fmt.Errorf("lab %q is already deployed: run `emu destroy %s` first", t.Lab, t.Lab)
 	}
-	if left, _ := netns.List(LabPrefix(t.Lab)); len(left) > 0 {
+	if left, _ := netns.List(names.LabPrefix(t.Lab)); len(left) > 0 {
 		return nil, fmt.Errorf("lab %q has %d leftover namespaces (e.g. %s): run `emu destroy %s` first", t.Lab, len(left), left[0], t.Lab)
 	}
 	st := &State{Lab: t.Lab, Status: StatusDeploying, Source: opt.Source, Scenario: t.Scenario, Created: time.Now()}
@@ -490,23 +490,23 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	}
 	log = orDiscard(log).With("lab", lab)
 	var errs []error
-	names := map[string]bool{}
+	nsNames := map[string]bool{}
 	if st, err := ReadState(lab); err == nil {
 		for _, n := range st.Namespace {
-			names[n] = true
+			nsNames[n] = true
 		}
 	} else if !errors.Is(err, ErrNoLab) {
 		errs = append(errs, err)
 	}
-	found, err := netns.List(LabPrefix(lab))
+	found, err := netns.List(names.LabPrefix(lab))
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, n := range found {
-		names[n] = true
+		nsNames[n] = true
 	}
 	inodes := map[uint64]bool{}
-	for n := range names {
+	for n := range nsNames {
 		if ino, err := netns.Inode(n); err == nil {
 			inodes[ino] = true
 		}
@@ -517,8 +517,8 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	if n := killAll(ctx, netns.PIDsIn(inodes)); n > 0 {
 		log.Info("ended lab processes", "n", n)
 	}
-	list := make([]string, 0, len(names))
-	for n := range names {
+	list := make([]string, 0, len(nsNames))
+	for n := range nsNames {
 		list = append(list, n)
 	}
 	var mu sync.Mutex
@@ -546,7 +546,7 @@ func Exists(lab string) (bool, error) {
 	if _, err := os.Stat(statePath(lab)); err == nil {
 		return true, nil
 	}
-	found, err := netns.List(LabPrefix(lab))
+	found, err := netns.List(names.LabPrefix(lab))
 	return len(found) > 0, err
 }
 
@@ -562,12 +562,12 @@ func FindLabs() ([]string, error) {
 	for _, l := range known {
 		labs[l] = true
 	}
-	nss, err := netns.List(NSPrefix)
+	nss, err := netns.List(names.NSPrefix)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, n := range nss {
-		if l, ok := LabOfNS(n); ok {
+		if l, ok := names.LabOfNS(n); ok {
 			labs[l] = true
 		}
 	}

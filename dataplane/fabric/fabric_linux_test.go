@@ -13,6 +13,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -105,7 +106,7 @@ func TestDestroyIdempotentAndEndsProcesses(t *testing.T) {
 	}
 	lab.Close()
 	// A process started inside the lab, as a student would with emu exec.
-	cmd := exec.Command("ip", "netns", "exec", fabric.NSName(name, "r0s0"), "sleep", "300")
+	cmd := exec.Command("ip", "netns", "exec", names.NSName(name, "r0s0"), "sleep", "300")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestKilledDeployThenDestroyAll(t *testing.T) {
 	// Wait until the deploy is half-way: some namespaces exist.
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		left, _ := netns.List(fabric.LabPrefix(name))
+		left, _ := netns.List(names.LabPrefix(name))
 		if len(left) >= 40 {
 			break
 		}
@@ -159,7 +160,7 @@ func TestKilledDeployThenDestroyAll(t *testing.T) {
 	}
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
-	left, _ := netns.List(fabric.LabPrefix(name))
+	left, _ := netns.List(names.LabPrefix(name))
 	if len(left) == 0 {
 		t.Fatal("expected leftovers after SIGKILL")
 	}

@@ -142,13 +142,3 @@ func Labs() ([]string, error) {
 	sort.Strings(labs)
 	return labs, nil
 }
-
-// LabOfNS returns the lab a namespace name belongs to, if it is one of ours.
-func LabOfNS(ns string) (string, bool) {
-	rest, ok := strings.CutPrefix(ns, NSPrefix)
-	if !ok {
-		return "", false
-	}
-	lab, _, ok := strings.Cut(rest, ".")
-	return lab, ok && names.ValidLab(lab) == nil
-}

@@ -72,26 +72,6 @@ func TestDestroyHostileNames(t *testing.T) {
 	}
 }
 
-func TestLabOfNS(t *testing.T) {
-	for _, tc := range []struct {
-		ns, lab string
-		ok      bool
-	}{
-		{"emu-q.r0s0", "q", true},
-		{"emu-a-b.tor1", "a-b", true},
-		{"emu-.x", "", false},
-		{"emu-a*b.x", "", false},
-		{"emu-..x", "", false},
-		{"other.x", "", false},
-		{"emu-nodot", "", false},
-	} {
-		lab, ok := LabOfNS(tc.ns)
-		if ok != tc.ok || (ok && lab != tc.lab) {
-			t.Errorf("LabOfNS(%q) = %q, %v; want %q, %v", tc.ns, lab, ok, tc.lab, tc.ok)
-		}
-	}
-}
-
 // A second holder of a lab lock is refused with the holder's PID, and
 // the lock is free again once released.
 func TestLabLock(t *testing.T) {

@@ -16,11 +16,9 @@ import (
 	"net"
 	"net/netip"
 
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
-
-// NSPrefix starts the name of every namespace emu creates.
-const NSPrefix = "emu-"
 
 // Node kinds.
 const (
@@ -93,31 +91,6 @@ type Topology struct {
 	byName    map[string]int
 }
 
-// NSName is the namespace of a lab node. Lab names hold no '.', so the
-// prefix "emu-<lab>." belongs to exactly one lab.
-func NSName(lab, node string) string { return LabPrefix(lab) + node }
-
-// LabPrefix is the namespace-name prefix of one lab.
-func LabPrefix(lab string) string { return NSPrefix + lab + "." }
-
-// ServerName is the node name of server s in rack r.
-func ServerName(r, s int) string { return fmt.Sprintf("r%ds%d", r, s) }
-
-// ToRName is the node name of rack r's ToR.
-func ToRName(r int) string { return fmt.Sprintf("tor%d", r) }
-
-// OCSName is the node name of OCS switch k.
-func OCSName(k int) string { return fmt.Sprintf("ocs%d", k) }
-
-// EPSName is the node name of the packet core.
-const EPSName = "eps"
-
-// UplinkIface is the ToR-side name of uplink u.
-func UplinkIface(u int) string { return fmt.Sprintf("up%d", u) }
-
-// OCSPortIface is the OCS-side name of the port cabled to uplink u of rack r.
-func OCSPortIface(r, u int) string { return fmt.Sprintf("tor%du%d", r, u) }
-
 // RackPrefix is the /24 of rack r.
 func RackPrefix(r int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, byte(r >> 8), byte(r), 0}), 24)
@@ -164,17 +137,17 @@ func Build(s *scenario.Scenario) *Topology {
 		byName:    map[string]int{},
 	}
 	add := func(n Node) {
-		n.NS = NSName(s.Name, n.Name)
+		n.NS = names.NSName(s.Name, n.Name)
 		t.byName[n.Name] = len(t.Nodes)
 		t.Nodes = append(t.Nodes, n)
 	}
 	host32 := func(a netip.Addr) netip.Prefix { return netip.PrefixFrom(a, 32) }
 
 	for r := 0; r < f.Racks; r++ {
-		tor := ToRName(r)
+		tor := names.ToRName(r)
 		add(Node{Name: tor, Kind: KindToR, Rack: r, Addr: ToRAddr(r)})
 		for i := 0; i < f.ServersPerRack; i++ {
-			srv := ServerName(r, i)
+			srv := names.ServerName(r, i)
 			add(Node{Name: srv, Kind: KindServer, Rack: r, Index: i, Addr: ServerAddr(r, i)})
 			down := fmt.Sprintf("s%d", i)
 			l := Link{Kind: LinkServer, Rate: f.Rates.Server, OCS: -1, Port: -1,
@@ -193,27 +166,27 @@ func Build(s *scenario.Scenario) *Topology {
 	}
 	if f.HasOCS() {
 		for k := 0; k < f.OCS.Switches; k++ {
-			add(Node{Name: OCSName(k), Kind: KindOCS, Rack: -1, Index: k})
+			add(Node{Name: names.OCSName(k), Kind: KindOCS, Rack: -1, Index: k})
 		}
 		for r := 0; r < f.Racks; r++ {
 			for u := 0; u < f.UplinksPerToR; u++ {
 				sw, port := f.UplinkSwitch(r, u)
 				t.Links = append(t.Links, Link{Kind: LinkUplink, Rate: f.Rates.Uplink, OCS: sw, Port: port,
-					A: Endpoint{Node: ToRName(r), Iface: UplinkIface(u), MAC: ToRMAC(r), Addr: ToRAddr(r)},
-					B: Endpoint{Node: OCSName(sw), Iface: OCSPortIface(r, u), MAC: mac(macOCSPort, r, u, sw)},
+					A: Endpoint{Node: names.ToRName(r), Iface: names.UplinkIface(u), MAC: ToRMAC(r), Addr: ToRAddr(r)},
+					B: Endpoint{Node: names.OCSName(sw), Iface: names.OCSPortIface(r, u), MAC: mac(macOCSPort, r, u, sw)},
 				})
 			}
 		}
 	}
 	if f.HasEPS() {
-		add(Node{Name: EPSName, Kind: KindEPS, Rack: -1})
+		add(Node{Name: names.EPSName, Kind: KindEPS, Rack: -1})
 		coreRate := f.CoreRate()
 		for r := 0; r < f.Racks; r++ {
-			tor := ToRName(r)
-			corePort := fmt.Sprintf("tor%d", r)
+			tor := names.ToRName(r)
+			corePort := names.ToRName(r)
 			l := Link{Kind: LinkCore, Rate: coreRate, OCS: -1, Port: -1,
 				A: Endpoint{Node: tor, Iface: "core", MAC: ToRMAC(r), Addr: ToRAddr(r)},
-				B: Endpoint{Node: EPSName, Iface: corePort, MAC: mac(macCorePort, r, 0, 0), Addr: CoreAddr},
+				B: Endpoint{Node: names.EPSName, Iface: corePort, MAC: mac(macCorePort, r, 0, 0), Addr: CoreAddr},
 			}
 			t.Links = append(t.Links, l)
 			// The ToR sends everything off-rack to the core. On a hybrid
@@ -223,10 +196,10 @@ func Build(s *scenario.Scenario) *Topology {
 				Route{Dst: host32(CoreAddr), Iface: "core"},
 				Route{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Via: CoreAddr, Iface: "core"})
 			t.Neighbors[tor] = append(t.Neighbors[tor], Neighbor{Iface: "core", IP: CoreAddr, MAC: l.B.MAC})
-			t.Routes[EPSName] = append(t.Routes[EPSName],
+			t.Routes[names.EPSName] = append(t.Routes[names.EPSName],
 				Route{Dst: host32(ToRAddr(r)), Iface: corePort},
 				Route{Dst: RackPrefix(r), Via: ToRAddr(r), Iface: corePort})
-			t.Neighbors[EPSName] = append(t.Neighbors[EPSName], Neighbor{Iface: corePort, IP: ToRAddr(r), MAC: l.A.MAC})
+			t.Neighbors[names.EPSName] = append(t.Neighbors[names.EPSName], Neighbor{Iface: corePort, IP: ToRAddr(r), MAC: l.A.MAC})
 		}
 	}
 	return t

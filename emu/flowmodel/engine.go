@@ -15,6 +15,7 @@ import (
 	"hash/fnv"
 	"math"
 
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
@@ -354,7 +355,7 @@ func (s *Sim) route(fl *flow) {
 	fl.res, fl.pos = fl.res[:0], fl.pos[:0]
 	fl.noPath, fl.hops = false, 0
 	var rs []int32
-	if r, i, ok := scenario.ParseServer(fl.src); ok {
+	if r, i, ok := names.ParseServer(fl.src); ok {
 		rs = append(rs, s.serverUp(r, i))
 	}
 	if fl.srcRack != fl.dstRack {
@@ -369,7 +370,7 @@ func (s *Sim) route(fl *flow) {
 			fl.noPath = true
 		}
 	}
-	if r, i, ok := scenario.ParseServer(fl.dst); ok {
+	if r, i, ok := names.ParseServer(fl.dst); ok {
 		rs = append(rs, s.serverDown(r, i))
 	}
 	if fl.capRes >= 0 {

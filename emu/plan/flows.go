@@ -1,11 +1,11 @@
 package plan
 
 import (
-	"fmt"
 	"sort"
 	"strconv"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
@@ -18,7 +18,7 @@ type Flow struct {
 
 // Rack returns the rack of an endpoint (server or ToR).
 func Rack(endpoint string) int {
-	if r, _, ok := scenario.ParseServer(endpoint); ok {
+	if r, _, ok := names.ParseServer(endpoint); ok {
 		return r
 	}
 	if n, err := strconv.Atoi(strings.TrimPrefix(endpoint, "tor")); err == nil && strings.HasPrefix(endpoint, "tor") {
@@ -103,7 +103,7 @@ func (j *Job) Flows(phase string) []Flow {
 	return out
 }
 
-func torOf(server string) string { return fmt.Sprintf("tor%d", Rack(server)) }
+func torOf(server string) string { return names.ToRName(Rack(server)) }
 
 // ToRs returns the ToRs of the racks holding the job's workers, sorted.
 func (j *Job) ToRs() []string {
@@ -118,7 +118,7 @@ func (j *Job) ToRs() []string {
 	sort.Ints(racks)
 	var out []string
 	for _, r := range racks {
-		out = append(out, fmt.Sprintf("tor%d", r))
+		out = append(out, names.ToRName(r))
 	}
 	return out
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
@@ -210,7 +211,7 @@ func DefaultAggregator(workers []string) string {
 	count := map[int]int{}
 	best, bestN := -1, 0
 	for _, w := range workers {
-		r, _, _ := scenario.ParseServer(w)
+		r, _, _ := names.ParseServer(w)
 		count[r]++
 	}
 	for r, n := range count {
@@ -218,5 +219,5 @@ func DefaultAggregator(workers []string) string {
 			best, bestN = r, n
 		}
 	}
-	return fmt.Sprintf("tor%d", best)
+	return names.ToRName(best)
 }

@@ -2,14 +2,8 @@ package scenario
 
 import (
 	"fmt"
-	"math"
 	"math/bits"
-	"regexp"
-	"strconv"
-	"strings"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
@@ -131,61 +125,6 @@ type INC struct {
 	Capacity int `yaml:"capacity" json:"capacity"`
 }
 
-// ByteSize is a byte count written with a unit: "552MB", "64MiB", "4GB".
-type ByteSize int64
-
-var byteRE = regexp.MustCompile(`^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT]i?B|B)$`)
-
-// ParseByteSize reads "552MB" (decimal), "64MiB" (binary) or "1000B".
-func ParseByteSize(s string) (ByteSize, error) {
-	m := byteRE.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil {
-		if _, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
-			return 0, fmt.Errorf("size %q has no unit: write e.g. %q or %q", s, s+"MB", s+"MiB")
-		}
-		return 0, fmt.Errorf("size %q: want a number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s)
-	}
-	v, _ := strconv.ParseFloat(m[1], 64)
-	mult := map[string]float64{"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
-	b := v * mult
-	if b < 1 || b > 1<<50 || math.IsNaN(b) {
-		return 0, fmt.Errorf("size %q out of range (1B to 1PiB)", s)
-	}
-	return ByteSize(math.Round(b)), nil
-}
-
-func (b ByteSize) String() string {
-	switch {
-	case b%(1<<20) == 0 && b >= 1<<20:
-		return fmt.Sprintf("%dMiB", b>>20)
-	case b%1e9 == 0:
-		return fmt.Sprintf("%dGB", b/1e9)
-	case b%1e6 == 0:
-		return fmt.Sprintf("%dMB", b/1e6)
-	}
-	return fmt.Sprintf("%dB", int64(b))
-}
-
-// UnmarshalYAML implements yaml.Unmarshaler.
-func (b *ByteSize) UnmarshalYAML(n *yaml.Node) (err error) {
-	*b, err = scalar(n, "size", "64MiB", ParseByteSize)
-	return err
-}
-
-var serverRE = regexp.MustCompile(`^r(\d+)s(\d+)$`)
-
-// ParseServer reads a server name "r<rack>s<index>".
-func ParseServer(name string) (rack, idx int, ok bool) {
-	m := serverRE.FindStringSubmatch(name)
-	if m == nil {
-		return 0, 0, false
-	}
-	rack, _ = strconv.Atoi(m[1])
-	idx, _ = strconv.Atoi(m[2])
-	return rack, idx, true
-}
-
 // validateJobs checks the jobs against the fabric.
 func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 	seen := map[string]int{}
@@ -216,7 +155,7 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 		if j.Bytes <= 0 {
 			bad(p+".bytes", "bytes per iteration is required, e.g. \"64MiB\"")
 		}
-		if j.Iterations < 1 || j.Iterations > 100_000 {
+		if j.Iterations < 1 || j.Iterations > limits.MaxIterations {
 			bad(p+".iterations", "must be between 1 and %d, got %d", limits.MaxIterations, j.Iterations)
 		}
 		if j.Model != nil {
@@ -266,7 +205,7 @@ func (s *Scenario) checkServer(name string) error { return s.Fabric.CheckServer(
 
 // CheckServer says whether a server name exists in the fabric.
 func (f *Fabric) CheckServer(name string) error {
-	r, i, ok := ParseServer(name)
+	r, i, ok := names.ParseServer(name)
 	if !ok {
 		return fmt.Errorf("%q is not a server name (want r<rack>s<index>, e.g. r0s1)", name)
 	}

@@ -5,6 +5,7 @@ import (
 	"math/rand"
 	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
@@ -53,7 +54,7 @@ func Paper000(n int, seed int64, sched string) *scenario.Scenario {
 		var workers []string
 		for k, perm := 0, rng.Perm(64); k < w; k++ {
 			r := racks[k%len(racks)]
-			workers = append(workers, fmt.Sprintf("r%ds%d", r, perm[k/len(racks)]))
+			workers = append(workers, names.ServerName(r, perm[k/len(racks)]))
 		}
 		b := sizes[rng.Intn(3)]
 		s.Jobs = append(s.Jobs, scenario.Job{Name: fmt.Sprintf("j%d", i), Pattern: scenario.PatternPS, Workers: workers,

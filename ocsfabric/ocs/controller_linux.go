@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
@@ -141,11 +142,11 @@ func (c *Controller) attach() error {
 	}
 	for _, u := range c.layout.Ports() {
 		sw, _ := c.layout.Switch(u)
-		h, err := c.lab.Handle(fabric.OCSName(sw))
+		h, err := c.lab.Handle(names.OCSName(sw))
 		if err != nil {
 			return err
 		}
-		l, err := h.LinkByName(fabric.OCSPortIface(u.Rack, u.Port))
+		l, err := h.LinkByName(names.OCSPortIface(u.Rack, u.Port))
 		if err != nil {
 			return fmt.Errorf("ocs%d port for %s: %w", sw, u, err)
 		}
@@ -155,7 +156,7 @@ func (c *Controller) attach() error {
 	c.uplinkOf = byIf
 	edges := map[circuit.Uplink]circuit.Uplink{}
 	for k := 0; k < f.OCS.Switches; k++ {
-		h, _ := c.lab.Handle(fabric.OCSName(k))
+		h, _ := c.lab.Handle(names.OCSName(k))
 		var first uint32
 		for i := range byIf[k] {
 			if first == 0 || i < first {
@@ -473,7 +474,7 @@ func (c *Controller) Counters() ([]PortCounters, error) {
 		}
 		for i, ctr := range m {
 			u := c.uplinkOf[k][i]
-			out = append(out, PortCounters{Uplink: u, OCS: k, Iface: fabric.OCSPortIface(u.Rack, u.Port), Counters: ctr})
+			out = append(out, PortCounters{Uplink: u, OCS: k, Iface: names.OCSPortIface(u.Rack, u.Port), Counters: ctr})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

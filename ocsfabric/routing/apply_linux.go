@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 )
 
 // Router installs routing tables into the ToR namespaces of a lab and
@@ -30,12 +31,12 @@ func NewRouter(lab *fabric.Lab) (*Router, error) {
 	f := lab.Topo.Scenario.Fabric
 	r := &Router{lab: lab, racks: f.Racks, installed: Table{}, neigh: map[[3]int]bool{}, uplink: map[[2]int]int{}}
 	for rack := 0; rack < f.Racks; rack++ {
-		h, err := lab.Handle(fabric.ToRName(rack))
+		h, err := lab.Handle(names.ToRName(rack))
 		if err != nil {
 			return nil, err
 		}
 		for u := 0; u < f.UplinksPerToR; u++ {
-			l, err := h.LinkByName(fabric.UplinkIface(u))
+			l, err := h.LinkByName(names.UplinkIface(u))
 			if err != nil {
 				return nil, fmt.Errorf("tor%d uplink %d: %w", rack, u, err)
 			}
@@ -72,7 +73,7 @@ func (r *Router) Apply(t Table) (int, error) {
 }
 
 func (r *Router) applyToR(src int, want map[int][]Hop) (int, error) {
-	h, err := r.lab.Handle(fabric.ToRName(src))
+	h, err := r.lab.Handle(names.ToRName(src))
 	if err != nil {
 		return 0, err
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -69,7 +70,7 @@ func Deploy(t testing.TB, s *scenario.Scenario) *fabric.Lab {
 // remains, and that the root namespace holds no link of ours.
 func AssertGone(t testing.TB, lab string) {
 	t.Helper()
-	if left, _ := netns.List(fabric.LabPrefix(lab)); len(left) > 0 {
+	if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
 		t.Errorf("namespaces left behind: %v", left)
 	}
 	if m, _ := filepath.Glob(filepath.Join(fabric.StateDir, lab+".*")); len(m) > 0 {
@@ -98,7 +99,7 @@ func Hosts(lab *fabric.Lab) []probe.Host {
 func BareVethPair(t testing.TB) (probe.Host, probe.Host) {
 	t.Helper()
 	lab := UniqueLab("bare")
-	a, b := fabric.NSName(lab, "a"), fabric.NSName(lab, "b")
+	a, b := names.NSName(lab, "a"), names.NSName(lab, "b")
 	t.Cleanup(func() {
 		if err := fabric.Destroy(context.Background(), lab, nil); err != nil {
 			t.Errorf("destroy: %v", err)

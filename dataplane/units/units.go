@@ -1,8 +1,13 @@
-package scenario
+// Package units reads and writes the quantities of scenario and OCS files
+// with their units: link rates ("1Gbit"), durations ("50ms") and byte
+// sizes ("64MiB"). It is the one home of these representations; a bare
+// number without a unit is refused, because "1000" could mean anything.
+package units
 
 import (
 	"fmt"
 	"math"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -149,5 +154,47 @@ func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil
 func (d *Duration) UnmarshalText(b []byte) error {
 	v, err := time.ParseDuration(string(b))
 	*d = Duration(v)
+	return err
+}
+
+// ByteSize is a byte count written with a unit: "552MB", "64MiB", "4GB".
+type ByteSize int64
+
+var byteRE = regexp.MustCompile(`^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT]i?B|B)$`)
+
+// ParseByteSize reads "552MB" (decimal), "64MiB" (binary) or "1000B".
+func ParseByteSize(s string) (ByteSize, error) {
+	m := byteRE.FindStringSubmatch(strings.TrimSpace(s))
+	if m == nil {
+		if _, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+			return 0, fmt.Errorf("size %q has no unit: write e.g. %q or %q", s, s+"MB", s+"MiB")
+		}
+		return 0, fmt.Errorf("size %q: want a number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	mult := map[string]float64{"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
+	b := v * mult
+	if b < 1 || b > 1<<50 || math.IsNaN(b) {
+		return 0, fmt.Errorf("size %q out of range (1B to 1PiB)", s)
+	}
+	return ByteSize(math.Round(b)), nil
+}
+
+func (b ByteSize) String() string {
+	switch {
+	case b%(1<<20) == 0 && b >= 1<<20:
+		return fmt.Sprintf("%dMiB", b>>20)
+	case b%1e9 == 0:
+		return fmt.Sprintf("%dGB", b/1e9)
+	case b%1e6 == 0:
+		return fmt.Sprintf("%dMB", b/1e6)
+	}
+	return fmt.Sprintf("%dB", int64(b))
+}
+
+// UnmarshalYAML implements yaml.Unmarshaler.
+func (b *ByteSize) UnmarshalYAML(n *yaml.Node) (err error) {
+	*b, err = scalar(n, "size", "64MiB", ParseByteSize)
 	return err
 }
