@@ -19,6 +19,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/kcheck"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
@@ -75,7 +76,11 @@ func (a *app) warnCapacity(s *scenario.Scenario) {
 // of the lab remains.
 func (a *app) deploy(ctx context.Context, s *scenario.Scenario, src string) (*fabric.Lab, error) {
 	a.warnCapacity(s)
-	lab, err := fabric.Deploy(ctx, fabric.Build(s), fabric.Options{Log: a.log, Progress: a.progress, Source: src})
+	raw, err := json.Marshal(s)
+	if err != nil {
+		return nil, fmt.Errorf("encode scenario: %w", err)
+	}
+	lab, err := fabric.Deploy(ctx, topo.Build(s.Spec()), fabric.Options{Log: a.log, Progress: a.progress, Source: src, Scenario: raw})
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +151,7 @@ finds the leftovers of crashed runs by their emu- prefix.`,
 
 // inspectNode is one row of `emu inspect <lab> --json`.
 type inspectNode struct {
-	fabric.Node
+	topo.Node
 	Ifaces []string `json:"ifaces"`
 	Up     bool     `json:"up"`
 }
@@ -166,7 +171,7 @@ func (a *app) inspectCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			t := fabric.Build(st.Scenario)
+			t := topo.Build(st.Spec)
 			ifaces := map[string][]string{}
 			for _, l := range t.Links {
 				ifaces[l.A.Node] = append(ifaces[l.A.Node], l.A.Iface)
@@ -178,9 +183,9 @@ func (a *app) inspectCmd() *cobra.Command {
 			}
 			if asJSON {
 				return writeJSON(map[string]any{"lab": st.Lab, "status": st.Status, "source": st.Source,
-					"created": st.Created, "fabric": st.Scenario.Fabric, "nodes": rows, "links": t.Links})
+					"created": st.Created, "fabric": st.Spec, "nodes": rows, "links": t.Links})
 			}
-			f := st.Scenario.Fabric
+			f := st.Spec
 			fmt.Printf("lab %s (%s, from %s): %s fabric, %d racks x %d servers, created %s\n", st.Lab, st.Status, st.Source,
 				f.Kind, f.Racks, f.ServersPerRack, st.Created.Format("2006-01-02 15:04:05"))
 			if f.HasOCS() {
@@ -242,7 +247,7 @@ func (a *app) inspectLabs(asJSON bool) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "LAB\tSTATUS\tKIND\tRACKS\tSERVERS/RACK\tNAMESPACES\tCREATED\tSOURCE")
 	for _, st := range states {
-		f := st.Scenario.Fabric
+		f := st.Spec
 		status := st.Status
 		if status == fabric.StatusInterrupted {
 			status += " (remove: emu destroy " + st.Lab + ")"
@@ -294,7 +299,7 @@ more than one lab is deployed.`,
 			if err != nil {
 				return err
 			}
-			if _, ok := fabric.Build(st.Scenario).Node(node); !ok {
+			if _, ok := topo.Build(st.Spec).Node(node); !ok {
 				return fmt.Errorf("lab %q has no node %q (see `emu inspect %s`)", labName, node, labName)
 			}
 			return execIn(names.NSName(labName, node), args[1:])
@@ -322,4 +327,22 @@ func execIn(ns string, argv []string) error {
 	}
 	env := append(os.Environ(), "EMU_NETNS="+ns)
 	return fmt.Errorf("exec %s: %w", path, unix.Exec(path, argv, env))
+}
+
+// labScenario returns the scenario a deployed lab was made from, as its
+// state file recorded it.
+func labScenario(lab string) (*scenario.Scenario, error) {
+	st, err := fabric.ReadState(lab)
+	if err != nil {
+		return nil, err
+	}
+	if len(st.Scenario) == 0 {
+		return nil, fmt.Errorf("lab %q: its state holds no scenario", lab)
+	}
+	var s scenario.Scenario
+	if err := json.Unmarshal(st.Scenario, &s); err != nil {
+		return nil, fmt.Errorf("lab %q: decode its scenario: %w", lab, err)
+	}
+	s.ApplyDefaults()
+	return &s, nil
 }

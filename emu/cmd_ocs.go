@@ -86,7 +86,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			}
 			defer ctl.Close()
 			sock := fabric.LabFile(labName, "ocs.sock")
-			a.log.Info("OCS serving", "lab", labName, "socket", sock, "switches", lab.Topo.Scenario.Fabric.OCS.Switches)
+			a.log.Info("OCS serving", "lab", labName, "socket", sock, "switches", lab.Topo.Spec.OCSSwitches)
 			return ocs.Serve(cmd.Context(), ctl, sock)
 		},
 	}
@@ -110,7 +110,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			if err != nil {
 				return err
 			}
-			layout := circuit.LayoutOf(st.Scenario.Fabric)
+			layout := circuit.LayoutOf(st.Spec)
 			fmt.Printf("lab %s: %d circuits, default reconfiguration delay %v", lab, len(v.Circuits), time.Duration(v.DelayNs))
 			if v.Schedule {
 				fmt.Print(", schedule running")

@@ -15,6 +15,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // runSummary is what `emu run` prints and writes as summary.json.
@@ -69,7 +70,7 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 				return err
 			}
 			a.progress("scenario %s (%s): %s", s.Name, src, s.Description)
-			t := fabric.Build(s)
+			t := topo.Build(s.Spec())
 			sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
 			t0 := time.Now()
 			lab, err := a.deploy(cmd.Context(), s, src)
@@ -121,8 +122,8 @@ func (a *app) checkLab(ctx context.Context, lab *fabric.Lab, sum *runSummary, du
 	for _, n := range lab.Topo.Servers() {
 		hs = append(hs, probe.Host{Name: n.Name, NS: n.NS, Addr: n.Addr})
 	}
-	f := lab.Topo.Scenario.Fabric
-	if f.Kind == fabric.KindOCS {
+	f := lab.Topo.Spec
+	if f.Kind == topo.FabricOCS {
 		a.progress("ocs fabric: circuits are unpatched until an OCS configuration is applied, so racks cannot reach each other yet; skipping pingall and transfer")
 		return nil
 	}
@@ -138,13 +139,13 @@ func (a *app) checkLab(ctx context.Context, lab *fabric.Lab, sum *runSummary, du
 	}
 	src, dst := hs[0], hs[len(hs)-1]
 	a.progress("TCP transfer %s -> %s (cross-rack) for %v", src.Name, dst.Name, dur)
-	tr, err := probe.Transfer(ctx, src, dst, probe.TransferOptions{Duration: dur, Warmup: 300 * time.Millisecond, CongestionControl: f.TCP.CongestionControl})
+	tr, err := probe.Transfer(ctx, src, dst, probe.TransferOptions{Duration: dur, Warmup: 300 * time.Millisecond, CongestionControl: f.CongestionControl})
 	if err != nil {
 		return err
 	}
-	bottleneck := f.Rates.Server
-	if f.HasEPS() && f.CoreRate() < bottleneck {
-		bottleneck = f.CoreRate()
+	bottleneck := f.ServerRate
+	if f.HasEPS() && f.CoreRate < bottleneck {
+		bottleneck = f.CoreRate
 	}
 	sum.Transfer = &transferSummary{From: src.Name, To: dst.Name, GoodputMbps: tr.GoodputBps / 1e6, ConfiguredBps: bottleneck.Bps(), CC: tr.CC}
 	if bottleneck > 0 {

@@ -86,7 +86,10 @@ busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
 					return errors.New("ps needs --ps <server> for the parameter server")
 				}
 			}
-			s := l.Topo.Scenario
+			s, err := labScenario(lab)
+			if err != nil {
+				return err
+			}
 			// Check the job against the lab as a plan that runs its phases in order.
 			jobs := []plan.Job{j}
 			if err := plan.Check(&plan.Plan{Version: 1, Mode: plan.ModeBarrier, Jobs: jobs, Stages: oneStagePerPhase(j)}, s); err != nil {

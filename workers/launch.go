@@ -65,7 +65,7 @@ func Specs(o *Options) ([]*Spec, error) {
 	for _, n := range o.Lab.Topo.Servers() {
 		addrs[n.Name] = n.Addr.String()
 	}
-	cc := o.Lab.Topo.Scenario.Fabric.TCP.CongestionControl
+	cc := o.Lab.Topo.Spec.CongestionControl
 	timeout := o.Timeout
 	if timeout == 0 {
 		timeout = 60 * time.Second

@@ -14,8 +14,8 @@ import (
 
 func lab4x2(t testing.TB) *fabric.Lab {
 	fabrictest.SkipUnlessRoot(t)
-	return fabrictest.Deploy(t, fabrictest.Scenario(t, fabrictest.UniqueLab("wk"),
-		"fabric: {kind: eps, racks: 4, servers_per_rack: 2, rates: {server: 1Gbit}}\n"))
+	return fabrictest.Deploy(t, fabrictest.Fabric(t, fabrictest.UniqueLab("wk"),
+		"{kind: eps, racks: 4, servers_per_rack: 2, rates: {server: 1Gbit}}"))
 }
 
 // TestEveryPatternVerifies runs each pattern as real TCP between four

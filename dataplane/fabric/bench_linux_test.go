@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // BenchmarkDeployDestroy deploys and destroys eps fabrics of racks x 4
@@ -26,8 +28,7 @@ func BenchmarkDeployDestroy(b *testing.B) {
 			nodes, links := 0, 0
 			for i := 0; i < b.N; i++ {
 				name := uniqueLab("bench")
-				s := scen(b, name, "fabric: "+c.fabric+"\n")
-				t := fabric.Build(s)
+				t := topo.Build(fabrictest.Fabric(b, name, c.fabric))
 				nodes, links = len(t.Nodes), len(t.Links)
 				t0 := time.Now()
 				lab, err := fabric.Deploy(context.Background(), t, fabric.Options{})

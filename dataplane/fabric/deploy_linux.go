@@ -2,6 +2,7 @@ package fabric
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -23,6 +24,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // ErrNotRoot is returned by operations that need CAP_NET_ADMIN.
@@ -36,13 +38,16 @@ type Options struct {
 	Log      *slog.Logger
 	Progress Progress
 	Source   string // scenario file, recorded in the state
+	// Scenario is the scenario as JSON, recorded in the state for the emu
+	// side (optional).
+	Scenario json.RawMessage
 	// Parallel bounds concurrent kernel operations; 0 means 4 × CPUs.
 	Parallel int
 }
 
 // Lab is a deployed fabric with a netlink handle per namespace.
 type Lab struct {
-	Topo    *Topology
+	Topo    *topo.Topology
 	log     *slog.Logger
 	mu      sync.Mutex
 	handles map[string]*netlink.Handle // by node name
@@ -91,10 +96,7 @@ func Open(lab string, log *slog.Logger) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
-	if st.Scenario == nil {
-		return nil, fmt.Errorf("lab %q: state file has no scenario", lab)
-	}
-	return &Lab{Topo: Build(st.Scenario), log: orDiscard(log)}, nil
+	return &Lab{Topo: topo.Build(st.Spec), log: orDiscard(log)}, nil
 }
 
 func orDiscard(l *slog.Logger) *slog.Logger {
@@ -107,7 +109,7 @@ func orDiscard(l *slog.Logger) *slog.Logger {
 // Deploy brings a topology up in the kernel: namespaces, veths, addresses,
 // routes, permanent neighbours and shaping. On failure or cancellation it
 // removes whatever it made.
-func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error) {
+func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
@@ -136,7 +138,7 @@ func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error)
 	if left, _ := netns.List(names.LabPrefix(t.Lab)); len(left) > 0 {
 		return nil, fmt.Errorf("lab %q has %d leftover namespaces (e.g. %s): run `emu destroy %s` first", t.Lab, len(left), left[0], t.Lab)
 	}
-	st := &State{Lab: t.Lab, Status: StatusDeploying, Source: opt.Source, Scenario: t.Scenario, Created: time.Now()}
+	st := &State{Lab: t.Lab, Status: StatusDeploying, Source: opt.Source, Spec: t.Spec, Scenario: opt.Scenario, Created: time.Now()}
 	for _, n := range t.Nodes {
 		st.Namespace = append(st.Namespace, n.NS)
 	}
@@ -157,7 +159,7 @@ func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error)
 		}
 	}()
 
-	cc := t.Scenario.Fabric.TCP.CongestionControl
+	cc := t.Spec.CongestionControl
 	warn, err := CheckCongestionControl(cc)
 	if err != nil {
 		return lab, err
@@ -167,7 +169,7 @@ func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error)
 	}
 	start := time.Now()
 	progress("creating %d namespaces", len(t.Nodes))
-	if err := forEach(ctx, par, t.Nodes, func(n Node) error {
+	if err := forEach(ctx, par, t.Nodes, func(n topo.Node) error {
 		return netns.Create(n.NS, func() error { return setupNS(n.Kind, cc) })
 	}); err != nil {
 		return lab, err
@@ -176,7 +178,7 @@ func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error)
 
 	progress("creating %d veth links", len(t.Links))
 	var done atomic.Int64
-	if err := forEachIndexed(ctx, par, t.Links, func(i int, l Link) error {
+	if err := forEachIndexed(ctx, par, t.Links, func(i int, l topo.Link) error {
 		err := lab.addLink(i, l)
 		if n := done.Add(1); n%500 == 0 {
 			progress("  %d/%d links", n, len(t.Links))
@@ -188,12 +190,12 @@ func Deploy(ctx context.Context, t *Topology, opt Options) (lab *Lab, err error)
 	log.Debug("links created", "n", len(t.Links), "took", time.Since(start))
 
 	progress("installing routes and neighbours")
-	if err := forEach(ctx, par, t.Nodes, func(n Node) error { return lab.addRoutes(n) }); err != nil {
+	if err := forEach(ctx, par, t.Nodes, func(n topo.Node) error { return lab.addRoutes(n) }); err != nil {
 		return lab, err
 	}
 	// The kernel reports carrier, and activates qdiscs, asynchronously
 	// (linkwatch); a lab is up only when every port is.
-	if err := forEach(ctx, par, t.Nodes, func(n Node) error { return lab.waitCarrier(ctx, n, 5*time.Second) }); err != nil {
+	if err := forEach(ctx, par, t.Nodes, func(n topo.Node) error { return lab.waitCarrier(ctx, n, 5*time.Second) }); err != nil {
 		return lab, err
 	}
 	st.Status = StatusUp
@@ -246,9 +248,9 @@ func setupNS(kind, cc string) error {
 		{"net.ipv4.conf.default.rp_filter", "0"},
 	}
 	switch kind {
-	case KindToR, KindEPS:
+	case topo.KindToR, topo.KindEPS:
 		sysctls = append(sysctls, [2]string{"net.ipv4.ip_forward", "1"})
-	case KindServer:
+	case topo.KindServer:
 		if err := SetNSCongestionControl(cc); err != nil && !errors.Is(err, ErrCCRestricted) {
 			return err
 		}
@@ -308,7 +310,7 @@ func trimNL(b []byte) string {
 
 // addLink creates a veth pair with its peer directly in the far namespace,
 // brings both ends up with their address and shaping.
-func (l *Lab) addLink(i int, ln Link) error {
+func (l *Lab) addLink(i int, ln topo.Link) error {
 	ha, err := l.Handle(ln.A.Node)
 	if err != nil {
 		return err
@@ -323,7 +325,7 @@ func (l *Lab) addLink(i int, ln Link) error {
 		return err
 	}
 	defer unix.Close(fdB)
-	mtu := l.Topo.Scenario.Fabric.MTU
+	mtu := l.Topo.Spec.MTU
 	veth := &netlink.Veth{
 		LinkAttrs: netlink.LinkAttrs{
 			Name: ln.A.Iface, MTU: mtu, HardwareAddr: ln.A.MAC, Flags: net.FlagUp, TxQLen: 1000,
@@ -343,7 +345,7 @@ func (l *Lab) addLink(i int, ln Link) error {
 	}
 	for _, e := range []struct {
 		h  *netlink.Handle
-		ep Endpoint
+		ep topo.Endpoint
 	}{{ha, ln.A}, {hb, ln.B}} {
 		link, err := e.h.LinkByName(e.ep.Iface)
 		if err != nil {
@@ -391,7 +393,7 @@ func Shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 }
 
 // waitCarrier waits until every veth of a node reports operstate up.
-func (l *Lab) waitCarrier(ctx context.Context, n Node, timeout time.Duration) error {
+func (l *Lab) waitCarrier(ctx context.Context, n topo.Node, timeout time.Duration) error {
 	h, err := l.Handle(n.Name)
 	if err != nil {
 		return err
@@ -424,7 +426,7 @@ func (l *Lab) waitCarrier(ctx context.Context, n Node, timeout time.Duration) er
 }
 
 // addRoutes installs a node's routes and permanent neighbours.
-func (l *Lab) addRoutes(n Node) error {
+func (l *Lab) addRoutes(n topo.Node) error {
 	routes, neighs := l.Topo.Routes[n.Name], l.Topo.Neighbors[n.Name]
 	if len(routes) == 0 && len(neighs) == 0 {
 		return nil

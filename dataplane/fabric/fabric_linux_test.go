@@ -16,13 +16,14 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 var (
 	skipUnlessRoot = fabrictest.SkipUnlessRoot
 	uniqueLab      = fabrictest.UniqueLab
-	scen           = fabrictest.Scenario
+	spec           = fabrictest.Fabric
 	deploy         = fabrictest.Deploy
 	assertGone     = fabrictest.AssertGone
 	hosts          = fabrictest.Hosts
@@ -31,7 +32,7 @@ var (
 func TestEPSAllPairsReach(t *testing.T) {
 	skipUnlessRoot(t)
 	name := uniqueLab("eps")
-	lab := deploy(t, scen(t, name, "fabric: {kind: eps, racks: 4, servers_per_rack: 2, rates: {server: 1Gbit}}\n"))
+	lab := deploy(t, spec(t, name, "{kind: eps, racks: 4, servers_per_rack: 2, rates: {server: 1Gbit}}"))
 	hs := hosts(lab)
 	if len(hs) != 8 {
 		t.Fatalf("want 8 servers, got %d", len(hs))
@@ -49,7 +50,7 @@ func TestEPSAllPairsReach(t *testing.T) {
 func TestShapedGoodput(t *testing.T) {
 	skipUnlessRoot(t)
 	name := uniqueLab("rate")
-	lab := deploy(t, scen(t, name, "fabric: {kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 1Gbit}}\n"))
+	lab := deploy(t, spec(t, name, "{kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 1Gbit}}"))
 	hs := hosts(lab)
 	res, err := probe.Transfer(context.Background(), hs[0], hs[1], probe.TransferOptions{Duration: 3 * time.Second, Warmup: 300 * time.Millisecond, CongestionControl: "cubic"})
 	if err != nil {
@@ -68,7 +69,7 @@ func TestShapedGoodput(t *testing.T) {
 func TestOCSPortsExistUnpatched(t *testing.T) {
 	skipUnlessRoot(t)
 	name := uniqueLab("ocs")
-	lab := deploy(t, scen(t, name, "fabric: {kind: ocs, racks: 3, servers_per_rack: 1, uplinks_per_tor: 2, ocs: {switches: 2}, rates: {server: 1Gbit, uplink: 1Gbit}}\n"))
+	lab := deploy(t, spec(t, name, "{kind: ocs, racks: 3, servers_per_rack: 1, uplinks_per_tor: 2, ocs: {switches: 2}, rates: {server: 1Gbit, uplink: 1Gbit}}"))
 	h, err := lab.Handle("ocs1")
 	if err != nil {
 		t.Fatal(err)
@@ -99,8 +100,8 @@ func TestOCSPortsExistUnpatched(t *testing.T) {
 func TestDestroyIdempotentAndEndsProcesses(t *testing.T) {
 	skipUnlessRoot(t)
 	name := uniqueLab("dst")
-	s := scen(t, name, "fabric: {kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 1Gbit}}\n")
-	lab, err := fabric.Deploy(context.Background(), fabric.Build(s), fabric.Options{})
+	s := spec(t, name, "{kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 1Gbit}}")
+	lab, err := fabric.Deploy(context.Background(), topo.Build(s), fabric.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +135,8 @@ func TestDestroyIdempotentAndEndsProcesses(t *testing.T) {
 func TestKilledDeployThenDestroyAll(t *testing.T) {
 	skipUnlessRoot(t)
 	if os.Getenv("EMU_HELPER_DEPLOY") != "" {
-		s := scen(t, os.Getenv("EMU_HELPER_DEPLOY"), "fabric: {kind: eps, racks: 64, servers_per_rack: 4, rates: {server: 1Gbit}}\n")
-		_, err := fabric.Deploy(context.Background(), fabric.Build(s), fabric.Options{Parallel: 1})
+		s := spec(t, os.Getenv("EMU_HELPER_DEPLOY"), "{kind: eps, racks: 64, servers_per_rack: 4, rates: {server: 1Gbit}}")
+		_, err := fabric.Deploy(context.Background(), topo.Build(s), fabric.Options{Parallel: 1})
 		fmt.Println("helper deploy finished:", err)
 		return
 	}

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // StateDir holds one JSON state file per lab. It lives on tmpfs, like
@@ -30,12 +30,15 @@ const (
 // State is what a lab records about itself, so that inspect and destroy
 // work by lab name alone, without the scenario file.
 type State struct {
-	Lab       string             `json:"lab"`
-	Status    string             `json:"status"`
-	Source    string             `json:"source"` // scenario file it came from
-	Scenario  *scenario.Scenario `json:"scenario"`
-	Created   time.Time          `json:"created"`
-	Namespace []string           `json:"namespaces"`
+	Lab    string    `json:"lab"`
+	Status string    `json:"status"`
+	Source string    `json:"source"` // scenario file it came from
+	Spec   topo.Spec `json:"spec"`
+	// Scenario is the scenario as deployed, kept for the emu side (which
+	// decodes it); the kernel side reads only Spec.
+	Scenario  json.RawMessage `json:"scenario,omitempty"`
+	Created   time.Time       `json:"created"`
+	Namespace []string        `json:"namespaces"`
 }
 
 func statePath(lab string) string { return filepath.Join(StateDir, lab+".json") }
@@ -81,8 +84,8 @@ func ReadState(lab string) (*State, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, fmt.Errorf("decode state of lab %q: %w", lab, err)
 	}
-	if st.Scenario != nil {
-		st.Scenario.ApplyDefaults()
+	if st.Spec.Lab != lab {
+		return nil, fmt.Errorf("state of lab %q: it names lab %q (written by another emu version? run `emu destroy %s`)", lab, st.Spec.Lab, lab)
 	}
 	if st.Status == StatusDeploying {
 		if _, held := Held(lab, "deploy"); !held {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // withStateDir points StateDir at a fresh directory for one test.
@@ -101,7 +102,7 @@ func TestLabLock(t *testing.T) {
 // A deploy that died before the lab came up reads as interrupted.
 func TestStateInterrupted(t *testing.T) {
 	withStateDir(t)
-	if err := WriteState(&State{Lab: "st", Status: StatusDeploying}); err != nil {
+	if err := WriteState(&State{Lab: "st", Status: StatusDeploying, Spec: topo.Spec{Lab: "st"}}); err != nil {
 		t.Fatal(err)
 	}
 	st, err := ReadState("st")

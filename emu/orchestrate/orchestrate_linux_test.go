@@ -9,6 +9,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
@@ -21,13 +22,16 @@ import (
 func TestPlanOnOCSFabric(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	name := fabrictest.UniqueLab("orc")
-	s := fabrictest.Scenario(t, name, `fabric: {kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 3, ocs: {reconfig_delay: 1ms}, rates: {server: 1Gbit, uplink: 1Gbit}}
+	s, err := scenario.Parse([]byte("name: "+name+"\n"+`fabric: {kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 3, ocs: {reconfig_delay: 1ms}, rates: {server: 1Gbit, uplink: 1Gbit}}
 jobs:
   - {name: ring, pattern: ring, workers: [r0s0, r1s0, r2s0, r3s0], bytes: 4MiB, compute: 20ms, iterations: 1}
   - {name: a2a, pattern: alltoall, workers: [r0s0, r2s0], bytes: 8MiB, compute: 10ms, iterations: 4, arrival: 30ms}
 scheduler: {name: fcfs, slot: 40ms}
-`)
-	lab := fabrictest.Deploy(t, s)
+`), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab := fabrictest.Deploy(t, s.Spec())
 	ctl, err := ocs.New(context.Background(), lab, ocs.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -63,7 +63,7 @@ func Check(p *Plan, s *scenario.Scenario) error {
 		bad("stages: the plan has jobs but no stages")
 	}
 
-	layout := circuit.LayoutOf(f)
+	layout := circuit.LayoutOf(s.Spec())
 	firstStage := map[string]int{} // INC job -> first and last stage it is active
 	lastStage := map[string]int{}
 	scheduled := map[Key]int{} // -> stage

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // Version is the scenario format version this code reads.
@@ -27,15 +28,15 @@ const Version = 1
 
 // Fabric kinds.
 const (
-	KindOCS    = "ocs"    // ToR uplinks go to optical circuit switches.
-	KindEPS    = "eps"    // ToR uplinks go to one electrical packet switch.
-	KindHybrid = "hybrid" // ToRs have OCS uplinks and one EPS uplink (c-Through, Helios).
+	KindOCS    = topo.FabricOCS    // ToR uplinks go to optical circuit switches.
+	KindEPS    = topo.FabricEPS    // ToR uplinks go to one electrical packet switch.
+	KindHybrid = topo.FabricHybrid // ToRs have OCS uplinks and one EPS uplink (c-Through, Helios).
 )
 
 // Uplink spreads over OCS switches.
 const (
-	SpreadRoundRobin = "round-robin" // uplink u goes to OCS u mod switches
-	SpreadBlock      = "block"       // uplinks are split into contiguous blocks per OCS
+	SpreadRoundRobin = topo.SpreadRoundRobin
+	SpreadBlock      = topo.SpreadBlock
 )
 
 // Limits that keep names and addresses well formed.
@@ -446,6 +447,21 @@ func (f *Fabric) CoreRate() Rate {
 	return Rate(float64(f.Rates.Server) * float64(f.ServersPerRack) / f.EPS.Oversubscription)
 }
 
+// Spec is the resolved fabric of a lab named lab: what the kernel side
+// and the OCS are built from. This is the one conversion from scenario to
+// the lower layers.
+func (f *Fabric) Spec(lab string) topo.Spec {
+	return topo.Spec{
+		Lab: lab, Kind: f.Kind, Racks: f.Racks, ServersPerRack: f.ServersPerRack, UplinksPerToR: f.UplinksPerToR,
+		OCSSwitches: f.OCS.Switches, Spread: f.OCS.Spread, HalfDuplex: f.OCS.Duplex == "half",
+		ReconfigDelay: f.OCS.ReconfigDelay, ServerRate: f.Rates.Server, UplinkRate: f.Rates.Uplink, CoreRate: f.CoreRate(),
+		MTU: f.MTU, CongestionControl: f.TCP.CongestionControl,
+	}
+}
+
+// Spec is the resolved fabric of the scenario's lab.
+func (s *Scenario) Spec() topo.Spec { return s.Fabric.Spec(s.Name) }
+
 // HasOCS reports whether the fabric has optical circuit switches.
 func (f *Fabric) HasOCS() bool { return f.Kind == KindOCS || f.Kind == KindHybrid }
 
@@ -453,28 +469,14 @@ func (f *Fabric) HasOCS() bool { return f.Kind == KindOCS || f.Kind == KindHybri
 func (f *Fabric) HasEPS() bool { return f.Kind == KindEPS || f.Kind == KindHybrid }
 
 // UplinkSwitch says which OCS switch, and which port on it, ToR uplink u
-// of rack r is cabled to. Ports are numbered per switch, rack-major.
+// of rack r is cabled to (topo.Spec.UplinkSwitch).
 func (f *Fabric) UplinkSwitch(r, u int) (sw, port int) {
-	n := f.OCS.Switches
-	per := f.UplinksPerToR / n // uplinks of one ToR on a switch, rounded down
-	if f.OCS.Spread == SpreadBlock {
-		sw = u / per
-		return sw, r*per + u%per
-	}
-	sw = u % n
-	k := u / n // index of this uplink among the ToR's uplinks on sw
-	return sw, r*f.PortsPerToROn(sw) + k
+	sp := f.Spec("")
+	return sp.UplinkSwitch(r, u)
 }
 
 // PortsPerToROn is the number of uplinks of each ToR cabled to switch sw.
 func (f *Fabric) PortsPerToROn(sw int) int {
-	n, u := f.OCS.Switches, f.UplinksPerToR
-	if f.OCS.Spread == SpreadBlock {
-		return u / n
-	}
-	c := u / n
-	if sw < u%n {
-		c++
-	}
-	return c
+	sp := f.Spec("")
+	return sp.PortsPerToROn(sw)
 }

@@ -146,7 +146,7 @@ type ports struct {
 }
 
 func newPorts(f scenario.Fabric) *ports {
-	p := &ports{layout: circuit.LayoutOf(f), free: map[[2]int][]int{}, count: map[[2]int]int{}}
+	p := &ports{layout: circuit.LayoutOf(f.Spec("")), free: map[[2]int][]int{}, count: map[[2]int]int{}}
 	for r := 0; r < f.Racks; r++ {
 		for u := 0; u < f.UplinksPerToR; u++ {
 			sw, _ := p.layout.Switch(circuit.Uplink{Rack: r, Port: u})

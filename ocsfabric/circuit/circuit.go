@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // Uplink is a ToR uplink port, written "tor<R>:<U>".
@@ -68,20 +68,20 @@ type Config struct {
 	Circuits []Circuit `json:"circuits" yaml:"circuits"`
 }
 
-// Layout is how uplinks are cabled to switches, taken from a scenario.
+// Layout is how uplinks are cabled to switches, taken from a fabric spec.
 type Layout struct {
 	Racks, Uplinks, Switches int
 	HalfDuplex               bool
-	fabric                   scenario.Fabric
+	spec                     topo.Spec
 }
 
-// LayoutOf returns the cabling of a validated scenario's fabric.
-func LayoutOf(f scenario.Fabric) Layout {
-	return Layout{Racks: f.Racks, Uplinks: f.UplinksPerToR, Switches: f.OCS.Switches, HalfDuplex: f.OCS.Duplex == "half", fabric: f}
+// LayoutOf returns the cabling of a validated fabric.
+func LayoutOf(f topo.Spec) Layout {
+	return Layout{Racks: f.Racks, Uplinks: f.UplinksPerToR, Switches: f.OCSSwitches, HalfDuplex: f.HalfDuplex, spec: f}
 }
 
 // Switch returns the OCS switch and its port number an uplink is cabled to.
-func (l Layout) Switch(u Uplink) (sw, port int) { return l.fabric.UplinkSwitch(u.Rack, u.Port) }
+func (l Layout) Switch(u Uplink) (sw, port int) { return l.spec.UplinkSwitch(u.Rack, u.Port) }
 
 // Ports returns every uplink of the fabric in rack-major order.
 func (l Layout) Ports() []Uplink {

@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 func layout(racks, uplinks, switches int, duplex string) Layout {
-	return LayoutOf(scenario.Fabric{Racks: racks, UplinksPerToR: uplinks,
-		OCS: scenario.OCS{Switches: switches, Spread: scenario.SpreadRoundRobin, Duplex: duplex}})
+	return LayoutOf(topo.Spec{Racks: racks, UplinksPerToR: uplinks,
+		OCSSwitches: switches, Spread: topo.SpreadRoundRobin, HalfDuplex: duplex == "half"})
 }
 
 func u(s string) Uplink {

@@ -62,7 +62,7 @@ type Controller struct {
 	layout circuit.Layout
 	log    *slog.Logger
 	delay  time.Duration // scenario's reconfiguration delay
-	router *routing.Router
+	router *Router
 
 	switches []*fastpath.Switch
 	ifindex  map[circuit.Uplink]uint32 // OCS-side port of each uplink
@@ -91,7 +91,7 @@ type Controller struct {
 // process left its program on the ports, New takes over the live circuits
 // instead of resetting them.
 func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
-	f := lab.Topo.Scenario.Fabric
+	f := lab.Topo.Spec
 	if !f.HasOCS() {
 		return nil, fmt.Errorf("lab %q is an %s fabric: it has no OCS", lab.Topo.Lab, f.Kind)
 	}
@@ -100,7 +100,7 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	c := &Controller{
-		lab: lab, layout: circuit.LayoutOf(f), log: log.With("lab", lab.Topo.Lab), delay: f.OCS.ReconfigDelay.D(),
+		lab: lab, layout: circuit.LayoutOf(f), log: log.With("lab", lab.Topo.Lab), delay: f.ReconfigDelay.D(),
 		ifindex: map[circuit.Uplink]uint32{}, dark: map[circuit.Uplink]uint64{}, subs: map[chan Event]bool{},
 	}
 	if o.EventPath != "" {
@@ -114,7 +114,7 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 		c.Close()
 		return nil, err
 	}
-	r, err := routing.NewRouter(lab)
+	r, err := NewRouter(lab)
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -135,8 +135,8 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 
 // attach loads (or recovers) the program of every switch.
 func (c *Controller) attach() error {
-	f := c.lab.Topo.Scenario.Fabric
-	byIf := make([]map[uint32]circuit.Uplink, f.OCS.Switches)
+	f := c.lab.Topo.Spec
+	byIf := make([]map[uint32]circuit.Uplink, f.OCSSwitches)
 	for k := range byIf {
 		byIf[k] = map[uint32]circuit.Uplink{}
 	}
@@ -155,7 +155,7 @@ func (c *Controller) attach() error {
 	}
 	c.uplinkOf = byIf
 	edges := map[circuit.Uplink]circuit.Uplink{}
-	for k := 0; k < f.OCS.Switches; k++ {
+	for k := 0; k < f.OCSSwitches; k++ {
 		h, _ := c.lab.Handle(names.OCSName(k))
 		var first uint32
 		for i := range byIf[k] {
@@ -373,7 +373,7 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 		ev.DarkUntil = int64(darkUntil)
 	}
 	t, unreach := routing.Compute(c.layout.Racks, cfg)
-	if c.lab.Topo.Scenario.Fabric.HasEPS() {
+	if c.lab.Topo.Spec.HasEPS() {
 		unreach = nil // the packet core reaches every rack
 	}
 	if async {

@@ -19,7 +19,7 @@ func startOCS(t testing.TB, prefix, fabricYAML string) (*fabric.Lab, *ocs.Contro
 	t.Helper()
 	fabrictest.SkipUnlessRoot(t)
 	name := fabrictest.UniqueLab(prefix)
-	lab := fabrictest.Deploy(t, fabrictest.Scenario(t, name, "fabric: "+fabricYAML+"\n"))
+	lab := fabrictest.Deploy(t, fabrictest.Fabric(t, name, fabricYAML))
 	ctl, err := ocs.New(context.Background(), lab, ocs.Options{EventPath: fabric.LabFile(name, "ocs-events.jsonl")})
 	if err != nil {
 		t.Fatalf("ocs: %v", err)

@@ -3,8 +3,8 @@
 // (multipath); a rack without a direct circuit is reached over the
 // shortest multi-hop path through other ToRs (again over every uplink
 // that starts a shortest path); a rack with no path at all is reported
-// unreachable. The computation is pure and table-tested; apply_linux.go
-// installs it with netlink.
+// unreachable. The computation is pure and table-tested; the OCS process
+// (ocsfabric/ocs, router_linux.go) installs it with netlink.
 package routing
 
 import (

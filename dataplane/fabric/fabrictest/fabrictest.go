@@ -12,15 +12,17 @@ import (
 	"encoding/hex"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/dataplane/units"
 )
 
 // SkipUnlessRoot skips a test that needs to create namespaces.
@@ -38,30 +40,59 @@ func UniqueLab(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// Scenario parses a scenario body (everything but the name).
-func Scenario(t testing.TB, lab, body string) *scenario.Scenario {
+// Fabric reads a test fabric written in the scenario's fabric keys, in
+// YAML flow style ("{kind: eps, racks: 4, servers_per_rack: 2, rates:
+// {server: 1Gbit}}"), into a Spec with the scenario's defaults. Kernel
+// tests below emu/ build their labs with it, without the scenario package.
+func Fabric(t testing.TB, lab, fabricYAML string) topo.Spec {
 	t.Helper()
-	s, err := scenario.Parse([]byte("name: "+lab+"\n"+body), "test")
-	if err != nil {
-		t.Fatal(err)
+	var f struct {
+		Kind           string `yaml:"kind"`
+		Racks          int    `yaml:"racks"`
+		ServersPerRack int    `yaml:"servers_per_rack"`
+		UplinksPerToR  int    `yaml:"uplinks_per_tor"`
+		OCS            struct {
+			Switches      int            `yaml:"switches"`
+			ReconfigDelay units.Duration `yaml:"reconfig_delay"`
+		} `yaml:"ocs"`
+		Rates struct {
+			Server units.Rate `yaml:"server"`
+			Uplink units.Rate `yaml:"uplink"`
+		} `yaml:"rates"`
 	}
-	return s
+	dec := yaml.NewDecoder(strings.NewReader(fabricYAML))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		t.Fatalf("test fabric %q: %v", fabricYAML, err)
+	}
+	sp := topo.Spec{Lab: lab, Kind: f.Kind, Racks: f.Racks, ServersPerRack: f.ServersPerRack,
+		UplinksPerToR: f.UplinksPerToR, OCSSwitches: f.OCS.Switches, Spread: topo.SpreadRoundRobin,
+		ReconfigDelay: f.OCS.ReconfigDelay, ServerRate: f.Rates.Server, UplinkRate: f.Rates.Uplink,
+		MTU: 1500, CongestionControl: "cubic"}
+	if sp.Kind != topo.FabricEPS {
+		sp.UplinksPerToR = max(sp.UplinksPerToR, 1)
+		sp.OCSSwitches = max(sp.OCSSwitches, 1)
+	}
+	if sp.HasEPS() {
+		sp.CoreRate = sp.ServerRate * units.Rate(sp.ServersPerRack)
+	}
+	return sp
 }
 
 // Deploy brings a lab up and registers its destruction and the check
 // that nothing of it is left.
-func Deploy(t testing.TB, s *scenario.Scenario) *fabric.Lab {
+func Deploy(t testing.TB, sp topo.Spec) *fabric.Lab {
 	t.Helper()
-	lab, err := fabric.Deploy(context.Background(), fabric.Build(s), fabric.Options{})
+	lab, err := fabric.Deploy(context.Background(), topo.Build(sp), fabric.Options{})
 	if err != nil {
 		t.Fatalf("deploy: %v", err)
 	}
 	t.Cleanup(func() {
 		lab.Close()
-		if err := fabric.Destroy(context.Background(), s.Name, nil); err != nil {
+		if err := fabric.Destroy(context.Background(), sp.Lab, nil); err != nil {
 			t.Errorf("destroy: %v", err)
 		}
-		AssertGone(t, s.Name)
+		AssertGone(t, sp.Lab)
 	})
 	return lab
 }
@@ -73,8 +104,11 @@ func AssertGone(t testing.TB, lab string) {
 	if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
 		t.Errorf("namespaces left behind: %v", left)
 	}
-	if m, _ := filepath.Glob(filepath.Join(fabric.StateDir, lab+".*")); len(m) > 0 {
-		t.Errorf("state files left behind: %v", m)
+	entries, _ := os.ReadDir(fabric.StateDir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), lab+".") {
+			t.Errorf("state file left behind: %s", e.Name())
+		}
 	}
 	out, _ := exec.Command("ip", "-o", "link").Output()
 	for _, line := range strings.Split(string(out), "\n") {

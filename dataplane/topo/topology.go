@@ -1,7 +1,7 @@
-// Package fabric turns a scenario into a namespace fabric: it computes a
-// deterministic blueprint (nodes, veth links, interface names, MACs,
-// addresses, routes, neighbours, shaping) in pure Go, and deploys or
-// destroys that blueprint in the kernel with netlink.
+// Package topo computes the blueprint of a lab from its fabric Spec: nodes,
+// veth links, interface names, MACs, addresses, routes, neighbours and
+// shaping rates. It is pure Go and deterministic; dataplane/fabric
+// deploys the blueprint in the kernel.
 //
 // Addressing. Rack r owns 10.(r>>8).(r&255).0/24; server s of the rack is
 // host s+1 and its ToR answers as .254 on every server port. ToRs carry a
@@ -9,7 +9,7 @@
 // packet core answers as 10.255.255.254. Every neighbour entry is permanent,
 // so no ARP ever races a rewiring, and every uplink of a ToR has the ToR's
 // own MAC (see DESIGN.md, "Routing on a fabric that rewires itself").
-package fabric
+package topo
 
 import (
 	"fmt"
@@ -17,7 +17,7 @@ import (
 	"net/netip"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/units"
 )
 
 // Node kinds.
@@ -57,10 +57,10 @@ type Endpoint struct {
 
 // Link is a veth pair, shaped at Rate (both directions) unless unlimited.
 type Link struct {
-	Kind string        `json:"kind"`
-	A    Endpoint      `json:"a"`
-	B    Endpoint      `json:"b"`
-	Rate scenario.Rate `json:"rate"`
+	Kind string     `json:"kind"`
+	A    Endpoint   `json:"a"`
+	B    Endpoint   `json:"b"`
+	Rate units.Rate `json:"rate"`
 	// OCS and Port locate the OCS end of an uplink; -1 otherwise.
 	OCS  int `json:"ocs"`
 	Port int `json:"port"`
@@ -83,7 +83,7 @@ type Neighbor struct {
 // Topology is the full blueprint of a lab.
 type Topology struct {
 	Lab       string
-	Scenario  *scenario.Scenario
+	Spec      Spec
 	Nodes     []Node
 	Links     []Link
 	Routes    map[string][]Route    // by node name
@@ -126,18 +126,17 @@ func mac(kind byte, rack, idx, port int) net.HardwareAddr {
 // ToRMAC is the MAC shared by all uplinks of rack r's ToR.
 func ToRMAC(r int) net.HardwareAddr { return mac(macToR, r, 0, 0) }
 
-// Build computes the blueprint of a validated scenario.
-func Build(s *scenario.Scenario) *Topology {
-	f := &s.Fabric
+// Build computes the blueprint of a validated fabric.
+func Build(f Spec) *Topology {
 	t := &Topology{
-		Lab:       s.Name,
-		Scenario:  s,
+		Lab:       f.Lab,
+		Spec:      f,
 		Routes:    map[string][]Route{},
 		Neighbors: map[string][]Neighbor{},
 		byName:    map[string]int{},
 	}
 	add := func(n Node) {
-		n.NS = names.NSName(s.Name, n.Name)
+		n.NS = names.NSName(f.Lab, n.Name)
 		t.byName[n.Name] = len(t.Nodes)
 		t.Nodes = append(t.Nodes, n)
 	}
@@ -150,7 +149,7 @@ func Build(s *scenario.Scenario) *Topology {
 			srv := names.ServerName(r, i)
 			add(Node{Name: srv, Kind: KindServer, Rack: r, Index: i, Addr: ServerAddr(r, i)})
 			down := fmt.Sprintf("s%d", i)
-			l := Link{Kind: LinkServer, Rate: f.Rates.Server, OCS: -1, Port: -1,
+			l := Link{Kind: LinkServer, Rate: f.ServerRate, OCS: -1, Port: -1,
 				A: Endpoint{Node: srv, Iface: "eth0", MAC: mac(macServer, r, i, 0), Addr: ServerAddr(r, i)},
 				B: Endpoint{Node: tor, Iface: down, MAC: mac(macToRDown, r, i, 0), Addr: GatewayAddr(r)},
 			}
@@ -165,13 +164,13 @@ func Build(s *scenario.Scenario) *Topology {
 		}
 	}
 	if f.HasOCS() {
-		for k := 0; k < f.OCS.Switches; k++ {
+		for k := 0; k < f.OCSSwitches; k++ {
 			add(Node{Name: names.OCSName(k), Kind: KindOCS, Rack: -1, Index: k})
 		}
 		for r := 0; r < f.Racks; r++ {
 			for u := 0; u < f.UplinksPerToR; u++ {
 				sw, port := f.UplinkSwitch(r, u)
-				t.Links = append(t.Links, Link{Kind: LinkUplink, Rate: f.Rates.Uplink, OCS: sw, Port: port,
+				t.Links = append(t.Links, Link{Kind: LinkUplink, Rate: f.UplinkRate, OCS: sw, Port: port,
 					A: Endpoint{Node: names.ToRName(r), Iface: names.UplinkIface(u), MAC: ToRMAC(r), Addr: ToRAddr(r)},
 					B: Endpoint{Node: names.OCSName(sw), Iface: names.OCSPortIface(r, u), MAC: mac(macOCSPort, r, u, sw)},
 				})
@@ -180,7 +179,7 @@ func Build(s *scenario.Scenario) *Topology {
 	}
 	if f.HasEPS() {
 		add(Node{Name: names.EPSName, Kind: KindEPS, Rack: -1})
-		coreRate := f.CoreRate()
+		coreRate := f.CoreRate
 		for r := 0; r < f.Racks; r++ {
 			tor := names.ToRName(r)
 			corePort := names.ToRName(r)

@@ -1,4 +1,4 @@
-package routing
+package ocs
 
 import (
 	"errors"
@@ -12,24 +12,26 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
-// Router installs routing tables into the ToR namespaces of a lab and
+// Router installs routing tables (computed by ocsfabric/routing) into the ToR namespaces of a lab and
 // remembers what it installed, so that each change touches only the
 // destinations whose next hops changed.
 type Router struct {
 	lab       *fabric.Lab
 	racks     int
 	mu        sync.Mutex
-	installed Table
+	installed routing.Table
 	neigh     map[[3]int]bool // (rack, uplink, via rack) permanent entries
 	uplink    map[[2]int]int  // (rack, uplink) -> ifindex in the ToR namespace
 }
 
 // NewRouter prepares a router for a deployed lab.
 func NewRouter(lab *fabric.Lab) (*Router, error) {
-	f := lab.Topo.Scenario.Fabric
-	r := &Router{lab: lab, racks: f.Racks, installed: Table{}, neigh: map[[3]int]bool{}, uplink: map[[2]int]int{}}
+	f := lab.Topo.Spec
+	r := &Router{lab: lab, racks: f.Racks, installed: routing.Table{}, neigh: map[[3]int]bool{}, uplink: map[[2]int]int{}}
 	for rack := 0; rack < f.Racks; rack++ {
 		h, err := lab.Handle(names.ToRName(rack))
 		if err != nil {
@@ -48,7 +50,7 @@ func NewRouter(lab *fabric.Lab) (*Router, error) {
 
 // Apply makes the ToRs' routes equal to t and returns how many routes it
 // changed. ToRs are updated in parallel.
-func (r *Router) Apply(t Table) (int, error) {
+func (r *Router) Apply(t routing.Table) (int, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	var wg sync.WaitGroup
@@ -72,7 +74,7 @@ func (r *Router) Apply(t Table) (int, error) {
 	return changed, errors.Join(errs...)
 }
 
-func (r *Router) applyToR(src int, want map[int][]Hop) (int, error) {
+func (r *Router) applyToR(src int, want map[int][]routing.Hop) (int, error) {
 	h, err := r.lab.Handle(names.ToRName(src))
 	if err != nil {
 		return 0, err
@@ -87,7 +89,7 @@ func (r *Router) applyToR(src int, want map[int][]Hop) (int, error) {
 		if slices.Equal(hops, have[dst]) {
 			continue
 		}
-		dstNet := ipnet(fabric.RackPrefix(dst).Addr().AsSlice(), 24)
+		dstNet := ipnet(topo.RackPrefix(dst).Addr().AsSlice(), 24)
 		if len(hops) == 0 {
 			err := h.RouteDel(&netlink.Route{Dst: dstNet})
 			if err != nil && !errors.Is(err, unix.ESRCH) {
@@ -100,7 +102,7 @@ func (r *Router) applyToR(src int, want map[int][]Hop) (int, error) {
 				if err := r.ensureNeigh(h, src, hop, idx); err != nil {
 					return changed, err
 				}
-				gw := fabric.ToRAddr(hop.Via).AsSlice()
+				gw := topo.ToRAddr(hop.Via).AsSlice()
 				if len(hops) == 1 {
 					rt.LinkIndex, rt.Gw, rt.Flags = idx, gw, int(netlink.FLAG_ONLINK)
 				} else {
@@ -120,22 +122,22 @@ func (r *Router) applyToR(src int, want map[int][]Hop) (int, error) {
 // tableMu guards installed and neigh across the per-ToR goroutines of Apply.
 var tableMu sync.Mutex
 
-func (r *Router) installedFor(src int) map[int][]Hop {
+func (r *Router) installedFor(src int) map[int][]routing.Hop {
 	tableMu.Lock()
 	defer tableMu.Unlock()
 	m := r.installed[src]
-	cp := make(map[int][]Hop, len(m))
+	cp := make(map[int][]routing.Hop, len(m))
 	for k, v := range m {
 		cp[k] = v
 	}
 	return cp
 }
 
-func (r *Router) setInstalled(src, dst int, hops []Hop) {
+func (r *Router) setInstalled(src, dst int, hops []routing.Hop) {
 	tableMu.Lock()
 	defer tableMu.Unlock()
 	if r.installed[src] == nil {
-		r.installed[src] = map[int][]Hop{}
+		r.installed[src] = map[int][]routing.Hop{}
 	}
 	if len(hops) == 0 {
 		delete(r.installed[src], dst)
@@ -147,7 +149,7 @@ func (r *Router) setInstalled(src, dst int, hops []Hop) {
 // ensureNeigh installs the permanent neighbour entry for the far ToR on
 // an uplink: its router address maps to its MAC, which every uplink of
 // that ToR shares, so no ARP runs when a circuit moves.
-func (r *Router) ensureNeigh(h *netlink.Handle, src int, hop Hop, idx int) error {
+func (r *Router) ensureNeigh(h *netlink.Handle, src int, hop routing.Hop, idx int) error {
 	key := [3]int{src, hop.Uplink, hop.Via}
 	tableMu.Lock()
 	done := r.neigh[key]
@@ -156,7 +158,7 @@ func (r *Router) ensureNeigh(h *netlink.Handle, src int, hop Hop, idx int) error
 		return nil
 	}
 	if err := h.NeighSet(&netlink.Neigh{LinkIndex: idx, Family: unix.AF_INET, State: netlink.NUD_PERMANENT,
-		IP: fabric.ToRAddr(hop.Via).AsSlice(), HardwareAddr: fabric.ToRMAC(hop.Via)}); err != nil {
+		IP: topo.ToRAddr(hop.Via).AsSlice(), HardwareAddr: topo.ToRMAC(hop.Via)}); err != nil {
 		return fmt.Errorf("tor%d: neighbour tor%d on up%d: %w", src, hop.Via, hop.Uplink, err)
 	}
 	tableMu.Lock()
