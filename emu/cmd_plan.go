@@ -14,8 +14,8 @@ import (
 
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
-	"github.com/ocsemu/ocsemu/emu/record"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 func (a *app) planCmd() *cobra.Command {

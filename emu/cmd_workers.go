@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/workers"
@@ -91,8 +92,12 @@ busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
 				return err
 			}
 			// Check the job against the lab as a plan that runs its phases in order.
-			jobs := []plan.Job{j}
-			if err := plan.Check(&plan.Plan{Version: 1, Mode: plan.ModeBarrier, Jobs: jobs, Stages: oneStagePerPhase(j)}, s); err != nil {
+			p := &plan.Plan{Version: 1, Mode: plan.ModeBarrier, Jobs: []plan.Job{j}, Stages: oneStagePerPhase(j)}
+			if err := plan.Check(p, s); err != nil {
+				return err
+			}
+			jobs, err := orchestrate.WorkerJobs(p)
+			if err != nil {
 				return err
 			}
 			exe, _ := os.Executable()

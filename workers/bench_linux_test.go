@@ -6,8 +6,8 @@ import (
 	"sort"
 	"testing"
 
-	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/workers"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // BenchmarkCollectives measures every pattern at 1 to 64 MiB between four
@@ -38,12 +38,12 @@ func BenchmarkCollectives(b *testing.B) {
 		for _, pt := range pats {
 			var ts, ws []float64
 			for _, S := range sizes {
-				j := plan.Job{Name: "bench", Pattern: pt.pattern, Workers: pt.workers, PS: pt.ps, Bytes: S, Iterations: 6}
-				out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: []plan.Job{j}, Dir: b.TempDir(), TCPInfoEvery: -1})
+				j := job.Job{Name: "bench", Pattern: pt.pattern, Workers: pt.workers, PS: pt.ps, Bytes: S, Iterations: 6}
+				out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: []job.Job{j}, Dir: b.TempDir(), TCPInfoEvery: -1})
 				if err != nil {
 					b.Fatal(err)
 				}
-				stats, _, _ := workers.Summarize([]plan.Job{j}, out)
+				stats, _, _ := workers.Summarize([]job.Job{j}, out)
 				var times []float64
 				for _, s := range stats {
 					if s.Phase == pt.phase && s.Iteration > 0 {

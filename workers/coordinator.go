@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // Msg is one line of the control protocol between ranks and the
@@ -157,9 +157,10 @@ type Coordinator struct {
 	Socket string
 	// Ranks lists every process that will connect ("job/rank" names).
 	Ranks []string
-	// Plan, in barrier mode, drives the stages; nil or clock mode: only
-	// time zero.
-	Plan *plan.Plan
+	// Schedule, in barrier mode, drives the stages of Jobs; nil or clock
+	// mode: only time zero.
+	Schedule *job.Schedule
+	Jobs     []job.Job
 	// Lead is the time from the last hello to time zero.
 	Lead time.Duration
 	// OnStage installs stage k's circuits to take effect at `at`
@@ -216,10 +217,7 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 	if c.Lead == 0 {
 		c.Lead = 200 * time.Millisecond
 	}
-	msgs := make(chan struct {
-		cc *coordConn
-		m  Msg
-	}, 1024)
+	msgs := make(chan connMsg, 1024)
 	gone := make(chan *coordConn, len(c.Ranks))
 	hellos := map[string]bool{}
 	go func() {
@@ -227,55 +225,13 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 	}()
 	accepted := make(chan *coordConn)
-	go func() {
-		for {
-			conn, err := ln.Accept()
-			if err != nil {
-				close(accepted)
-				return
-			}
-			cc := &coordConn{c: conn, enc: json.NewEncoder(conn)}
-			accepted <- cc
-			go func() {
-				sc := bufio.NewScanner(conn)
-				for sc.Scan() {
-					var m Msg
-					if json.Unmarshal(sc.Bytes(), &m) == nil {
-						if m.Type == "bye" {
-							cc.bye.Store(true)
-						}
-						msgs <- struct {
-							cc *coordConn
-							m  Msg
-						}{cc, m}
-					}
-				}
-				gone <- cc
-			}()
-		}
-	}()
+	go acceptRanks(ln, accepted, msgs, gone)
 
-	// Barrier bookkeeping.
-	var stageOf map[plan.Key]int
-	var pending []int
-	barrier := c.Plan != nil && c.Plan.Mode == plan.ModeBarrier
-	if barrier {
-		stageOf = map[plan.Key]int{}
-		nRanks := map[string]int{}
-		for _, j := range c.Plan.Jobs {
-			nRanks[j.Name] = len(j.Workers)
-		}
-		pending = make([]int, len(c.Plan.Stages))
-		for si, st := range c.Plan.Stages {
-			for _, a := range st.Activities {
-				stageOf[plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}] = si
-				pending[si] += nRanks[a.Job]
-			}
-		}
-		c.StageStarts = make([]int64, len(c.Plan.Stages))
-		c.StageEnds = make([]int64, len(c.Plan.Stages))
+	var bar *barrier
+	if c.Schedule != nil && c.Schedule.Mode == job.ModeBarrier {
+		bar = newBarrier(c.Schedule, c.Jobs)
+		defer func() { c.StageStarts, c.StageEnds = bar.starts, bar.ends }()
 	}
-	cur := -1
 	broadcast := func(m Msg) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -285,8 +241,8 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 	}
 	// startStages starts every stage from `from` whose predecessors are done.
 	startStages := func(from int) {
-		for k := from; k < len(pending); k++ {
-			at := c.T0 + c.Plan.Stages[k].StartNs
+		for k := from; k < bar.stages(); k++ {
+			at := c.T0 + c.Schedule.Stages[k].StartNs
 			if k > 0 {
 				at = max(at, Now()+int64(2*time.Millisecond))
 				if c.OnStage != nil {
@@ -297,13 +253,11 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 					}
 				}
 			}
-			c.StageStarts[k] = at
-			cur = k
+			empty := bar.started(k, at)
 			broadcast(Msg{Type: "stage", Stage: k, StageStart: at})
-			if pending[k] > 0 {
+			if !empty {
 				return
 			}
-			c.StageEnds[k] = at
 		}
 	}
 	open := 0
@@ -338,22 +292,16 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 						}
 					}
 					broadcast(Msg{Type: "start", T0: c.T0})
-					if barrier {
+					if bar != nil {
 						startStages(0)
 					}
 				}
 			case "done":
-				if !barrier {
+				if bar == nil {
 					continue
 				}
-				k, ok := stageOf[plan.Key{Job: m.Job, Iteration: m.Iteration, Phase: m.Phase}]
-				if !ok {
-					continue
-				}
-				pending[k]--
-				c.StageEnds[k] = max(c.StageEnds[k], m.EndNs)
-				if k == cur && pending[k] == 0 {
-					startStages(k + 1)
+				if next, ok := bar.done(job.Key{Job: m.Job, Iteration: m.Iteration, Phase: m.Phase}, m.EndNs); ok {
+					startStages(next)
 				}
 			case "fail":
 				msg := fmt.Sprintf("%s: %s", x.cc.name, m.Error)
@@ -401,4 +349,38 @@ func joinLines(s []string) string {
 		out += x
 	}
 	return out
+}
+
+// connMsg is one message read from a rank's connection.
+type connMsg struct {
+	cc *coordConn
+	m  Msg
+}
+
+// acceptRanks accepts rank connections until the listener closes, hands
+// each to accepted, and reads its messages into msgs; a connection whose
+// reader ends is sent to gone.
+func acceptRanks(ln net.Listener, accepted chan<- *coordConn, msgs chan<- connMsg, gone chan<- *coordConn) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			close(accepted)
+			return
+		}
+		cc := &coordConn{c: conn, enc: json.NewEncoder(conn)}
+		accepted <- cc
+		go func() {
+			sc := bufio.NewScanner(conn)
+			for sc.Scan() {
+				var m Msg
+				if json.Unmarshal(sc.Bytes(), &m) == nil {
+					if m.Type == "bye" {
+						cc.bye.Store(true)
+					}
+					msgs <- connMsg{cc, m}
+				}
+			}
+			gone <- cc
+		}()
+	}
 }

@@ -18,8 +18,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
-	"github.com/ocsemu/ocsemu/emu/plan"
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // BasePort is the first data port; job i uses BasePort + i*PortsPerJob.
@@ -31,11 +30,11 @@ const (
 // Options run the jobs of a plan (or the built-in schedule) on a lab.
 type Options struct {
 	Lab  *fabric.Lab
-	Jobs []plan.Job
-	// Plan gates the phases; nil runs the built-in schedule: every job
+	Jobs []job.Job
+	// Schedule gates the phases; nil runs the built-in schedule: every job
 	// starts at time zero and iterates.
-	Plan *plan.Plan
-	Dir  string // records and logs go here
+	Schedule *job.Schedule
+	Dir      string // records and logs go here
 	// Exe is the emu binary to start one process per rank with; empty
 	// runs every rank as a goroutine of this process (tests).
 	Exe          string
@@ -80,9 +79,6 @@ func Specs(o *Options) ([]*Spec, error) {
 		if len(j.Workers)+1 >= PortsPerJob {
 			return nil, fmt.Errorf("job %s: at most %d ranks per job", j.Name, PortsPerJob-2)
 		}
-		if j.INC {
-			return nil, fmt.Errorf("job %s asks for in-network aggregation, which the emulator does not run yet: plan it with inc: false (a CPU parameter server)", j.Name)
-		}
 		if j.Bytes%4 != 0 || j.Bytes < int64(4*len(j.Workers)) {
 			return nil, fmt.Errorf("job %s: bytes (%d) must be a multiple of 4 and at least 4 per rank: ranks exchange int32 elements", j.Name, j.Bytes)
 		}
@@ -91,7 +87,7 @@ func Specs(o *Options) ([]*Spec, error) {
 				return nil, fmt.Errorf("job %s: server %s is not in lab %s", j.Name, w, o.Lab.Topo.Lab)
 			}
 		}
-		gates, mode, err := gatesFor(o.Plan, &j)
+		gates, mode, err := gatesFor(o.Schedule, &j)
 		if err != nil {
 			return nil, err
 		}
@@ -108,7 +104,7 @@ func Specs(o *Options) ([]*Spec, error) {
 		for i := range ranks {
 			ranks[i] = i
 		}
-		if j.Pattern == scenario.PatternPS {
+		if j.Pattern == job.PatternPS {
 			ranks = append(ranks, PSRank)
 		}
 		for _, r := range ranks {
@@ -128,25 +124,25 @@ func rankName(r int) string {
 	return fmt.Sprintf("rank%d", r)
 }
 
-// gatesFor turns a plan's activities into one gate per phase of a job.
-func gatesFor(p *plan.Plan, j *plan.Job) ([]Gate, string, error) {
+// gatesFor turns a schedule's activities into one gate per phase of a job.
+func gatesFor(p *job.Schedule, j *job.Job) ([]Gate, string, error) {
 	if p == nil {
 		return nil, "", nil
 	}
-	where := map[plan.Key]Gate{}
+	where := map[job.Key]Gate{}
 	for si, st := range p.Stages {
 		for _, a := range st.Activities {
 			if a.Job != j.Name {
 				continue
 			}
 			g := Gate{Stage: si, NotBeforeNs: -1}
-			if p.Mode == plan.ModeClock {
+			if p.Mode == job.ModeClock {
 				g.NotBeforeNs = st.StartNs
 			}
 			if a.StartNs != nil {
 				g.NotBeforeNs = max(g.NotBeforeNs, *a.StartNs)
 			}
-			where[plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}] = g
+			where[a.Key] = g
 		}
 	}
 	var gates []Gate
@@ -176,7 +172,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		return nil, err
 	}
 	sock := fabric.LabFile(o.Lab.Topo.Lab, "coord.sock")
-	co := &Coordinator{Socket: sock, Plan: o.Plan, OnStage: o.OnStage, OnStart: o.OnStart, Log: log}
+	co := &Coordinator{Socket: sock, Schedule: o.Schedule, Jobs: o.Jobs, OnStage: o.OnStage, OnStart: o.OnStart, Log: log}
 	for _, s := range specs {
 		s.Coordinator = sock
 		co.Ranks = append(co.Ranks, s.Name())

@@ -8,8 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/workers/collective"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // Now is CLOCK_MONOTONIC in ns: the clock every namespace shares, so one
@@ -56,7 +56,7 @@ func (r *rank) prepare() *buffers {
 	j := &r.spec.Job
 	elems := int(j.Bytes / 4)
 	b := &buffers{data: make([]int32, elems)}
-	if j.Pattern == scenario.PatternAllToAll {
+	if j.Pattern == job.PatternAllToAll {
 		per := elems / r.n
 		b.send, b.recv = make([][]int32, r.n), make([][]int32, r.n)
 		for p := range b.send {
@@ -87,11 +87,11 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		sent0 := r.comm.Sent
 		var err error
 		switch key.Phase {
-		case scenario.PhaseCompute:
+		case job.PhaseCompute:
 			// Fill the gradient first (that is the "compute" output), then
 			// wait out the rest of the compute time.
 			// Iteration 0's data were made before time zero.
-			if it > 0 && j.Pattern == scenario.PatternAllToAll {
+			if it > 0 && j.Pattern == job.PatternAllToAll {
 				for p := range send {
 					collective.Tokens(send[p], me, p, it)
 				}
@@ -100,15 +100,15 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				collective.Stamp(data, it)
 			}
 			err = SleepUntil(ctx, rec.StartNs+j.ComputeNs)
-		case scenario.PhasePush:
+		case job.PhasePush:
 			err = r.comm.Push(r.ps, data)
-		case scenario.PhasePull:
+		case job.PhasePull:
 			if err = r.comm.Pull(r.ps, data); err == nil && r.spec.Verify {
 				err = collective.CheckSum(data, r.n, it)
 				rec.Verified = err == nil
 			}
-		case scenario.PhaseAllReduce:
-			if j.Pattern == scenario.PatternHD {
+		case job.PhaseAllReduce:
+			if j.Pattern == job.PatternHD {
 				err = r.comm.HDAllReduce(data)
 			} else {
 				err = r.comm.RingAllReduce(data, ringOrder(j))
@@ -117,7 +117,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				err = collective.CheckSum(data, r.n, it)
 				rec.Verified = err == nil
 			}
-		case scenario.PhaseAllToAll:
+		case job.PhaseAllToAll:
 			if err = r.comm.AllToAll(send, recv); err == nil && r.spec.Verify {
 				for p := range recv {
 					if err = collective.CheckTokens(recv[p], p, me, it); err != nil {
@@ -170,7 +170,7 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 	j := &r.spec.Job
 	sum := make([]int32, int(j.Bytes/4))
 	for it := 0; it < j.Iterations; it++ {
-		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: scenario.PhasePush, Rank: PSRank, StartNs: Now()}
+		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePush, Rank: PSRank, StartNs: Now()}
 		if err := r.comm.ServePush(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase push: %w", j.Name, it, err)
 		}
@@ -182,7 +182,7 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 			rec.Verified = true
 		}
 		r.record(rec)
-		rec = PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: scenario.PhasePull, Rank: PSRank, StartNs: Now()}
+		rec = PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePull, Rank: PSRank, StartNs: Now()}
 		sent0 := r.comm.Sent
 		if err := r.comm.ServePull(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase pull: %w", j.Name, it, err)

@@ -24,9 +24,8 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/sockopt"
-	"github.com/ocsemu/ocsemu/emu/plan"
-	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/workers/collective"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // PSRank is the rank of a job's CPU parameter server.
@@ -41,8 +40,8 @@ type Gate struct {
 
 // Spec is everything one rank process needs.
 type Spec struct {
-	Job  plan.Job `json:"job"`
-	Rank int      `json:"rank"` // 0..n-1, or PSRank
+	Job  job.Job `json:"job"`
+	Rank int     `json:"rank"` // 0..n-1, or PSRank
 	// Addrs maps every server of the job to its address.
 	Addrs map[string]string `json:"addrs"`
 	// Port is the job's base port: rank r listens on Port+r, the PS on
@@ -127,7 +126,7 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &rank{spec: spec, log: log.With("rank", spec.Name()), n: len(spec.Job.Workers), ps: -1}
-	if spec.Job.Pattern == scenario.PatternPS {
+	if spec.Job.Pattern == job.PatternPS {
 		r.ps = r.n
 	}
 	f, err := os.Create(spec.Out)
@@ -194,9 +193,9 @@ func (r *rank) peers() []int {
 	}
 	set := map[int]bool{}
 	switch j.Pattern {
-	case scenario.PatternPS:
+	case job.PatternPS:
 		set[r.ps] = true
-	case scenario.PatternRing:
+	case job.PatternRing:
 		order := ringOrder(j)
 		for i, x := range order {
 			if x == me {
@@ -204,11 +203,11 @@ func (r *rank) peers() []int {
 				set[order[(i-1+n)%n]] = true
 			}
 		}
-	case scenario.PatternHD:
+	case job.PatternHD:
 		for k := 1; k < n; k <<= 1 {
 			set[me^k] = true
 		}
-	case scenario.PatternAllToAll:
+	case job.PatternAllToAll:
 		for p := 0; p < n; p++ {
 			set[p] = true
 		}
@@ -222,7 +221,7 @@ func (r *rank) peers() []int {
 }
 
 // ringOrder maps the job's ring (server names) to ranks.
-func ringOrder(j *plan.Job) []int {
+func ringOrder(j *job.Job) []int {
 	idx := map[string]int{}
 	for i, w := range j.Workers {
 		idx[w] = i

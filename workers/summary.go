@@ -9,9 +9,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/ocsemu/ocsemu/emu/plan"
-	"github.com/ocsemu/ocsemu/emu/record"
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 // BusFactor is nccl-tests' bus bandwidth factor for a phase on n ranks:
@@ -21,11 +20,11 @@ import (
 // is again comparable with that link's rate.
 func BusFactor(phase string, n int) float64 {
 	switch phase {
-	case scenario.PhaseAllReduce:
+	case job.PhaseAllReduce:
 		return 2 * float64(n-1) / float64(n)
-	case scenario.PhaseAllToAll:
+	case job.PhaseAllToAll:
 		return float64(n-1) / float64(n)
-	case scenario.PhasePush, scenario.PhasePull:
+	case job.PhasePush, job.PhasePull:
 		return float64(n)
 	}
 	return 1
@@ -58,8 +57,8 @@ type JobStat struct {
 // Summarize aggregates rank records per phase (first start to last end
 // over the worker ranks; the PS is not a rank) and computes nccl-tests'
 // algbw = size / time and busbw = algbw x BusFactor.
-func Summarize(jobs []plan.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run) {
-	byJob := map[string]*plan.Job{}
+func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run) {
+	byJob := map[string]*job.Job{}
 	for i := range jobs {
 		byJob[jobs[i].Name] = &jobs[i]
 	}
@@ -67,12 +66,12 @@ func Summarize(jobs []plan.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run
 		PhaseStat
 		verified int
 	}
-	m := map[plan.Key]*acc{}
+	m := map[job.Key]*acc{}
 	for _, r := range o.Phases {
 		if r.Rank == PSRank {
 			continue
 		}
-		k := plan.Key{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase}
+		k := job.Key{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase}
 		a := m[k]
 		if a == nil {
 			a = &acc{PhaseStat: PhaseStat{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase, StartNs: r.StartNs, EndNs: r.EndNs}}
@@ -95,12 +94,12 @@ func Summarize(jobs []plan.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run
 		st.StartNs -= o.T0
 		st.EndNs -= o.T0
 		st.Verified = a.verified == a.Ranks && a.verified > 0
-		if k.Phase == scenario.PhasePush || k.Phase == scenario.PhasePull {
+		if k.Phase == job.PhasePush || k.Phase == job.PhasePull {
 			// An incast: the server's link carries every worker's buffer
 			// over the whole span, which single ranks' times understate.
 			st.DurationNs = st.EndNs - st.StartNs
 		}
-		if j != nil && k.Phase != scenario.PhaseCompute {
+		if j != nil && k.Phase != job.PhaseCompute {
 			st.Bytes = j.Bytes
 			if d := float64(st.DurationNs); d > 0 {
 				st.AlgBwBps = float64(j.Bytes) * 8 / (d / 1e9)
@@ -142,7 +141,7 @@ func PrintStats(w io.Writer, stats []PhaseStat, jobs []JobStat) {
 			bus = fmt.Sprintf("%.3f", s.BusBwBps/1e9)
 		}
 		ver := "-"
-		if s.Phase != scenario.PhaseCompute && s.Phase != scenario.PhasePush {
+		if s.Phase != job.PhaseCompute && s.Phase != job.PhasePush {
 			ver = fmt.Sprint(s.Verified)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%d\t%s\t%.2f\t%s\t%s\t%s\t\n", s.Job, s.Iteration, s.Phase, s.Ranks, size,

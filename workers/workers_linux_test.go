@@ -7,9 +7,8 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
-	"github.com/ocsemu/ocsemu/emu/plan"
-	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/workers"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 func lab4x2(t testing.TB) *fabric.Lab {
@@ -23,7 +22,7 @@ func lab4x2(t testing.TB) *fabric.Lab {
 // one entry per rank and phase.
 func TestEveryPatternVerifies(t *testing.T) {
 	lab := lab4x2(t)
-	jobs := []plan.Job{
+	jobs := []job.Job{
 		{Name: "ps", Pattern: "ps", Workers: []string{"r0s0", "r1s0", "r2s0"}, PS: "r3s0", Bytes: 4 << 20, ComputeNs: 5e6, Iterations: 2},
 		{Name: "ring", Pattern: "ring", Workers: []string{"r0s1", "r1s1", "r2s1", "r3s1"}, Ring: []string{"r0s1", "r2s1", "r1s1", "r3s1"}, Bytes: 4 << 20, ComputeNs: 5e6, Iterations: 2},
 		{Name: "a2a", Pattern: "alltoall", Workers: []string{"r0s0", "r1s1", "r2s0", "r3s1"}, Bytes: 4 << 20, ComputeNs: 5e6, Iterations: 2},
@@ -51,7 +50,7 @@ func TestEveryPatternVerifies(t *testing.T) {
 		}
 	}
 	for _, s := range stats {
-		if (s.Phase == scenario.PhaseAllReduce || s.Phase == scenario.PhaseAllToAll || s.Phase == scenario.PhasePull) && !s.Verified {
+		if (s.Phase == job.PhaseAllReduce || s.Phase == job.PhaseAllToAll || s.Phase == job.PhasePull) && !s.Verified {
 			t.Errorf("%s iteration %d %s not verified on every rank", s.Job, s.Iteration, s.Phase)
 		}
 	}
@@ -71,16 +70,16 @@ func TestEveryPatternVerifies(t *testing.T) {
 // must not start before every rank finished stage 1.
 func TestClockAndBarrierGating(t *testing.T) {
 	lab := lab4x2(t)
-	j := plan.Job{Name: "g", Pattern: "ring", Workers: []string{"r0s0", "r1s0"}, Bytes: 1 << 20, ComputeNs: 2e6, Iterations: 1}
+	j := job.Job{Name: "g", Pattern: "ring", Workers: []string{"r0s0", "r1s0"}, Bytes: 1 << 20, ComputeNs: 2e6, Iterations: 1}
 	t0 := int64(0)
 	late := int64(300e6)
-	for _, mode := range []string{plan.ModeClock, plan.ModeBarrier} {
+	for _, mode := range []string{job.ModeClock, job.ModeBarrier} {
 		t.Run(mode, func(t *testing.T) {
-			p := &plan.Plan{Version: 1, Mode: mode, Jobs: []plan.Job{j}, Stages: []plan.Stage{
-				{StartNs: t0, DurationNs: 100e6, Activities: []plan.Activity{{Job: "g", Phase: "compute"}}},
-				{StartNs: 100e6, DurationNs: 500e6, Activities: []plan.Activity{{Job: "g", Phase: "allreduce", StartNs: &late}}},
+			sched := &job.Schedule{Mode: mode, Stages: []job.Stage{
+				{StartNs: t0, Activities: []job.Activity{{Key: job.Key{Job: "g", Phase: "compute"}}}},
+				{StartNs: 100e6, Activities: []job.Activity{{Key: job.Key{Job: "g", Phase: "allreduce"}, StartNs: &late}}},
 			}}
-			out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: p.Jobs, Plan: p, Dir: t.TempDir(), Verify: true})
+			out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: []job.Job{j}, Schedule: sched, Dir: t.TempDir(), Verify: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +91,7 @@ func TestClockAndBarrierGating(t *testing.T) {
 					}
 				}
 			}
-			if mode == plan.ModeBarrier && (len(out.StageStarts) != 2 || out.StageStarts[1] < out.StageEnds[0]) {
+			if mode == job.ModeBarrier && (len(out.StageStarts) != 2 || out.StageStarts[1] < out.StageEnds[0]) {
 				t.Errorf("barrier: stage starts %v, ends %v", out.StageStarts, out.StageEnds)
 			}
 		})
@@ -103,7 +102,7 @@ func TestClockAndBarrierGating(t *testing.T) {
 // must fail with the job, rank and phase named, and not hang.
 func TestLostPeerFailsLoudly(t *testing.T) {
 	lab := lab4x2(t)
-	jobs := []plan.Job{{Name: "dead", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 64 << 20, ComputeNs: 1e6, Iterations: 50}}
+	jobs := []job.Job{{Name: "dead", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 64 << 20, ComputeNs: 1e6, Iterations: 50}}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -160,7 +159,7 @@ func contains(s, sub string) bool {
 // its sockets.
 func TestJobCongestionControl(t *testing.T) {
 	lab := lab4x2(t)
-	jobs := []plan.Job{{Name: "cc", Pattern: "ring", Workers: []string{"r0s0", "r1s0"}, Bytes: 1 << 20, Iterations: 1, CongestionControl: "reno"}}
+	jobs := []job.Job{{Name: "cc", Pattern: "ring", Workers: []string{"r0s0", "r1s0"}, Bytes: 1 << 20, Iterations: 1, CongestionControl: "reno"}}
 	specs, err := workers.Specs(&workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)

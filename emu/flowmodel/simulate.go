@@ -5,9 +5,9 @@ import (
 	"sort"
 
 	"github.com/ocsemu/ocsemu/emu/plan"
-	"github.com/ocsemu/ocsemu/emu/record"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 // DelayOf is the reconfiguration delay a plan runs with.

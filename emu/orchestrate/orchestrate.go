@@ -14,13 +14,30 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/units"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
-	"github.com/ocsemu/ocsemu/emu/record"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 	"github.com/ocsemu/ocsemu/workers"
+	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
+
+// OCS is what orchestration asks of a lab's OCS process: apply one
+// configuration (now or at a kernel-timed instant), or load a schedule of
+// slots. *ocs.Client is the real one; tests use a fake.
+type OCS interface {
+	Apply(ctx context.Context, req ocs.ConfigRequest) (ocs.Event, error)
+	Schedule(ctx context.Context, s ocs.Schedule) error
+	StopSchedule(ctx context.Context) error
+}
+
+var _ OCS = (*ocs.Client)(nil)
+
+// Launcher runs the workers of a plan to the end (workers.Launch; tests
+// use a fake).
+type Launcher func(ctx context.Context, o *workers.Options) (*workers.Outcome, error)
 
 // Options for Run.
 type Options struct {
@@ -32,6 +49,11 @@ type Options struct {
 	Verify   bool
 	Log      *slog.Logger
 	Progress func(format string, args ...any)
+	// OCS drives the circuits; nil: the lab's OCS process, if the fabric
+	// has one.
+	OCS OCS
+	// Launch runs the workers; nil: workers.Launch.
+	Launch Launcher
 }
 
 // Result is the prediction, the measurement and their comparison.
@@ -67,52 +89,38 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
+	jobs, err := WorkerJobs(p)
+	if err != nil {
+		return nil, err
+	}
 	pred, err := flowmodel.Simulate(p, s)
 	if err != nil {
 		return nil, fmt.Errorf("predict: %w", err)
 	}
 	progress("prediction: makespan %.3fs, %d reconfigurations", float64(pred.MakespanNs)/1e9, pred.Reconfigurations)
 
-	var cl *ocs.Client
-	var delay *scenario.Duration
-	if p.ReconfigDelayNs != nil {
-		d := scenario.Duration(*p.ReconfigDelayNs)
-		delay = &d
-	}
-	if s.Fabric.HasOCS() && len(p.Stages) > 0 {
+	cl := o.OCS
+	if cl == nil && s.Fabric.HasOCS() && len(p.Stages) > 0 {
 		cl = ocs.NewClient(fabric.LabFile(s.Name, "ocs.sock"))
-		zero := scenario.Duration(0)
+	}
+	if cl != nil && len(p.Stages) > 0 {
+		zero := units.Duration(0)
 		// Stage 0's circuits are in place before time zero, as the model assumes.
 		if _, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[0].Circuits, Delay: &zero}); err != nil {
 			return nil, fmt.Errorf("stage 0 circuits: %w", err)
 		}
 	}
-	wo := &workers.Options{Lab: o.Lab, Jobs: p.Jobs, Plan: p, Dir: o.Dir + "/records", Exe: o.Exe, Verify: o.Verify,
+	wo := &workers.Options{Lab: o.Lab, Jobs: jobs, Schedule: Schedule(p), Dir: o.Dir + "/records", Exe: o.Exe, Verify: o.Verify,
 		Log: o.Log, Progress: progress}
-	if cl != nil && len(p.Stages) > 1 {
-		switch p.Mode {
-		case plan.ModeClock:
-			wo.OnStart = func(t0 int64) error {
-				var sched ocs.Schedule
-				for k := 1; k < len(p.Stages); k++ {
-					d := p.Stages[k].DurationNs
-					if k+1 < len(p.Stages) {
-						d = p.Stages[k+1].StartNs - p.Stages[k].StartNs
-					}
-					sched.Slots = append(sched.Slots, ocs.Slot{Circuits: p.Stages[k].Circuits, Duration: scenario.Duration(d)})
-				}
-				sched.Cycles, sched.Delay, sched.StartNs = 1, delay, t0+p.Stages[1].StartNs
-				return cl.Schedule(ctx, sched)
-			}
-		case plan.ModeBarrier:
-			wo.OnStage = func(ctx context.Context, k int, at int64) error {
-				_, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay, AtNs: at})
-				return err
-			}
-		}
+	if cl != nil {
+		wo.OnStart, wo.OnStage = circuitHooks(ctx, cl, p)
+	}
+	launch := o.Launch
+	if launch == nil {
+		launch = workers.Launch
 	}
 	t0 := time.Now()
-	out, err := workers.Launch(ctx, wo)
+	out, err := launch(ctx, wo)
 	if cl != nil {
 		_ = cl.StopSchedule(context.WithoutCancel(ctx))
 	}
@@ -120,7 +128,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		return &Result{Prediction: pred, Outcome: out}, err
 	}
 	progress("workers done in %.2fs", time.Since(t0).Seconds())
-	stats, jobs, meas := workers.Summarize(p.Jobs, out)
+	stats, jstats, meas := workers.Summarize(jobs, out)
 	if p.Mode == plan.ModeClock {
 		meas.Stages = nil
 		for k, st := range p.Stages {
@@ -129,12 +137,48 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	}
 	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
 	meas.Reconfigurations = pred.Reconfigurations
-	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jobs, Compare: compare(pred, meas), Outcome: out}, nil
+	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), Outcome: out}, nil
+}
+
+// circuitHooks returns how the circuits of stages 1.. follow the workers'
+// time: in clock mode the whole timeline is loaded as one kernel-timed
+// schedule against time zero; in barrier mode each stage is applied when
+// the coordinator starts it.
+func circuitHooks(ctx context.Context, cl OCS, p *plan.Plan) (onStart func(int64) error, onStage func(context.Context, int, int64) error) {
+	if len(p.Stages) < 2 {
+		return nil, nil
+	}
+	var delay *units.Duration
+	if p.ReconfigDelayNs != nil {
+		d := units.Duration(*p.ReconfigDelayNs)
+		delay = &d
+	}
+	switch p.Mode {
+	case plan.ModeClock:
+		onStart = func(t0 int64) error {
+			var sched ocs.Schedule
+			for k := 1; k < len(p.Stages); k++ {
+				d := p.Stages[k].DurationNs
+				if k+1 < len(p.Stages) {
+					d = p.Stages[k+1].StartNs - p.Stages[k].StartNs
+				}
+				sched.Slots = append(sched.Slots, ocs.Slot{Circuits: p.Stages[k].Circuits, Duration: units.Duration(d)})
+			}
+			sched.Cycles, sched.Delay, sched.StartNs = 1, delay, t0+p.Stages[1].StartNs
+			return cl.Schedule(ctx, sched)
+		}
+	case plan.ModeBarrier:
+		onStage = func(ctx context.Context, k int, at int64) error {
+			_, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay, AtNs: at})
+			return err
+		}
+	}
+	return onStart, onStage
 }
 
 func compare(pred, meas *record.Run) []Comparison {
-	key := func(p record.Phase) plan.Key { return plan.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase} }
-	pm := map[plan.Key]record.Phase{}
+	key := func(p record.Phase) job.Key { return job.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase} }
+	pm := map[job.Key]record.Phase{}
 	for _, ph := range pred.Phases {
 		pm[key(ph)] = ph
 	}

@@ -108,7 +108,7 @@ func Check(p *Plan, s *scenario.Scenario) error {
 				bad("%s: phase: %q is not a phase of a %s job (want %v)", aw, a.Phase, j.Pattern, scenario.Phases(j.Pattern))
 				continue
 			}
-			k := Key{a.Job, a.Iteration, a.Phase}
+			k := Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}
 			if prev, dup := scheduled[k]; dup {
 				bad("%s: %s is scheduled twice (also in stage %d)", aw, k, prev)
 				continue

@@ -19,6 +19,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // Version is the plan format version this code reads and writes.
@@ -112,15 +113,7 @@ type Predicted struct {
 }
 
 // Key names one phase of one iteration of one job.
-type Key struct {
-	Job       string
-	Iteration int
-	Phase     string
-}
-
-func (k Key) String() string {
-	return fmt.Sprintf("%s iteration %d phase %s", k.Job, k.Iteration, k.Phase)
-}
+type Key = job.Key
 
 // Load reads and decodes a plan file (Check it against its scenario).
 func Load(path string) (*Plan, error) {

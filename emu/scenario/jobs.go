@@ -7,37 +7,26 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
-// Collective patterns of a job.
+// Collective patterns and phases: the workers define them (workers/job),
+// and the scenario and plan formats use the same names.
 const (
-	PatternPS       = "ps"       // push to a parameter server (or INC aggregator), pull back
-	PatternRing     = "ring"     // ring all-reduce: reduce-scatter + all-gather
-	PatternAllToAll = "alltoall" // expert-parallel token exchange
-	PatternHD       = "hd"       // halving-doubling all-reduce (paper 003)
-)
+	PatternPS       = job.PatternPS
+	PatternRing     = job.PatternRing
+	PatternAllToAll = job.PatternAllToAll
+	PatternHD       = job.PatternHD
 
-// Phases of one iteration, per pattern, in dependency order.
-const (
-	PhaseCompute   = "compute"
-	PhasePush      = "push"
-	PhasePull      = "pull"
-	PhaseAllReduce = "allreduce"
-	PhaseAllToAll  = "alltoall"
+	PhaseCompute   = job.PhaseCompute
+	PhasePush      = job.PhasePush
+	PhasePull      = job.PhasePull
+	PhaseAllReduce = job.PhaseAllReduce
+	PhaseAllToAll  = job.PhaseAllToAll
 )
 
 // Phases returns the phases of one iteration of a pattern, in order.
-func Phases(pattern string) []string {
-	switch pattern {
-	case PatternPS:
-		return []string{PhaseCompute, PhasePush, PhasePull}
-	case PatternRing, PatternHD:
-		return []string{PhaseCompute, PhaseAllReduce}
-	case PatternAllToAll:
-		return []string{PhaseCompute, PhaseAllToAll}
-	}
-	return nil
-}
+func Phases(pattern string) []string { return job.Phases(pattern) }
 
 // Job is one training job of a scenario.
 type Job struct {

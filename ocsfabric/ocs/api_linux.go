@@ -13,7 +13,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/units"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
@@ -35,23 +35,23 @@ import (
 type ConfigRequest struct {
 	Circuits []circuit.Circuit `json:"circuits" yaml:"circuits"`
 	// Delay overrides the scenario's reconfiguration delay ("50ms").
-	Delay *scenario.Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
+	Delay *units.Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
 	// AtNs is the CLOCK_MONOTONIC instant of the switch; 0 = now.
 	AtNs int64 `json:"at_ns,omitempty" yaml:"at_ns,omitempty"`
 }
 
 // ConnectRequest patches a circuit, moving whatever used its ports.
 type ConnectRequest struct {
-	A       circuit.Uplink     `json:"a"`
-	B       circuit.Uplink     `json:"b"`
-	Simplex bool               `json:"simplex,omitempty"`
-	Delay   *scenario.Duration `json:"delay,omitempty"`
+	A       circuit.Uplink  `json:"a"`
+	B       circuit.Uplink  `json:"b"`
+	Simplex bool            `json:"simplex,omitempty"`
+	Delay   *units.Duration `json:"delay,omitempty"`
 }
 
 // DisconnectRequest removes the circuit on a port.
 type DisconnectRequest struct {
-	Port  circuit.Uplink     `json:"port"`
-	Delay *scenario.Duration `json:"delay,omitempty"`
+	Port  circuit.Uplink  `json:"port"`
+	Delay *units.Duration `json:"delay,omitempty"`
 }
 
 // ConfigView is GET /v1/config.
@@ -68,7 +68,7 @@ type ConfigView struct {
 // Handler serves the API for a controller.
 func (c *Controller) Handler() http.Handler {
 	mux := http.NewServeMux()
-	delayOf := func(d *scenario.Duration) time.Duration {
+	delayOf := func(d *units.Duration) time.Duration {
 		if d == nil {
 			return -1
 		}

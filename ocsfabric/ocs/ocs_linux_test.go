@@ -8,7 +8,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/units"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
@@ -198,7 +198,7 @@ func TestMultiHopAndRestart(t *testing.T) {
 	}
 }
 
-func scenarioDuration(d time.Duration) scenario.Duration { return scenario.Duration(d) }
+func scenarioDuration(d time.Duration) units.Duration { return units.Duration(d) }
 
 // TestHybridPrefersCircuits checks a hybrid fabric: every rack reaches
 // every other over the packet core, and a circuit, once patched, carries

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/units"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 )
@@ -14,7 +14,7 @@ import (
 // Slot is one configuration of a time-slotted schedule.
 type Slot struct {
 	Circuits []circuit.Circuit `json:"circuits" yaml:"circuits"`
-	Duration scenario.Duration `json:"duration" yaml:"duration"`
+	Duration units.Duration    `json:"duration" yaml:"duration"`
 }
 
 // Schedule is a sequence of configurations with slot lengths, run once or
@@ -25,7 +25,7 @@ type Schedule struct {
 	// Cycles is how many times the sequence runs; 0 means until stopped.
 	Cycles int `json:"cycles" yaml:"cycles"`
 	// Delay overrides the scenario's reconfiguration delay.
-	Delay *scenario.Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
+	Delay *units.Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
 	// StartNs is the CLOCK_MONOTONIC start; 0 means 20 ms from now.
 	StartNs int64 `json:"start_ns,omitempty" yaml:"start_ns,omitempty"`
 }

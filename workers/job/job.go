@@ -1,0 +1,108 @@
+// Package job is the workers' own description of what they run: a job's
+// collective pattern and its phases, its ranks and sizes, and the schedule
+// that gates its phases. It is pure Go. The emu side converts a plan into
+// these types once (emu/orchestrate); nothing in workers/ reads a plan or
+// a scenario. The pattern and phase names defined here are the ones the
+// scenario and plan formats use.
+package job
+
+import "fmt"
+
+// Collective patterns of a job.
+const (
+	PatternPS       = "ps"       // parameter server: push gradients, pull the sum
+	PatternRing     = "ring"     // ring all-reduce: reduce-scatter + all-gather
+	PatternAllToAll = "alltoall" // expert-parallel token exchange
+	PatternHD       = "hd"       // halving-doubling all-reduce (paper 003)
+)
+
+// Phases of one iteration, per pattern, in dependency order.
+const (
+	PhaseCompute   = "compute"
+	PhasePush      = "push"
+	PhasePull      = "pull"
+	PhaseAllReduce = "allreduce"
+	PhaseAllToAll  = "alltoall"
+)
+
+// Phases returns the phases of one iteration of a pattern, in order, or
+// nil for an unknown pattern.
+func Phases(pattern string) []string {
+	switch pattern {
+	case PatternPS:
+		return []string{PhaseCompute, PhasePush, PhasePull}
+	case PatternRing, PatternHD:
+		return []string{PhaseCompute, PhaseAllReduce}
+	case PatternAllToAll:
+		return []string{PhaseCompute, PhaseAllToAll}
+	}
+	return nil
+}
+
+// Key names one phase of one iteration of one job.
+type Key struct {
+	Job       string
+	Iteration int
+	Phase     string
+}
+
+func (k Key) String() string {
+	return fmt.Sprintf("%s iteration %d phase %s", k.Job, k.Iteration, k.Phase)
+}
+
+// Job is one job as the workers run it.
+type Job struct {
+	Name       string   `json:"name"`
+	Pattern    string   `json:"pattern"`
+	Workers    []string `json:"workers"`    // servers, one rank each
+	Bytes      int64    `json:"bytes"`      // per worker per iteration
+	ComputeNs  int64    `json:"compute_ns"` // per iteration
+	Iterations int      `json:"iterations"`
+	ArrivalNs  int64    `json:"arrival_ns,omitempty"`
+	// PS is the server of the CPU parameter server (ps pattern).
+	PS string `json:"ps,omitempty"`
+	// Ring is the ring order (ring pattern); empty: Workers order.
+	Ring []string `json:"ring,omitempty"`
+	// CongestionControl of the job's sockets; empty: the namespace default.
+	CongestionControl string `json:"congestion_control,omitempty"`
+}
+
+// Phases returns the job's phase sequence over all iterations.
+func (j *Job) Phases() []Key {
+	ph := Phases(j.Pattern)
+	out := make([]Key, 0, j.Iterations*len(ph))
+	for it := 0; it < j.Iterations; it++ {
+		for _, p := range ph {
+			out = append(out, Key{Job: j.Name, Iteration: it, Phase: p})
+		}
+	}
+	return out
+}
+
+// Schedule modes.
+const (
+	// ModeBarrier: a stage starts when the previous one has finished, or at
+	// its planned start if that is later.
+	ModeBarrier = "barrier"
+	// ModeClock: a stage starts exactly at its planned start.
+	ModeClock = "clock"
+)
+
+// Schedule gates the phases of the jobs: each phase starts in a stage.
+type Schedule struct {
+	Mode   string
+	Stages []Stage
+}
+
+// Stage is one step of a schedule.
+type Stage struct {
+	StartNs    int64 // planned start from time zero
+	Activities []Activity
+}
+
+// Activity is one phase that starts in a stage; StartNs, if set, is the
+// phase's own earliest start from time zero.
+type Activity struct {
+	Key
+	StartNs *int64
+}
