@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/workers/job"
 )
 
@@ -244,7 +245,7 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 		for k := from; k < bar.stages(); k++ {
 			at := c.T0 + c.Schedule.Stages[k].StartNs
 			if k > 0 {
-				at = max(at, Now()+int64(2*time.Millisecond))
+				at = max(at, monoclock.Now()+int64(2*time.Millisecond))
 				if c.OnStage != nil {
 					if err := c.OnStage(ctx, k, at); err != nil {
 						c.Failures = append(c.Failures, fmt.Sprintf("stage %d circuits: %v", k, err))
@@ -282,7 +283,7 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 				}
 				hellos[x.cc.name] = true
 				if len(hellos) == len(c.Ranks) && c.T0 == 0 {
-					c.T0 = Now() + int64(c.Lead)
+					c.T0 = monoclock.Now() + int64(c.Lead)
 					log.Debug("all ranks connected; time zero set", "lead", c.Lead)
 					if c.OnStart != nil {
 						if err := c.OnStart(c.T0); err != nil {

@@ -3,46 +3,11 @@ package workers
 import (
 	"context"
 	"fmt"
-	"runtime"
-	"time"
 
-	"golang.org/x/sys/unix"
-
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/workers/collective"
 	"github.com/ocsemu/ocsemu/workers/job"
 )
-
-// Now is CLOCK_MONOTONIC in ns: the clock every namespace shares, so one
-// time zero gates every process without clock synchronisation.
-func Now() int64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
-
-// SleepUntil waits until monotonic time t without burning CPU: a Go timer
-// until 2 ms before (Go timers overshoot by up to a millisecond), then
-// clock_nanosleep(TIMER_ABSTIME) with 1 ns timer slack on a locked thread.
-func SleepUntil(ctx context.Context, t int64) error {
-	if d := time.Duration(t-Now()) - 2*time.Millisecond; d > 0 {
-		tm := time.NewTimer(d)
-		select {
-		case <-tm.C:
-		case <-ctx.Done():
-			tm.Stop()
-			return ctx.Err()
-		}
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	ts := unix.NsecToTimespec(t)
-	for {
-		if err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil); err != unix.EINTR {
-			return ctx.Err()
-		}
-	}
-}
 
 // buffers are a worker's data, made before time zero.
 type buffers struct {
@@ -83,7 +48,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			return fmt.Errorf("%s: gate: %w", where, err)
 		}
 		it := key.Iteration
-		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: key.Phase, Rank: me, StartNs: Now()}
+		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: key.Phase, Rank: me, StartNs: monoclock.Now()}
 		sent0 := r.comm.Sent
 		var err error
 		switch key.Phase {
@@ -99,7 +64,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				copy(data, base)
 				collective.Stamp(data, it)
 			}
-			err = SleepUntil(ctx, rec.StartNs+j.ComputeNs)
+			err = monoclock.SleepUntil(ctx, rec.StartNs+j.ComputeNs)
 		case job.PhasePush:
 			err = r.comm.Push(r.ps, data)
 		case job.PhasePull:
@@ -127,7 +92,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				rec.Verified = err == nil
 			}
 		}
-		rec.EndNs = Now()
+		rec.EndNs = monoclock.Now()
 		rec.Bytes = r.comm.Sent - sent0
 		if err != nil {
 			rec.Note = "failed: " + err.Error()
@@ -158,8 +123,8 @@ func (r *rank) gate(ctx context.Context, t0 int64, q int) error {
 			at = max(at, start)
 		}
 	}
-	if at > Now() {
-		return SleepUntil(ctx, at)
+	if at > monoclock.Now() {
+		return monoclock.SleepUntil(ctx, at)
 	}
 	return nil
 }
@@ -170,11 +135,11 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 	j := &r.spec.Job
 	sum := make([]int32, int(j.Bytes/4))
 	for it := 0; it < j.Iterations; it++ {
-		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePush, Rank: PSRank, StartNs: Now()}
+		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePush, Rank: PSRank, StartNs: monoclock.Now()}
 		if err := r.comm.ServePush(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase push: %w", j.Name, it, err)
 		}
-		rec.EndNs = Now()
+		rec.EndNs = monoclock.Now()
 		if r.spec.Verify {
 			if err := collective.CheckSum(sum, r.n, it); err != nil {
 				return fmt.Errorf("job %s parameter server iteration %d: sum is wrong: %w", j.Name, it, err)
@@ -182,12 +147,12 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 			rec.Verified = true
 		}
 		r.record(rec)
-		rec = PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePull, Rank: PSRank, StartNs: Now()}
+		rec = PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePull, Rank: PSRank, StartNs: monoclock.Now()}
 		sent0 := r.comm.Sent
 		if err := r.comm.ServePull(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase pull: %w", j.Name, it, err)
 		}
-		rec.EndNs, rec.Bytes = Now(), r.comm.Sent-sent0
+		rec.EndNs, rec.Bytes = monoclock.Now(), r.comm.Sent-sent0
 		r.record(rec)
 	}
 	_ = t0

@@ -22,6 +22,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/sockopt"
 	"github.com/ocsemu/ocsemu/workers/collective"
@@ -433,7 +434,7 @@ func (r *rank) sampleTCP(ctx context.Context) {
 			if p == r.ps {
 				peer = PSRank
 			}
-			r.record(TCPSample{Type: "tcp", Job: r.spec.Job.Name, Rank: r.spec.Rank, Peer: peer, TNs: Now(),
+			r.record(TCPSample{Type: "tcp", Job: r.spec.Job.Name, Rank: r.spec.Rank, Peer: peer, TNs: monoclock.Now(),
 				CwndSegs: info.Snd_cwnd, RTTUs: info.Rtt, Retrans: info.Total_retrans,
 				DeliveryBps: info.Delivery_rate * 8, BytesAcked: info.Bytes_acked})
 		}

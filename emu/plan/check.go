@@ -8,6 +8,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // MaxErrors bounds how many problems Check reports.
@@ -213,8 +214,8 @@ func checkJob(j *Job, s *scenario.Scenario, where string, bad func(string, ...an
 	if j.Pattern == scenario.PatternRing && len(j.Ring) > 0 && !scenario.SameMembers(j.Ring, j.Workers) {
 		bad("%s: ring: must list every worker exactly once", where)
 	}
-	if j.Pattern == scenario.PatternHD && len(j.Workers)&(len(j.Workers)-1) != 0 {
-		bad("%s: workers: halving-doubling needs a power-of-two count", where)
+	if err := job.CheckWorkers(j.Pattern, len(j.Workers)); err != nil {
+		bad("%s: workers: %v", where, err)
 	}
 }
 

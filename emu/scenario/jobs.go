@@ -2,7 +2,6 @@ package scenario
 
 import (
 	"fmt"
-	"math/bits"
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
@@ -176,8 +175,8 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 		if j.TCP != nil && !ccRE.MatchString(j.TCP.CongestionControl) {
 			bad(p+".tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", j.TCP.CongestionControl)
 		}
-		if j.Pattern == PatternHD && bits.OnesCount(uint(len(j.Workers))) != 1 {
-			bad(p+".workers", "halving-doubling needs a power-of-two number of workers, got %d", len(j.Workers))
+		if err := job.CheckWorkers(j.Pattern, len(j.Workers)); err != nil {
+			bad(p+".workers", "%v", err)
 		}
 	}
 	switch s.Scheduler.Name {

@@ -33,6 +33,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 )
 
 // MaxIfindex bounds the ifindex of OCS ports inside one OCS namespace.
@@ -368,8 +369,4 @@ func (s *Switch) Counters(ifindexes []uint32) (map[uint32]Counters, error) {
 }
 
 // Monotonic returns CLOCK_MONOTONIC in ns, the clock bpf_ktime_get_ns reads.
-func Monotonic() uint64 {
-	var ts unix.Timespec
-	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return uint64(ts.Sec)*1e9 + uint64(ts.Nsec)
-}
+func Monotonic() uint64 { return uint64(monoclock.Now()) }

@@ -13,14 +13,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"runtime"
 	"sort"
 	"sync"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
@@ -396,32 +394,9 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 	return ev, nil
 }
 
-// waitUntil returns at monotonic time at (or when ctx ends). Go timers
-// overshoot by up to a millisecond, so it sleeps with a timer until 2 ms
-// before, then with clock_nanosleep(TIMER_ABSTIME) on a locked thread with
-// 1 ns timer slack: hrtimer precision without spinning a core. The kernel
+// waitUntil returns at monotonic time at (or when ctx ends). The kernel
 // switches at `at` whatever happens here; this only times the routes.
-func waitUntil(ctx context.Context, at int64) {
-	if d := time.Duration(at-int64(fastpath.Monotonic())) - 2*time.Millisecond; d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return
-		}
-	}
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1, 0, 0, 0)
-	ts := unix.NsecToTimespec(at)
-	for {
-		err := unix.ClockNanosleep(unix.CLOCK_MONOTONIC, unix.TIMER_ABSTIME, &ts, nil)
-		if err != unix.EINTR {
-			return
-		}
-	}
-}
+func waitUntil(ctx context.Context, at int64) { _ = monoclock.SleepUntil(ctx, at) }
 
 func (c *Controller) emit(ev *Event) {
 	c.evMu.Lock()

@@ -106,3 +106,13 @@ type Activity struct {
 	Key
 	StartNs *int64
 }
+
+// CheckWorkers checks a job's number of workers against its pattern: the
+// one definition the scenario and plan checks share. Halving-doubling
+// pairs ranks at distance 1, 2, 4, ..., so it needs a power of two.
+func CheckWorkers(pattern string, n int) error {
+	if pattern == PatternHD && (n < 1 || n&(n-1) != 0) {
+		return fmt.Errorf("halving-doubling needs a power-of-two number of workers, got %d", n)
+	}
+	return nil
+}

@@ -1,0 +1,43 @@
+package job
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestPhases(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		want    string
+	}{
+		{PatternPS, "compute push pull"},
+		{PatternRing, "compute allreduce"},
+		{PatternHD, "compute allreduce"},
+		{PatternAllToAll, "compute alltoall"},
+		{"nccl", ""},
+	} {
+		if got := strings.Join(Phases(tc.pattern), " "); got != tc.want {
+			t.Errorf("Phases(%q) = %q, want %q", tc.pattern, got, tc.want)
+		}
+	}
+	j := Job{Name: "j", Pattern: PatternPS, Iterations: 2}
+	ks := j.Phases()
+	if len(ks) != 6 || ks[3] != (Key{Job: "j", Iteration: 1, Phase: PhaseCompute}) || ks[5].String() != "j iteration 1 phase pull" {
+		t.Errorf("Job.Phases = %v", ks)
+	}
+}
+
+func TestCheckWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		pattern string
+		n       int
+		ok      bool
+	}{
+		{PatternHD, 1, true}, {PatternHD, 2, true}, {PatternHD, 8, true}, {PatternHD, 6, false}, {PatternHD, 0, false},
+		{PatternRing, 6, true}, {PatternPS, 3, true}, {PatternAllToAll, 5, true},
+	} {
+		if err := CheckWorkers(tc.pattern, tc.n); (err == nil) != tc.ok {
+			t.Errorf("CheckWorkers(%q, %d) = %v, want ok=%v", tc.pattern, tc.n, err, tc.ok)
+		}
+	}
+}
