@@ -74,24 +74,6 @@ func TestParseDefaults(t *testing.T) {
 	}
 }
 
-func TestParseRate(t *testing.T) {
-	tests := []struct {
-		in   string
-		want Rate
-		err  bool
-	}{
-		{"1Gbit", 1e9, false}, {"400Mbps", 400e6, false}, {"2.5G", 2.5e9, false},
-		{"100kbit", 100e3, false}, {"unlimited", Unlimited, false}, {"40gbps", 40e9, false},
-		{"1000", 0, true}, {"-1Gbit", 0, true}, {"Gbit", 0, true}, {"1bit", 0, true}, {"NaNGbit", 0, true},
-	}
-	for _, tt := range tests {
-		got, err := ParseRate(tt.in)
-		if (err != nil) != tt.err || got != tt.want {
-			t.Errorf("ParseRate(%q) = %v, %v; want %v, err=%v", tt.in, got, err, tt.want, tt.err)
-		}
-	}
-}
-
 func TestUplinkSwitch(t *testing.T) {
 	tests := []struct {
 		uplinks, switches int
@@ -196,18 +178,5 @@ func TestModelComputeTime(t *testing.T) {
 	m.Recompute = true
 	if got := m.ComputeTime().Microseconds(); got != 16410 {
 		t.Errorf("with recomputation %d us, want 16410", got)
-	}
-}
-
-func TestParseByteSize(t *testing.T) {
-	for in, want := range map[string]ByteSize{"552MB": 552e6, "64MiB": 64 << 20, "4GB": 4e9, "1.5KiB": 1536, "10B": 10} {
-		if got, err := ParseByteSize(in); err != nil || got != want {
-			t.Errorf("ParseByteSize(%q) = %v, %v; want %v", in, got, err, want)
-		}
-	}
-	for _, bad := range []string{"64", "64mb", "MB", "-1MB", "0B"} {
-		if _, err := ParseByteSize(bad); err == nil {
-			t.Errorf("ParseByteSize(%q) accepted", bad)
-		}
 	}
 }
