@@ -23,6 +23,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 )
 
 // ErrNotRoot is returned by operations that need CAP_NET_ADMIN.
@@ -345,7 +346,7 @@ func (l *Lab) addLink(i int, ln Link) error {
 		h  *netlink.Handle
 		ep Endpoint
 	}{{ha, ln.A}, {hb, ln.B}} {
-		link, err := e.h.LinkByName(e.ep.Iface)
+		link, err := nlsafe.Retry1(e.h.LinkByName, e.ep.Iface)
 		if err != nil {
 			return fmt.Errorf("find %s:%s: %w", e.ep.Node, e.ep.Iface, err)
 		}
@@ -398,7 +399,7 @@ func (l *Lab) waitCarrier(ctx context.Context, n Node, timeout time.Duration) er
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		links, err := h.LinkList()
+		links, err := nlsafe.Retry(h.LinkList)
 		if err != nil {
 			return fmt.Errorf("list links of %s: %w", n.Name, err)
 		}
@@ -438,7 +439,7 @@ func (l *Lab) addRoutes(n Node) error {
 		if i, ok := idx[iface]; ok {
 			return i, nil
 		}
-		link, err := h.LinkByName(iface)
+		link, err := nlsafe.Retry1(h.LinkByName, iface)
 		if err != nil {
 			return 0, fmt.Errorf("find %s:%s: %w", n.Name, iface, err)
 		}

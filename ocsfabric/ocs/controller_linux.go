@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
@@ -145,7 +146,7 @@ func (c *Controller) attach() error {
 		if err != nil {
 			return err
 		}
-		l, err := h.LinkByName(fabric.OCSPortIface(u.Rack, u.Port))
+		l, err := nlsafe.Retry1(h.LinkByName, fabric.OCSPortIface(u.Rack, u.Port))
 		if err != nil {
 			return fmt.Errorf("ocs%d port for %s: %w", sw, u, err)
 		}

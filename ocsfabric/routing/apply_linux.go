@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 )
 
 // Router installs routing tables into the ToR namespaces of a lab and
@@ -35,7 +36,7 @@ func NewRouter(lab *fabric.Lab) (*Router, error) {
 			return nil, err
 		}
 		for u := 0; u < f.UplinksPerToR; u++ {
-			l, err := h.LinkByName(fabric.UplinkIface(u))
+			l, err := nlsafe.Retry1(h.LinkByName, fabric.UplinkIface(u))
 			if err != nil {
 				return nil, fmt.Errorf("tor%d uplink %d: %w", rack, u, err)
 			}
