@@ -82,13 +82,14 @@ func (c *Controller) Handler() http.Handler {
 			Schedule: c.ScheduleRunning(), HalfDuplex: c.layout.HalfDuplex, Racks: c.layout.Racks, UplinksPerTo: c.layout.Uplinks})
 	})
 	mux.HandleFunc("PUT /v1/config", func(w http.ResponseWriter, r *http.Request) {
-		req, ok := decode(w, r, func(b []byte) (ConfigRequest, error) {
-			return DecodeConfigRequest(b, c.layout, int64(fastpath.Monotonic()))
-		})
+		// at_ns is checked against the instant the request came in, not
+		// the end of reading a large body.
+		now := int64(fastpath.Monotonic())
+		req, ok := decode(w, r, func(b []byte) (ConfigRequest, error) { return DecodeConfigRequest(b, c.layout, now) })
 		if !ok {
 			return
 		}
-		ev, err := c.Apply(r.Context(), circuit.Config{Circuits: req.Circuits}, delayOf(req.Delay), req.AtNs)
+		ev, err := c.apply(r.Context(), circuit.Config{Circuits: req.Circuits}, delayOf(req.Delay), req.AtNs, now)
 		reply(w, ev, err)
 	})
 	mux.HandleFunc("POST /v1/connect", func(w http.ResponseWriter, r *http.Request) {
@@ -114,11 +115,12 @@ func (c *Controller) Handler() http.Handler {
 		reply(w, ev, err)
 	})
 	mux.HandleFunc("POST /v1/schedule", func(w http.ResponseWriter, r *http.Request) {
-		s, ok := decode(w, r, func(b []byte) (Schedule, error) { return DecodeSchedule(b, c.layout, int64(fastpath.Monotonic())) })
+		now := int64(fastpath.Monotonic())
+		s, ok := decode(w, r, func(b []byte) (Schedule, error) { return DecodeSchedule(b, c.layout, now) })
 		if !ok {
 			return
 		}
-		if err := c.StartSchedule(s); err != nil {
+		if err := c.runSchedule(s); err != nil {
 			code := http.StatusBadRequest
 			if errors.Is(err, ErrScheduleRunning) {
 				code = http.StatusConflict

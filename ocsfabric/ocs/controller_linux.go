@@ -303,6 +303,11 @@ func (c *Controller) setUnreachable(u []routing.Pair) {
 // now; else ahead of now by at most reconfig.MaxAhead). It returns when
 // the switch has happened and routes follow it.
 func (c *Controller) Apply(ctx context.Context, cfg circuit.Config, delay time.Duration, at int64) (Event, error) {
+	return c.apply(ctx, cfg, delay, at, int64(fastpath.Monotonic()))
+}
+
+// apply is Apply with at checked against now, when the request came in.
+func (c *Controller) apply(ctx context.Context, cfg circuit.Config, delay time.Duration, at, now int64) (Event, error) {
 	if c.ScheduleRunning() {
 		return Event{}, ErrScheduleRunning
 	}
@@ -311,7 +316,7 @@ func (c *Controller) Apply(ctx context.Context, cfg circuit.Config, delay time.D
 			return Event{}, fmt.Errorf("delay: %w", err)
 		}
 	}
-	if err := reconfig.CheckAt(at, int64(fastpath.Monotonic())); err != nil {
+	if err := reconfig.CheckAt(at, now); err != nil {
 		return Event{}, fmt.Errorf("at_ns: %w", err)
 	}
 	c.mu.Lock()

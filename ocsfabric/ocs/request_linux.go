@@ -119,9 +119,23 @@ func (r ConfigRequest) Check(l circuit.Layout, now int64) error {
 		errs = append(errs, fmt.Errorf("at_ns: %w", err))
 	}
 	if err := l.Validate(circuit.Config{Circuits: r.Circuits}); err != nil {
-		errs = append(errs, fmt.Errorf("invalid configuration: %w", err))
+		errs = append(errs, fmt.Errorf("invalid configuration: %w", capJoined(err)))
 	}
 	return errors.Join(errs...)
+}
+
+// maxErrors bounds the problems reported at once: a body of a million bad
+// circuits is answered with the first ones and a count, not 100 MB.
+const maxErrors = 20
+
+// capJoined keeps the first maxErrors of joined errors and counts the rest.
+func capJoined(err error) error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok || len(j.Unwrap()) <= maxErrors {
+		return err
+	}
+	errs := j.Unwrap()
+	return errors.Join(append(errs[:maxErrors:maxErrors], fmt.Errorf("... and %d more problems", len(errs)-maxErrors))...)
 }
 
 // Circuit is the circuit a connect request patches: simplex if asked, or
@@ -269,7 +283,7 @@ func parseFile(data []byte, source string, top form, fn func(*decoder, *value)) 
 		return &ParseError{Source: source, Msg: "the file is empty; want " + top.what + ", e.g. " + top.yaml}
 	}
 	fn(d, v)
-	return errors.Join(d.errs...)
+	return d.err()
 }
 
 // looksJSON reports text that starts like a JSON object, `{"`, so that
@@ -291,7 +305,7 @@ func parseBody(body []byte, top form, fn func(*decoder, *value)) error {
 		return &ParseError{Msg: "the request body is empty; want " + top.what + ", e.g. " + top.json}
 	}
 	fn(d, v)
-	return errors.Join(d.errs...)
+	return d.err()
 }
 
 // lineError is a syntax error found while building the tree.
@@ -508,7 +522,15 @@ type decoder struct {
 	source  string
 	json    bool // examples in JSON
 	noLines bool
-	errs    []error
+	errs    []error // the first maxErrors
+	n       int     // all of them
+}
+
+func (d *decoder) err() error {
+	if d.n > maxErrors {
+		return errors.Join(append(d.errs, fmt.Errorf("... and %d more problems", d.n-maxErrors))...)
+	}
+	return errors.Join(d.errs...)
 }
 
 func (d *decoder) wrap(err error) error {
@@ -527,7 +549,9 @@ func (d *decoder) errAt(line int, field, msg string) *ParseError {
 }
 
 func (d *decoder) bad(line int, field, format string, a ...any) {
-	d.errs = append(d.errs, d.errAt(line, field, fmt.Sprintf(format, a...)))
+	if d.n++; d.n <= maxErrors {
+		d.errs = append(d.errs, d.errAt(line, field, fmt.Sprintf(format, a...)))
+	}
 }
 
 func (d *decoder) example(f form) string {

@@ -74,6 +74,7 @@ func TestParseApplyFile(t *testing.T) {
 		{"bad yaml", "circuits: [\n", []string{"c.yaml:", "invalid YAML"}},
 		{"bad json", "{\"circuits\": [}\n", []string{"c.yaml:1: invalid JSON"}},
 		{"all errors at once", "circuits:\n  - [tor0:0, tor1:0]\n  - {a: tor0:0}\ndelay: -1ms\n", []string{"c.yaml:2:", "c.yaml:3:", "c.yaml:4:"}},
+		{"the first 20 errors and a count", "circuits:\n" + strings.Repeat("  - [tor0:0, tor1:0]\n", 100), []string{"c.yaml:21: circuits[19]", "... and 80 more problems"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -138,6 +139,8 @@ func TestDecodeRequests(t *testing.T) {
 		{"config multi-line names lines", cfgDecode, "{\n  \"circuits\": [],\n  \"delay\": 5\n}", []string{`line 3: delay: "5" has no unit`}},
 		{"config across switches", cfgDecode, `{"circuits":[{"a":"tor0:0","b":"tor1:1"}]}`, []string{"invalid configuration: circuit 0 (tor0:0<->tor1:1): tor0:0 is cabled to ocs0 but tor1:1 to ocs1"}},
 		{"config unknown key", cfgDecode, `{"circuits":[],"at":5}`, []string{`unknown key "at" (known keys: circuits, delay, at_ns)`}},
+		{"config: the first 20 errors and a count", cfgDecode, `{"circuits":[` + strings.Repeat(`{"a":"tor0:0","b":"tor1:0"},`, 100) + `{"a":"tor0:0","b":"tor1:0"}]}`,
+			[]string{"circuit 5 (tor0:0<->tor1:0): tor0:0 already receives from", "\n... and 380 more problems"}},
 		{"config empty", cfgDecode, ``, []string{"the request body is empty"}},
 		{"config trailing data", cfgDecode, `{"circuits":[]} {}`, []string{"more data after the end"}},
 		{"connect", connDecode, `{"a":"tor0:1","b":"tor2:1","delay":"1ms"}`, nil},

@@ -46,14 +46,14 @@ func (s Schedule) Validate(l circuit.Layout) error {
 			errs = append(errs, fmt.Errorf("slot %d: duration must be positive", i))
 		}
 		if err := l.Validate(circuit.Config{Circuits: sl.Circuits}); err != nil {
-			errs = append(errs, fmt.Errorf("slot %d: %w", i, err))
+			errs = append(errs, fmt.Errorf("slot %d: %w", i, capJoined(err)))
 		}
 	}
 	if s.Cycles < 0 {
 		errs = append(errs, errors.New("cycles must not be negative"))
 	}
 	errs = append(errs, checkDelay(s.Delay))
-	return errors.Join(errs...)
+	return capJoined(errors.Join(errs...))
 }
 
 // StartSchedule validates a schedule and runs it in the background. Slot
@@ -64,6 +64,12 @@ func (c *Controller) StartSchedule(s Schedule) error {
 	if err := s.Check(c.layout, int64(fastpath.Monotonic())); err != nil {
 		return err
 	}
+	return c.runSchedule(s)
+}
+
+// runSchedule runs a schedule already checked (the API checks it against
+// the instant its request came in, see DecodeSchedule).
+func (c *Controller) runSchedule(s Schedule) error {
 	c.schedMu.Lock()
 	defer c.schedMu.Unlock()
 	if c.sched != nil {
