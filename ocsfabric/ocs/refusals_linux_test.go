@@ -23,7 +23,10 @@ func TestAPIRefusesOutOfBounds(t *testing.T) {
 		want string
 	}{
 		{"at_ns 1", func() error { _, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: pair, AtNs: 1}); return err }(), "at_ns: 1 is"},
-		{"delay 100h", func() error { _, err := cl.Connect(ctx, ocs.ConnectRequest{A: pair[0].A, B: pair[0].B, Delay: &long}); return err }(), "delay: must be between 0s and 10s, got 100h0m0s"},
+		{"delay 100h", func() error {
+			_, err := cl.Connect(ctx, ocs.ConnectRequest{A: pair[0].A, B: pair[0].B, Delay: &long})
+			return err
+		}(), "delay: must be between 0s and 10s, got 100h0m0s"},
 		{"start_ns 1", cl.Schedule(ctx, ocs.Schedule{Slots: []ocs.Slot{{Circuits: pair, Duration: scenarioDuration(time.Millisecond)}}, StartNs: 1}), "start_ns: 1 is"},
 		{"controller delay", func() error { _, err := ctl.Apply(ctx, circuit.Config{Circuits: pair}, 11*time.Second, 0); return err }(), "delay: must be between 0s and 10s, got 11s"},
 		{"controller at", func() error { _, err := ctl.Apply(ctx, circuit.Config{Circuits: pair}, -1, 1); return err }(), "in the past"},
