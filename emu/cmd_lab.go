@@ -21,7 +21,6 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/scenario"
-	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
 func (a *app) deployCmd() *cobra.Command {
@@ -181,20 +180,22 @@ func (a *app) inspectCmd() *cobra.Command {
 			for _, n := range t.Nodes {
 				rows = append(rows, inspectNode{Node: n, Ifaces: ifaces[n.Name], Up: netns.Exists(n.NS)})
 			}
+			procs := labProcesses(cmd.Context(), st)
 			if asJSON {
 				return writeJSON(map[string]any{"lab": st.Lab, "status": st.Status, "source": st.Source,
-					"created": st.Created, "fabric": st.Spec, "nodes": rows, "links": t.Links})
+					"created": st.Created, "fabric": st.Spec, "processes": procs, "nodes": rows, "links": t.Links})
 			}
 			f := st.Spec
-			fmt.Printf("lab %s (%s, from %s): %s fabric, %d racks x %d servers, created %s\n", st.Lab, st.Status, st.Source,
+			fmt.Printf("lab %s (%s%s, from %s): %s fabric, %d racks x %d servers, created %s\n", st.Lab, st.Status, labHealth(st), st.Source,
 				f.Kind, f.Racks, f.ServersPerRack, st.Created.Format("2006-01-02 15:04:05"))
-			if f.HasOCS() {
-				sock := fabric.LabFile(st.Lab, "ocs.sock")
-				if v, err := ocs.NewClient(sock).Config(cmd.Context()); err == nil {
-					fmt.Printf("OCS process: answering on %s, %d circuits (emu ocs show)\n", sock, len(v.Circuits))
-				} else {
-					fmt.Printf("OCS process: not answering on %s (%v)\n", sock, err)
+			if len(procs) > 0 {
+				fmt.Println()
+				w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(w, "PROCESS\tPID\tSTATE")
+				for _, p := range procs {
+					fmt.Fprintf(w, "%s\t%d\t%s\n", p.Name, p.PID, p.Status)
 				}
+				w.Flush()
 			}
 			fmt.Println()
 			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
@@ -248,7 +249,7 @@ func (a *app) inspectLabs(asJSON bool) error {
 	fmt.Fprintln(w, "LAB\tSTATUS\tKIND\tRACKS\tSERVERS/RACK\tNAMESPACES\tCREATED\tSOURCE")
 	for _, st := range states {
 		f := st.Spec
-		status := st.Status
+		status := st.Status + labHealth(st)
 		if status == fabric.StatusInterrupted {
 			status += " (remove: emu destroy " + st.Lab + ")"
 		}

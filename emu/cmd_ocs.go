@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
@@ -45,7 +43,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 		if err != nil {
 			return nil, "", err
 		}
-		return ocs.NewClient(fabric.LabFile(lab, "ocs.sock")), lab, nil
+		return ocsClient(lab), lab, nil
 	}
 	var delay time.Duration
 	var simplex, asJSON bool
@@ -59,7 +57,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 
 	serve := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the OCS process of a lab (deploy starts it)",
+		Short: "Run the OCS process of a lab in its ocs0 namespace (deploy starts it; this restarts a dead one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if labName == "" {
@@ -80,6 +78,9 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 				return err
 			}
 			defer lab.Close()
+			if started, err := a.serveInOCSNamespace(cmd.Context(), lab, lock); started {
+				return err
+			}
 			ctl, err := ocs.New(cmd.Context(), lab, ocs.Options{Log: a.log, EventPath: fabric.LabFile(labName, "ocs-events.jsonl")})
 			if err != nil {
 				return err
@@ -167,7 +168,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			return nil
 		},
 	}
-	connect.Flags().DurationVar(&delay, "delay", 0, "reconfiguration delay (default: the scenario's)")
+	connect.Flags().Var(delayFlag(&delay), "delay", "reconfiguration delay (default: the scenario's)")
 	connect.Flags().BoolVar(&simplex, "simplex", false, "one direction only, a->b (half-duplex fabrics)")
 
 	disconnect := &cobra.Command{
@@ -191,7 +192,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			return nil
 		},
 	}
-	disconnect.Flags().DurationVar(&delay, "delay", 0, "reconfiguration delay (default: the scenario's)")
+	disconnect.Flags().Var(delayFlag(&delay), "delay", "reconfiguration delay (default: the scenario's)")
 
 	apply := &cobra.Command{
 		Use:   "apply <circuits.yaml>",
@@ -222,7 +223,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			return nil
 		},
 	}
-	apply.Flags().DurationVar(&delay, "delay", 0, "reconfiguration delay (default: the file's, else the scenario's)")
+	apply.Flags().Var(delayFlag(&delay), "delay", "reconfiguration delay (default: the file's, else the scenario's)")
 
 	var stop bool
 	schedule := &cobra.Command{
@@ -313,20 +314,6 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 
 	root.AddCommand(serve, show, connect, disconnect, apply, schedule, counters, events)
 	return root
-}
-
-// readStrict decodes a YAML or JSON file, refusing unknown keys.
-func readStrict(path string, v any) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(v); err != nil {
-		return fmt.Errorf("%s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	return nil
 }
 
 func printEvent(ev ocs.Event) {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
@@ -347,7 +348,7 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 		h  *netlink.Handle
 		ep topo.Endpoint
 	}{{ha, ln.A}, {hb, ln.B}} {
-		link, err := e.h.LinkByName(e.ep.Iface)
+		link, err := nlsafe.Retry1(e.h.LinkByName, e.ep.Iface)
 		if err != nil {
 			return fmt.Errorf("find %s:%s: %w", e.ep.Node, e.ep.Iface, err)
 		}
@@ -400,7 +401,7 @@ func (l *Lab) waitCarrier(ctx context.Context, n topo.Node, timeout time.Duratio
 	}
 	deadline := time.Now().Add(timeout)
 	for {
-		links, err := h.LinkList()
+		links, err := nlsafe.Retry(h.LinkList)
 		if err != nil {
 			return fmt.Errorf("list links of %s: %w", n.Name, err)
 		}
@@ -440,7 +441,7 @@ func (l *Lab) addRoutes(n topo.Node) error {
 		if i, ok := idx[iface]; ok {
 			return i, nil
 		}
-		link, err := h.LinkByName(iface)
+		link, err := nlsafe.Retry1(h.LinkByName, iface)
 		if err != nil {
 			return 0, fmt.Errorf("find %s:%s: %w", n.Name, iface, err)
 		}

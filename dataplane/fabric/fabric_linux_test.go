@@ -15,6 +15,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
@@ -73,7 +74,7 @@ func TestOCSPortsExistUnpatched(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	links, err := h.LinkList()
+	links, err := nlsafe.Retry(h.LinkList)
 	if err != nil {
 		t.Fatal(err)
 	}

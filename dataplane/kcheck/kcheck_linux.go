@@ -26,6 +26,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 )
 
@@ -218,7 +219,7 @@ func veth(hA, hB *netlink.Handle, nsB string) (netlink.Link, error) {
 	}
 	for i, h := range []*netlink.Handle{hA, hB} {
 		name, addr := []string{"va", "vb"}[i], []string{"10.99.0.1/24", "10.99.0.2/24"}[i]
-		l, err := h.LinkByName(name)
+		l, err := nlsafe.Retry1(h.LinkByName, name)
 		if err != nil {
 			return nil, err
 		}
@@ -230,7 +231,7 @@ func veth(hA, hB *netlink.Handle, nsB string) (netlink.Link, error) {
 			return nil, err
 		}
 	}
-	return hA.LinkByName("va")
+	return nlsafe.Retry1(hA.LinkByName, "va")
 }
 
 // bpfFilter loads the smallest tc program ("pass") and attaches it in

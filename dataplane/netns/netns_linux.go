@@ -18,6 +18,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 )
 
 // RunDir is where named namespaces are bind-mounted, as with `ip netns`.
@@ -237,7 +239,7 @@ func PIDsIn(inodes map[uint64]bool) []int {
 // LoopbackUp brings up lo in the calling thread's namespace; pass it to
 // Create, or call it from a Create setup function.
 func LoopbackUp() error {
-	lo, err := netlink.LinkByName("lo")
+	lo, err := nlsafe.Retry1(netlink.LinkByName, "lo")
 	if err != nil {
 		return fmt.Errorf("find lo: %w", err)
 	}

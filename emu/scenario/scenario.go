@@ -21,6 +21,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
 )
 
 // Version is the scenario format version this code reads.
@@ -407,8 +408,8 @@ func (s *Scenario) Validate() error {
 	default:
 		bad("fabric.ocs.duplex", "unknown duplex %q (want \"full\" or \"half\")", f.OCS.Duplex)
 	}
-	if f.OCS.ReconfigDelay.D() > 10e9 {
-		bad("fabric.ocs.reconfig_delay", "%s is longer than 10s", f.OCS.ReconfigDelay)
+	if err := reconfig.CheckDelay(f.OCS.ReconfigDelay.D()); err != nil {
+		bad("fabric.ocs.reconfig_delay", "%v", err)
 	}
 	if f.EPS.Oversubscription < 1 || f.EPS.Oversubscription > 1000 {
 		bad("fabric.eps.oversubscription", "must be between 1 (non-blocking) and 1000, got %g", f.EPS.Oversubscription)

@@ -34,6 +34,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 )
 
 // MaxIfindex bounds the ifindex of OCS ports inside one OCS namespace.
@@ -221,7 +222,7 @@ var ErrNotAttached = errors.New("no OCS program attached")
 // Recover finds the program and maps attached to a port by an earlier OCS
 // process, so a restarted OCS takes over live circuits.
 func Recover(h *netlink.Handle, link netlink.Link) (*Switch, error) {
-	filters, err := h.FilterList(link, netlink.HANDLE_MIN_INGRESS)
+	filters, err := nlsafe.Retry2(h.FilterList, link, netlink.HANDLE_MIN_INGRESS)
 	if err != nil {
 		return nil, fmt.Errorf("list filters of %s: %w", link.Attrs().Name, err)
 	}

@@ -34,9 +34,12 @@ import (
 // ConfigRequest replaces the circuit map.
 type ConfigRequest struct {
 	Circuits []circuit.Circuit `json:"circuits" yaml:"circuits"`
-	// Delay overrides the scenario's reconfiguration delay ("50ms").
+	// Delay overrides the scenario's reconfiguration delay ("50ms"),
+	// within reconfig.MinDelay and reconfig.MaxDelay.
 	Delay *units.Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
-	// AtNs is the CLOCK_MONOTONIC instant of the switch; 0 = now.
+	// AtNs is the CLOCK_MONOTONIC instant of the switch; 0 = as soon as
+	// possible. Any other instant must lie ahead of the OCS clock (GET
+	// /v1/clock), by at most reconfig.MaxAhead: the request waits for it.
 	AtNs int64 `json:"at_ns,omitempty" yaml:"at_ns,omitempty"`
 }
 
@@ -79,29 +82,28 @@ func (c *Controller) Handler() http.Handler {
 			Schedule: c.ScheduleRunning(), HalfDuplex: c.layout.HalfDuplex, Racks: c.layout.Racks, UplinksPerTo: c.layout.Uplinks})
 	})
 	mux.HandleFunc("PUT /v1/config", func(w http.ResponseWriter, r *http.Request) {
-		var req ConfigRequest
-		if !readJSON(w, r, &req) {
+		// at_ns is checked against the instant the request came in, not
+		// the end of reading a large body.
+		now := int64(fastpath.Monotonic())
+		req, ok := decode(w, r, func(b []byte) (ConfigRequest, error) { return DecodeConfigRequest(b, c.layout, now) })
+		if !ok {
 			return
 		}
-		ev, err := c.Apply(r.Context(), circuit.Config{Circuits: req.Circuits}, delayOf(req.Delay), req.AtNs)
+		ev, err := c.apply(r.Context(), circuit.Config{Circuits: req.Circuits}, delayOf(req.Delay), req.AtNs, now)
 		reply(w, ev, err)
 	})
 	mux.HandleFunc("POST /v1/connect", func(w http.ResponseWriter, r *http.Request) {
-		var req ConnectRequest
-		if !readJSON(w, r, &req) {
+		req, ok := decode(w, r, func(b []byte) (ConnectRequest, error) { return DecodeConnectRequest(b, c.layout) })
+		if !ok {
 			return
 		}
-		if err := errors.Join(c.layout.Check(req.A), c.layout.Check(req.B)); err != nil {
-			writeErr(w, http.StatusBadRequest, err)
-			return
-		}
-		simplex := req.Simplex || c.layout.HalfDuplex
-		ev, err := c.Apply(r.Context(), c.Config().Connect(req.A, req.B, simplex), delayOf(req.Delay), 0)
+		ci := req.Circuit(c.layout)
+		ev, err := c.Apply(r.Context(), c.Config().Connect(ci.A, ci.B, ci.Simplex), delayOf(req.Delay), 0)
 		reply(w, ev, err)
 	})
 	mux.HandleFunc("POST /v1/disconnect", func(w http.ResponseWriter, r *http.Request) {
-		var req DisconnectRequest
-		if !readJSON(w, r, &req) {
+		req, ok := decode(w, r, func(b []byte) (DisconnectRequest, error) { return DecodeDisconnectRequest(b, c.layout) })
+		if !ok {
 			return
 		}
 		cfg, found := c.Config().Disconnect(req.Port)
@@ -113,11 +115,12 @@ func (c *Controller) Handler() http.Handler {
 		reply(w, ev, err)
 	})
 	mux.HandleFunc("POST /v1/schedule", func(w http.ResponseWriter, r *http.Request) {
-		var s Schedule
-		if !readJSON(w, r, &s) {
+		now := int64(fastpath.Monotonic())
+		s, ok := decode(w, r, func(b []byte) (Schedule, error) { return DecodeSchedule(b, c.layout, now) })
+		if !ok {
 			return
 		}
-		if err := c.StartSchedule(s); err != nil {
+		if err := c.runSchedule(s); err != nil {
 			code := http.StatusBadRequest
 			if errors.Is(err, ErrScheduleRunning) {
 				code = http.StatusConflict
@@ -185,14 +188,39 @@ func reply(w http.ResponseWriter, ev Event, err error) {
 	}
 }
 
-func readJSON(w http.ResponseWriter, r *http.Request, v any) bool {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 16<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		writeErr(w, http.StatusBadRequest, fmt.Errorf("bad request body: %w", err))
-		return false
+// MaxBodyBytes bounds a request body; a longer one is answered 413.
+const MaxBodyBytes = 16 << 20
+
+// readBody reads a request body of at most MaxBodyBytes. On failure it
+// has answered: 413 if the body is too long, else 400.
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var tooLong *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLong):
+		writeErr(w, http.StatusRequestEntityTooLarge, fmt.Errorf("request body over the limit of %d MiB (%d bytes)", tooLong.Limit>>20, tooLong.Limit))
+		return nil, false
+	case err != nil:
+		writeErr(w, http.StatusBadRequest, fmt.Errorf("read request body: %w", err))
+		return nil, false
 	}
-	return true
+	return body, true
+}
+
+// decode reads a body and decodes and checks it with fn; on failure it
+// has answered 413 or 400.
+func decode[T any](w http.ResponseWriter, r *http.Request, fn func([]byte) (T, error)) (T, bool) {
+	var v T
+	body, ok := readBody(w, r)
+	if !ok {
+		return v, false
+	}
+	v, err := fn(body)
+	if err != nil {
+		writeErr(w, http.StatusBadRequest, err)
+		return v, false
+	}
+	return v, true
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -236,6 +264,7 @@ func Serve(ctx context.Context, c *Controller, socket string) error {
 type Client struct {
 	socket string
 	http   *http.Client
+	down   func(error) error
 }
 
 // NewClient returns a client for the OCS socket of a lab.
@@ -245,6 +274,22 @@ func NewClient(socket string) *Client {
 		return d.DialContext(ctx, "unix", socket)
 	}}
 	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+}
+
+// OnUnreachable sets how a failure to reach the OCS process is reported:
+// f gets the connection error and returns the error callers see (the CLI
+// says whether the process runs and how to restart it).
+func (cl *Client) OnUnreachable(f func(error) error) *Client {
+	cl.down = f
+	return cl
+}
+
+// unreachable is the error for a request that did not reach the OCS.
+func (cl *Client) unreachable(ctx context.Context, err error) error {
+	if cl.down != nil && ctx.Err() == nil {
+		return cl.down(err)
+	}
+	return fmt.Errorf("OCS at %s: %w", cl.socket, err)
 }
 
 func (cl *Client) do(ctx context.Context, method, path string, in, out any) error {
@@ -262,7 +307,7 @@ func (cl *Client) do(ctx context.Context, method, path string, in, out any) erro
 	}
 	resp, err := cl.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("OCS at %s: %w (is the lab deployed with an OCS? see `emu inspect`)", cl.socket, err)
+		return cl.unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 300 {
@@ -324,7 +369,7 @@ func (cl *Client) Events(ctx context.Context, fn func(Event) bool) error {
 	}
 	resp, err := cl.http.Do(req)
 	if err != nil {
-		return fmt.Errorf("OCS at %s: %w", cl.socket, err)
+		return cl.unreachable(ctx, err)
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)

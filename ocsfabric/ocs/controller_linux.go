@@ -20,8 +20,10 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
+	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
@@ -144,7 +146,7 @@ func (c *Controller) attach() error {
 		if err != nil {
 			return err
 		}
-		l, err := h.LinkByName(names.OCSPortIface(u.Rack, u.Port))
+		l, err := nlsafe.Retry1(h.LinkByName, names.OCSPortIface(u.Rack, u.Port))
 		if err != nil {
 			return fmt.Errorf("ocs%d port for %s: %w", sw, u, err)
 		}
@@ -295,12 +297,26 @@ func (c *Controller) setUnreachable(u []routing.Pair) {
 }
 
 // Apply replaces the whole circuit map. The ports whose circuit changes go
-// dark for delay (negative: the scenario's delay) from the switch instant
-// at (CLOCK_MONOTONIC ns; 0 = now). It returns when the switch has
-// happened and routes follow it.
+// dark for delay (negative: the scenario's delay; at most
+// reconfig.MaxDelay) from the switch instant at (CLOCK_MONOTONIC ns; 0 =
+// now; else ahead of now by at most reconfig.MaxAhead). It returns when
+// the switch has happened and routes follow it.
 func (c *Controller) Apply(ctx context.Context, cfg circuit.Config, delay time.Duration, at int64) (Event, error) {
+	return c.apply(ctx, cfg, delay, at, int64(fastpath.Monotonic()))
+}
+
+// apply is Apply with at checked against now, when the request came in.
+func (c *Controller) apply(ctx context.Context, cfg circuit.Config, delay time.Duration, at, now int64) (Event, error) {
 	if c.ScheduleRunning() {
 		return Event{}, ErrScheduleRunning
+	}
+	if delay >= 0 {
+		if err := reconfig.CheckDelay(delay); err != nil {
+			return Event{}, fmt.Errorf("delay: %w", err)
+		}
+	}
+	if err := reconfig.CheckAt(at, now); err != nil {
+		return Event{}, fmt.Errorf("at_ns: %w", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
@@ -38,7 +39,7 @@ func NewRouter(lab *fabric.Lab) (*Router, error) {
 			return nil, err
 		}
 		for u := 0; u < f.UplinksPerToR; u++ {
-			l, err := h.LinkByName(names.UplinkIface(u))
+			l, err := nlsafe.Retry1(h.LinkByName, names.UplinkIface(u))
 			if err != nil {
 				return nil, fmt.Errorf("tor%d uplink %d: %w", rack, u, err)
 			}

@@ -26,14 +26,16 @@ type Schedule struct {
 	Cycles int `json:"cycles" yaml:"cycles"`
 	// Delay overrides the scenario's reconfiguration delay.
 	Delay *units.Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
-	// StartNs is the CLOCK_MONOTONIC start; 0 means 20 ms from now.
+	// StartNs is the CLOCK_MONOTONIC start; 0 means 20 ms from now. Any
+	// other instant must lie ahead of the OCS clock, by at most
+	// reconfig.MaxAhead.
 	StartNs int64 `json:"start_ns,omitempty" yaml:"start_ns,omitempty"`
 }
 
 // ErrScheduleRunning refuses manual changes while a schedule owns the OCS.
 var ErrScheduleRunning = errors.New("a schedule is running: stop it first (emu ocs schedule --stop)")
 
-// Validate checks every slot against the layout.
+// Validate checks every slot against the layout, the cycles and the delay.
 func (s Schedule) Validate(l circuit.Layout) error {
 	if len(s.Slots) == 0 {
 		return errors.New("schedule has no slots")
@@ -44,13 +46,14 @@ func (s Schedule) Validate(l circuit.Layout) error {
 			errs = append(errs, fmt.Errorf("slot %d: duration must be positive", i))
 		}
 		if err := l.Validate(circuit.Config{Circuits: sl.Circuits}); err != nil {
-			errs = append(errs, fmt.Errorf("slot %d: %w", i, err))
+			errs = append(errs, fmt.Errorf("slot %d: %w", i, capJoined(err)))
 		}
 	}
 	if s.Cycles < 0 {
 		errs = append(errs, errors.New("cycles must not be negative"))
 	}
-	return errors.Join(errs...)
+	errs = append(errs, checkDelay(s.Delay))
+	return capJoined(errors.Join(errs...))
 }
 
 // StartSchedule validates a schedule and runs it in the background. Slot
@@ -58,9 +61,15 @@ func (s Schedule) Validate(l circuit.Layout) error {
 // timed by the kernel; the controller writes each slot into the spare
 // generation while the previous one runs.
 func (c *Controller) StartSchedule(s Schedule) error {
-	if err := s.Validate(c.layout); err != nil {
+	if err := s.Check(c.layout, int64(fastpath.Monotonic())); err != nil {
 		return err
 	}
+	return c.runSchedule(s)
+}
+
+// runSchedule runs a schedule already checked (the API checks it against
+// the instant its request came in, see DecodeSchedule).
+func (c *Controller) runSchedule(s Schedule) error {
 	c.schedMu.Lock()
 	defer c.schedMu.Unlock()
 	if c.sched != nil {
