@@ -17,13 +17,19 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
-	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/dataplane/units"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
+// ocsCLI holds what the `emu ocs` subcommands share: the --lab flag.
+type ocsCLI struct {
+	*app
+	labName string
+}
+
 func (a *app) ocsCmd() *cobra.Command {
-	var labName string
+	o := &ocsCLI{app: a}
 	root := &cobra.Command{
 		Use:   "ocs",
 		Short: "Drive the optical circuit switches of a lab: show, connect, disconnect, apply, schedule",
@@ -37,66 +43,79 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
   sudo emu ocs apply circuits.yaml
   sudo emu ocs events -f`,
 	}
-	root.PersistentFlags().StringVarP(&labName, "lab", "l", "", "lab (needed only when several are deployed)")
-	client := func() (*ocs.Client, string, error) {
-		lab, err := resolveLab(labName)
-		if err != nil {
-			return nil, "", err
-		}
-		return ocsClient(lab), lab, nil
-	}
-	var delay time.Duration
-	var simplex, asJSON bool
-	delayPtr := func(cmd *cobra.Command) *scenario.Duration {
-		if !cmd.Flags().Changed("delay") {
-			return nil
-		}
-		d := scenario.Duration(delay)
-		return &d
-	}
+	root.PersistentFlags().StringVarP(&o.labName, "lab", "l", "", "lab (needed only when several are deployed)")
+	root.AddCommand(o.serveCmd(), o.showCmd(), o.connectCmd(), o.disconnectCmd(), o.applyCmd(), o.scheduleCmd(), o.countersCmd(), o.eventsCmd())
+	return root
+}
 
-	serve := &cobra.Command{
+// client talks to the OCS process of the chosen (or only) lab.
+func (o *ocsCLI) client() (*ocs.Client, string, error) {
+	lab, err := resolveLab(o.labName)
+	if err != nil {
+		return nil, "", err
+	}
+	return ocsClient(lab), lab, nil
+}
+
+// delayOf returns the --delay flag's value if the user gave one.
+func delayOf(cmd *cobra.Command, delay time.Duration) *units.Duration {
+	if !cmd.Flags().Changed("delay") {
+		return nil
+	}
+	d := units.Duration(delay)
+	return &d
+}
+
+// serveCmd runs the OCS process of a lab.
+func (o *ocsCLI) serveCmd() *cobra.Command {
+	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run the OCS process of a lab in its ocs0 namespace (deploy starts it; this restarts a dead one)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if labName == "" {
+			if o.labName == "" {
 				return errors.New("serve needs --lab")
 			}
 			// One OCS process per lab: two would share the fast-path maps,
 			// and the first to exit would remove the other's socket.
-			lock, err := fabric.Lock(labName, "ocs")
+			lock, err := fabric.Lock(o.labName, "ocs")
 			if errors.Is(err, fabric.ErrLocked) {
-				return fmt.Errorf("lab %q already has an OCS process (%w); stop it first, or use `emu ocs show` to talk to it", labName, err)
+				return fmt.Errorf("lab %q already has an OCS process (%w); stop it first, or use `emu ocs show` to talk to it", o.labName, err)
 			}
 			if err != nil {
 				return err
 			}
 			defer lock.Release()
-			lab, err := fabric.Open(labName, a.log)
+			lab, err := fabric.Open(o.labName, o.log)
 			if err != nil {
 				return err
 			}
 			defer lab.Close()
-			if started, err := a.serveInOCSNamespace(cmd.Context(), lab, lock); started {
+			if started, err := o.serveInOCSNamespace(cmd.Context(), lab, lock); started {
 				return err
 			}
-			ctl, err := ocs.New(cmd.Context(), lab, ocs.Options{Log: a.log, EventPath: fabric.LabFile(labName, "ocs-events.jsonl")})
+			ctl, err := ocs.New(cmd.Context(), lab, ocs.Options{Log: o.log, EventPath: fabric.LabFile(o.labName, "ocs-events.jsonl")})
 			if err != nil {
 				return err
 			}
 			defer ctl.Close()
-			sock := fabric.LabFile(labName, "ocs.sock")
-			a.log.Info("OCS serving", "lab", labName, "socket", sock, "switches", lab.Topo.Spec.OCSSwitches)
+			sock := fabric.LabFile(o.labName, "ocs.sock")
+			o.log.Info("OCS serving", "lab", o.labName, "socket", sock, "switches", lab.Topo.Spec.OCSSwitches)
 			return ocs.Serve(cmd.Context(), ctl, sock)
 		},
 	}
-	show := &cobra.Command{
+	return cmd
+}
+
+// showCmd prints the circuits and unreachable rack pairs.
+func (o *ocsCLI) showCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "show",
 		Short: "Print the circuits of every OCS and the racks that cannot reach each other",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, lab, err := client()
+			cl, lab, err := o.client()
 			if err != nil {
 				return err
 			}
@@ -141,14 +160,20 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			return nil
 		},
 	}
-	show.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
 
-	connect := &cobra.Command{
+// connectCmd patches one circuit.
+func (o *ocsCLI) connectCmd() *cobra.Command {
+	var delay time.Duration
+	var simplex bool
+	cmd := &cobra.Command{
 		Use:   "connect <tor:uplink> <tor:uplink>",
 		Short: "Patch a circuit between two uplinks, moving whatever used them",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := client()
+			cl, _, err := o.client()
 			if err != nil {
 				return err
 			}
@@ -160,7 +185,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			if err != nil {
 				return err
 			}
-			ev, err := cl.Connect(cmd.Context(), ocs.ConnectRequest{A: ua, B: ub, Simplex: simplex, Delay: delayPtr(cmd)})
+			ev, err := cl.Connect(cmd.Context(), ocs.ConnectRequest{A: ua, B: ub, Simplex: simplex, Delay: delayOf(cmd, delay)})
 			if err != nil {
 				return err
 			}
@@ -168,15 +193,20 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			return nil
 		},
 	}
-	connect.Flags().Var(delayFlag(&delay), "delay", "reconfiguration delay (default: the scenario's)")
-	connect.Flags().BoolVar(&simplex, "simplex", false, "one direction only, a->b (half-duplex fabrics)")
+	cmd.Flags().Var(delayFlag(&delay), "delay", "reconfiguration delay (default: the scenario's)")
+	cmd.Flags().BoolVar(&simplex, "simplex", false, "one direction only, a->b (half-duplex fabrics)")
+	return cmd
+}
 
-	disconnect := &cobra.Command{
+// disconnectCmd removes the circuit on an uplink.
+func (o *ocsCLI) disconnectCmd() *cobra.Command {
+	var delay time.Duration
+	cmd := &cobra.Command{
 		Use:   "disconnect <tor:uplink>",
 		Short: "Remove the circuit on an uplink",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := client()
+			cl, _, err := o.client()
 			if err != nil {
 				return err
 			}
@@ -184,7 +214,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			if err != nil {
 				return err
 			}
-			ev, err := cl.Disconnect(cmd.Context(), ocs.DisconnectRequest{Port: u, Delay: delayPtr(cmd)})
+			ev, err := cl.Disconnect(cmd.Context(), ocs.DisconnectRequest{Port: u, Delay: delayOf(cmd, delay)})
 			if err != nil {
 				return err
 			}
@@ -192,9 +222,14 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			return nil
 		},
 	}
-	disconnect.Flags().Var(delayFlag(&delay), "delay", "reconfiguration delay (default: the scenario's)")
+	cmd.Flags().Var(delayFlag(&delay), "delay", "reconfiguration delay (default: the scenario's)")
+	return cmd
+}
 
-	apply := &cobra.Command{
+// applyCmd replaces the whole circuit map from a file.
+func (o *ocsCLI) applyCmd() *cobra.Command {
+	var delay time.Duration
+	cmd := &cobra.Command{
 		Use:   "apply <circuits.yaml>",
 		Short: "Replace the whole circuit map from a file (YAML or JSON: circuits, optional delay)",
 		Example: `  # circuits.yaml
@@ -204,7 +239,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
   delay: 10ms`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := client()
+			cl, _, err := o.client()
 			if err != nil {
 				return err
 			}
@@ -212,7 +247,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			if err := readStrict(args[0], &req); err != nil {
 				return err
 			}
-			if d := delayPtr(cmd); d != nil {
+			if d := delayOf(cmd, delay); d != nil {
 				req.Delay = d
 			}
 			ev, err := cl.Apply(cmd.Context(), req)
@@ -223,10 +258,14 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			return nil
 		},
 	}
-	apply.Flags().Var(delayFlag(&delay), "delay", "reconfiguration delay (default: the file's, else the scenario's)")
+	cmd.Flags().Var(delayFlag(&delay), "delay", "reconfiguration delay (default: the file's, else the scenario's)")
+	return cmd
+}
 
+// scheduleCmd starts or stops a time-slotted schedule.
+func (o *ocsCLI) scheduleCmd() *cobra.Command {
 	var stop bool
-	schedule := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "schedule <schedule.yaml> | --stop",
 		Short: "Run a time-slotted schedule of configurations, once or cycled (rotor style)",
 		Example: `  # rotor.yaml: two 1 ms slots, cycled 500 times, 20 us dark between slots
@@ -237,7 +276,7 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
   delay: 20us`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := client()
+			cl, _, err := o.client()
 			if err != nil {
 				return err
 			}
@@ -258,14 +297,19 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			return nil
 		},
 	}
-	schedule.Flags().BoolVar(&stop, "stop", false, "stop the running schedule")
+	cmd.Flags().BoolVar(&stop, "stop", false, "stop the running schedule")
+	return cmd
+}
 
-	counters := &cobra.Command{
+// countersCmd prints the fast path's per-port counters.
+func (o *ocsCLI) countersCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
 		Use:   "counters",
 		Short: "Per-port counters of the kernel fast path: forwarded, dropped dark, dropped unpatched",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, _, err := client()
+			cl, _, err := o.client()
 			if err != nil {
 				return err
 			}
@@ -284,15 +328,19 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			return w.Flush()
 		},
 	}
-	counters.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
 
+// eventsCmd prints (and follows) the OCS event log.
+func (o *ocsCLI) eventsCmd() *cobra.Command {
 	var follow bool
-	events := &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Print the OCS event log (JSONL: scheduled and effective times), -f to follow",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cl, lab, err := client()
+			cl, lab, err := o.client()
 			if err != nil {
 				return err
 			}
@@ -310,10 +358,8 @@ circuit changes for the reconfiguration delay, enforced in the kernel.`,
 			})
 		},
 	}
-	events.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events")
-
-	root.AddCommand(serve, show, connect, disconnect, apply, schedule, counters, events)
-	return root
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events")
+	return cmd
 }
 
 func printEvent(ev ocs.Event) {

@@ -32,7 +32,7 @@ func TestCLIOCSRefusals(t *testing.T) {
 	}{
 		{[]string{"ocs", "connect", "tor0:0", "tor2:0", "--delay", "-5ms"}, `invalid argument "-5ms" for "--delay" flag: must be between 0s and 10s, got -5ms`},
 		{[]string{"ocs", "connect", "tor0:0", "tor2:0", "--delay", "100h"}, `invalid argument "100h" for "--delay" flag: must be between 0s and 10s, got 100h0m0s`},
-		{[]string{"ocs", "disconnect", "tor0:0", "--delay", "50"}, `"--delay" flag: "50" has no unit: write e.g. "50ms"`},
+		{[]string{"ocs", "disconnect", "tor0:0", "--delay", "50"}, `"--delay" flag: duration "50" has no unit: write e.g. "50ms"`},
 		{[]string{"ocs", "apply", "--lab", "nolab", write("pairs.yaml", "circuits: [[tor0:0, tor1:0]]\n")},
 			"pairs.yaml:1: circuits[0]: got a list, want a circuit, a mapping with a and b (and optional simplex: true for one direction), e.g. {a: tor0:0, b: tor1:0}"},
 		{[]string{"ocs", "apply", "--lab", "nolab", write("at.yaml", "circuits: []\nat_ns: soon\n")}, `at.yaml:2: at_ns: got the text "soon"`},
