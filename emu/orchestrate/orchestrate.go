@@ -32,6 +32,10 @@ type Options struct {
 	Verify   bool
 	Log      *slog.Logger
 	Progress func(format string, args ...any)
+
+	// Prediction is the flow model's prediction of Plan, if the caller
+	// has made it already (before deploying); nil: Run makes it.
+	Prediction *record.Run
 }
 
 // Result is the prediction, the measurement and their comparison.
@@ -67,9 +71,12 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	if progress == nil {
 		progress = func(string, ...any) {}
 	}
-	pred, err := flowmodel.Simulate(p, s)
-	if err != nil {
-		return nil, fmt.Errorf("predict: %w", err)
+	pred := o.Prediction
+	if pred == nil {
+		var err error
+		if pred, err = flowmodel.Simulate(p, s); err != nil {
+			return nil, fmt.Errorf("predict: %w", err)
+		}
 	}
 	progress("prediction: makespan %.3fs, %d reconfigurations", float64(pred.MakespanNs)/1e9, pred.Reconfigurations)
 
