@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/kcheck"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 )
@@ -110,6 +111,9 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 				a.progress("lab destroyed in %.2fs", sum.DestroySec)
 			}
 			printSummary(sum)
+			if r, err := kcheck.Load(); err != nil || r.VethGbps <= 0 {
+				fmt.Println("   hint        run `emu doctor` once: it measures this machine, so emu can warn when a scenario asks for more than it can carry")
+			}
 			if out != "" {
 				if err := writeSummary(filepath.Join(out, s.Name), sum); err != nil {
 					runErr = errors.Join(runErr, err)

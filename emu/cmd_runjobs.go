@@ -60,6 +60,9 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 	if err != nil {
 		return nil, fmt.Errorf("predict: %w", err)
 	}
+	if w := flowmodel.UnlimitedLinks(s.Fabric); w != "" {
+		a.log.Warn(w)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("results directory: %w", err)
 	}
