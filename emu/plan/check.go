@@ -94,9 +94,9 @@ func Check(p *Plan, s *scenario.Scenario) error {
 		} else if err := layout.Validate(circuit.Config{Circuits: st.Circuits}); err != nil && f.HasOCS() {
 			bad("%s: circuits: %v", where, err)
 		}
-		var table routing.Table
+		var paths *routing.Paths
 		if f.Kind == scenario.KindOCS {
-			table, _ = routing.Compute(f.Racks, circuit.Config{Circuits: st.Circuits})
+			paths = routing.NewPaths(f.Racks, circuit.Config{Circuits: st.Circuits})
 		}
 		for ai, a := range st.Activities {
 			aw := fmt.Sprintf("%s, activities[%d] (job %s)", where, ai, a.Job)
@@ -126,9 +126,9 @@ func Check(p *Plan, s *scenario.Scenario) error {
 				bad("%s: rate_cap_bps must not be negative", aw)
 			}
 			checkFlowCaps(j, a, aw, bad)
-			if table != nil {
+			if paths != nil {
 				for _, pr := range j.RackPairs(a.Phase) {
-					if table.Hops(pr[0], pr[1]) < 0 {
+					if paths.Hops(pr[0], pr[1]) < 0 {
 						bad("%s: %s needs rack %d -> rack %d, but the stage's circuits give no path", aw, a.Phase, pr[0], pr[1])
 						break
 					}
