@@ -163,6 +163,12 @@ func FuzzParse(f *testing.F) {
 	b, _ := json.Marshal(valid())
 	f.Add(b)
 	f.Add([]byte(`{"plan_version":1,"mode":"clock","stages":[{"start_ns":0,"duration_ns":5,"circuits":[{"a":"tor0:0","b":"tor1:0"}]}]}`))
+	// Duplicate keys, and the bounds on bytes, arrival and the
+	// reconfiguration delay.
+	f.Add([]byte(`{"plan_version":1,"mode":"clock","mode":"barrier"}`))
+	f.Add([]byte(`{"plan_version":1,"predicted":{"jobs_ns":{"a":1,"a":2}},"jobs":[{"name":"a","workers":["r0s0","r0s0"]},{"name":"b","bytes":1,"bytes":2}]}`))
+	f.Add([]byte(`{"plan_version":1,"mode":"barrier","reconfig_delay_ns":10000000001,"jobs":[{"name":"a","pattern":"ps","workers":["r0s0","r1s0"],"ps":"r0s0","bytes":4611686018427387904,"compute_ns":0,"iterations":1,"arrival_ns":-1}],"stages":[]}`))
+	f.Add([]byte(`{"plan_version":1,"mode":"barrier","jobs":[{"name":"../x","pattern":"ring","workers":["r0s0","r1s0"],"bytes":1,"compute_ns":0,"iterations":1}],"stages":[{"start_ns":0,"circuits":null,"activities":[{"job":"../x","iteration":0,"phase":"compute","start_ns":-5}]}]}`))
 	s := testScenario(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(data, "fuzz")

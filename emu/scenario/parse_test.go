@@ -203,3 +203,30 @@ func TestScenarioLimits(t *testing.T) {
 		t.Errorf("Validate with bytes past the limit: %v", err)
 	}
 }
+
+// Aliases work, a refused alias does not blank its anchor, and aliases
+// that expand to millions of values are refused instead of walked (found
+// by FuzzParse: 48 kB took minutes).
+func TestParseAliases(t *testing.T) {
+	const fab = "name: t\nfabric: {kind: eps, racks: 2, servers_per_rack: 2, rates: {server: 1Gbit}}\njobs:\n"
+	s, err := Parse([]byte(fab+"  - {name: a, pattern: ring, workers: &w [r0s0, r1s0], ring: *w, bytes: 1MiB, iterations: 1}\n"+
+		"  - {name: b, pattern: ring, workers: [r0s1, r1s1], bytes: 1MiB, iterations: 1, tcp: &cc {congestion_control: reno}}\n"+
+		"  - {name: c, pattern: ring, workers: [r0s1, r1s1], bytes: 1MiB, iterations: 1, tcp: *cc}\n"), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Jobs[0].Ring) != 2 || s.Jobs[2].TCP == nil || s.Jobs[2].TCP.CongestionControl != "reno" {
+		t.Errorf("aliases not followed: %+v", s.Jobs)
+	}
+	_, err = Parse([]byte(fab+"  - {name: a, pattern: ring, workers: &w [r0s0, r1s0], bytes: 1MiB, iterations: 1}\n"+
+		"  - {name: b, pattern: ring, workers: [r0s1, r1s1], bytes: 1MiB, iterations: *w}\n"), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "x.yaml:5: jobs[1].iterations: cannot unmarshal !!seq into int") || strings.Contains(err.Error(), "jobs[0]") {
+		t.Errorf("a refused alias: %v", err)
+	}
+	bomb := fab + "  - &j {name: a, pattern: ring, bytes: 1MB, iterations: 1, workers: [" + strings.Repeat("r0s0,", 4000) + "r0s0]}\n" +
+		strings.Repeat("  - *j\n", 4000)
+	_, err = Parse([]byte(bomb), "x.yaml")
+	if err == nil || !strings.Contains(err.Error(), "aliases (*name) expand to too many values") {
+		t.Errorf("alias bomb of %d bytes: %.300v", len(bomb), err)
+	}
+}

@@ -174,7 +174,11 @@ func Parse(data []byte, source string) (*Scenario, error) {
 	// checkKeys reports bad keys and values and blanks them out of the
 	// tree, so that the decoder below reads the rest and the checks after
 	// it still run: every problem is reported at once.
-	checkKeys(doc.Content[0], reflect.TypeOf(*s), "", source, s.lines, &errs)
+	budget := 2*countNodes(doc.Content[0]) + aliasAllowance
+	checkKeys(doc.Content[0], reflect.TypeOf(*s), "", source, s.lines, &errs, &budget)
+	if budget < 0 {
+		return nil, joinByLine(errs)
+	}
 	s.checkRequired(&errs)
 	if err := doc.Content[0].Decode(s); err != nil {
 		errs = append(errs, &Error{Source: source, Msg: strings.TrimPrefix(err.Error(), "yaml: ")})
@@ -270,23 +274,33 @@ func (s *Scenario) checkRequired(errs *[]error) {
 // not have, repeated keys and values the field cannot hold (a decimal or an
 // exponent in an integer field, which the YAML decoder would truncate),
 // and records the line of every field it sees. Every node it refuses is
-// blanked (made null), so that decoding the tree afterwards leaves that
-// field at its zero value instead of failing.
-func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[string]int, errs *[]error) {
+// blanked (made null; for an alias, the alias, not its anchor), so that
+// decoding the tree afterwards leaves that field at its zero value instead
+// of failing. budget bounds the values it walks, aliases expanded: below
+// zero, it has refused the file.
+func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[string]int, errs *[]error, budget *int) {
+	if *budget--; *budget < 0 {
+		if *budget == -1 {
+			*errs = append(*errs, &Error{Source: source, Line: n.Line, Field: path,
+				Msg: "the file's aliases (*name) expand to too many values: write them out, or use fewer"})
+		}
+		return
+	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	orig := n
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
 	}
-	refuse := func(line int, msg string) {
-		*errs = append(*errs, &Error{Source: source, Line: line, Field: path, Msg: msg})
-		*n = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: n.Line, Column: n.Column}
+	refuse := func(msg string) { // at the line of the value, or of the alias to it
+		*errs = append(*errs, &Error{Source: source, Line: orig.Line, Field: path, Msg: msg})
+		*orig = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: orig.Line, Column: orig.Column}
 	}
 	switch {
 	case t.Kind() == reflect.Struct && !isLeaf(t):
 		if n.Kind != yaml.MappingNode {
-			refuse(n.Line, "must be a mapping of keys")
+			refuse("must be a mapping of keys")
 			return
 		}
 		fields := yamlFields(t)
@@ -309,28 +323,42 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[stri
 				continue
 			}
 			lines[p] = k.Line
-			checkKeys(v, f.Type, p, source, lines, errs)
+			checkKeys(v, f.Type, p, source, lines, errs, budget)
 		}
 		n.Content = kept
 	case isLeaf(t) || isScalarKind(t.Kind()):
 		if msg := notInteger(n, t); msg != "" {
-			refuse(n.Line, msg)
+			refuse(msg)
 			return
 		}
 		// Decode the value alone, so that a bad value is reported with
 		// its field path and line.
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			refuse(n.Line, lineRE.ReplaceAllString(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  "), ""))
+			refuse(lineRE.ReplaceAllString(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  "), ""))
 		}
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		for i, c := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			lines[p] = c.Line
-			checkKeys(c, t.Elem(), p, source, lines, errs)
+			checkKeys(c, t.Elem(), p, source, lines, errs, budget)
 		}
 	case t.Kind() == reflect.Slice && n.ShortTag() != "!!null":
-		refuse(n.Line, "must be a list, e.g. [a, b]")
+		refuse("must be a list, e.g. [a, b]")
 	}
+}
+
+// aliasAllowance and twice the values of the file bound the values
+// checkKeys walks, aliases expanded: a few kilobytes of nested aliases can
+// expand to billions, which would take hours to check.
+const aliasAllowance = 100_000
+
+// countNodes counts the nodes of a YAML tree, aliases not expanded.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
 }
 
 var leadingZeroRE = regexp.MustCompile(`^[-+]?0[0-9_]+$`)
