@@ -40,6 +40,14 @@ func TestCLIBadScenario(t *testing.T) {
 	}
 }
 
+func TestCLIVersion(t *testing.T) {
+	bin := buildEmu(t)
+	out, err := run(t, bin, "--version")
+	if err != nil || !strings.HasPrefix(out, "emu ") || !strings.Contains(out, "go1.") {
+		t.Errorf("emu --version: %v: %q", err, out)
+	}
+}
+
 func TestCLIOCSLifecycle(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	bin := buildEmu(t)

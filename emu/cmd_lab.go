@@ -53,10 +53,12 @@ routes and permanent neighbours. OCS ports are created but left unpatched.`,
 // warnCapacity compares what the scenario's servers can send at once with
 // what this machine carried over veth when `emu doctor` last measured it,
 // as Mininet-HiFi did: beyond that, results are CPU-limited, not faithful.
+// Without a measurement it says so at Debug level only (`emu run` shows
+// one hint line in its summary instead), not on every deploy.
 func (a *app) warnCapacity(s *scenario.Scenario) {
 	r, err := kcheck.Load()
 	if err != nil || r.VethGbps <= 0 {
-		a.log.Info("no machine capacity measured yet: run `emu doctor` once so emu can warn when a scenario exceeds it")
+		a.log.Debug("no machine capacity measured yet: run `emu doctor` once so emu can warn when a scenario exceeds it")
 		return
 	}
 	f := s.Fabric

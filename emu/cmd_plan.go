@@ -45,6 +45,9 @@ written. Your own scheduler, in any language, writes the same JSON.`,
 			if err := plan.Check(p, s); err != nil {
 				return fmt.Errorf("the %s scheduler made a plan that does not check (a bug): %w", p.Scheduler, err)
 			}
+			if w := flowmodel.UnlimitedLinks(s.Fabric); w != "" {
+				a.log.Warn(w)
+			}
 			if out == "" {
 				out = s.Name + "." + p.Scheduler + ".plan.json"
 			}
@@ -93,6 +96,9 @@ measurements.`,
 			}
 			if err := plan.Check(p, s); err != nil {
 				return fmt.Errorf("%s does not fit scenario %s:\n%w", args[0], s.Name, err)
+			}
+			if w := flowmodel.UnlimitedLinks(s.Fabric); w != "" {
+				a.log.Warn(w)
 			}
 			t0 := time.Now()
 			run, err := flowmodel.Simulate(p, s)

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/kcheck"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
@@ -70,6 +71,18 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 				return err
 			}
 			a.progress("scenario %s (%s): %s", s.Name, src, s.Description)
+			// The plan is read, checked and predicted, and the results
+			// directory made, before anything touches the kernel.
+			var prepared *preparedRun
+			if len(s.Jobs) > 0 || planFile != "" {
+				if prepared, err = a.preparePlan(s, planFile, filepath.Join(out, s.Name)); err != nil {
+					return err
+				}
+			} else if out != "" {
+				if err := os.MkdirAll(filepath.Join(out, s.Name), 0o755); err != nil {
+					return fmt.Errorf("results directory: %w", err)
+				}
+			}
 			t := topo.Build(s.Spec())
 			sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
 			t0 := time.Now()
@@ -80,8 +93,8 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 			sum.DeploySec = time.Since(t0).Seconds()
 			a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
 			runErr := a.checkLab(cmd.Context(), lab, sum, dur)
-			if runErr == nil && len(s.Jobs) > 0 {
-				runErr = a.runJobs(cmd.Context(), lab, s, planFile, filepath.Join(out, s.Name), verify)
+			if runErr == nil && prepared != nil {
+				runErr = a.runJobs(cmd.Context(), lab, s, prepared, verify)
 			}
 			lab.Close()
 			if keep {
@@ -100,6 +113,9 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 				a.progress("lab destroyed in %.2fs", sum.DestroySec)
 			}
 			printSummary(sum)
+			if r, err := kcheck.Load(); err != nil || r.VethGbps <= 0 {
+				fmt.Println("   hint        run `emu doctor` once: it measures this machine, so emu can warn when a scenario asks for more than it can carry")
+			}
 			if out != "" {
 				if err := writeSummary(filepath.Join(out, s.Name), sum); err != nil {
 					runErr = errors.Join(runErr, err)

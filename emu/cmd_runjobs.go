@@ -8,21 +8,35 @@ import (
 	"text/tabwriter"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
 	"github.com/ocsemu/ocsemu/workers"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
-// runJobs plans (or loads) the scenario's plan, runs it on the lab and
-// prints the measurement beside the prediction.
-func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario, planFile, dir string, verify bool) error {
+// preparedRun is what `emu run` will execute on the lab, made and checked
+// before anything touches the kernel.
+type preparedRun struct {
+	plan *plan.Plan
+	pred *record.Run
+	dir  string
+}
+
+// preparePlan reads the plan (or makes it with the scenario's scheduler),
+// checks it against the scenario and against what the workers can run,
+// predicts it with the flow model, and creates the results directory with
+// the plan in it. A plan that is missing or wrong is refused here, before
+// a namespace exists.
+func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*preparedRun, error) {
 	var p *plan.Plan
 	var err error
 	if planFile != "" {
 		if p, err = plan.Load(planFile); err != nil {
-			return err
+			return nil, err
 		}
 	} else {
 		for i := range s.Jobs {
@@ -32,19 +46,44 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 			}
 		}
 		if p, err = scheduler.Plan(s); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := plan.Check(p, s); err != nil {
-		return fmt.Errorf("plan does not fit scenario %s:\n%w", s.Name, err)
+		return nil, fmt.Errorf("plan does not fit scenario %s:\n%w", s.Name, err)
+	}
+	// What the workers refuse (rank counts, byte alignment, INC), they
+	// refuse from the topology alone, without a deployed lab.
+	jobs, err := orchestrate.WorkerJobs(p)
+	if err != nil {
+		return nil, fmt.Errorf("plan cannot run on the emulator: %w", err)
+	}
+	if _, err := workers.Specs(&workers.Options{Lab: &fabric.Lab{Topo: topo.Build(s.Spec())}, Jobs: jobs, Schedule: orchestrate.Schedule(p), Dir: filepath.Join(dir, "records")}); err != nil {
+		return nil, fmt.Errorf("plan cannot run on the emulator: %w", err)
+	}
+	pred, err := flowmodel.Simulate(p, s)
+	if err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
+	}
+	if w := flowmodel.UnlimitedLinks(s.Fabric); w != "" {
+		a.log.Warn(w)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return nil, fmt.Errorf("results directory: %w", err)
 	}
-	_ = p.Write(filepath.Join(dir, "plan.json"))
+	if err := p.Write(filepath.Join(dir, "plan.json")); err != nil {
+		return nil, err
+	}
+	return &preparedRun{plan: p, pred: pred, dir: dir}, nil
+}
+
+// runJobs runs a prepared plan on the lab and prints the measurement
+// beside the prediction.
+func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario, r *preparedRun, verify bool) error {
+	p, dir := r.plan, r.dir
 	a.progress("plan by %s: %d jobs, %d stages (%s mode); running it with real workers", p.Scheduler, len(p.Jobs), len(p.Stages), p.Mode)
 	exe, _ := os.Executable()
-	res, err := orchestrate.Run(ctx, &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Dir: dir, Exe: exe, Verify: verify,
+	res, err := orchestrate.Run(ctx, &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify,
 		Log: a.log, Progress: a.progress})
 	if res != nil && res.Prediction != nil {
 		_ = writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction)

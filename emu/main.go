@@ -51,6 +51,8 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 			a.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 		},
 	}
+	root.Version = buildVersion()
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log debug details")
 	root.AddCommand(
 		a.deployCmd(), a.destroyCmd(), a.inspectCmd(), a.execCmd(),

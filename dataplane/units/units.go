@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 )
 
 // Rate is a link rate in bits per second. Zero means "unlimited": the link
@@ -175,8 +177,8 @@ func ParseByteSize(s string) (ByteSize, error) {
 	mult := map[string]float64{"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
 		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}[m[2]]
 	b := v * mult
-	if b < 1 || b > 1<<50 || math.IsNaN(b) {
-		return 0, fmt.Errorf("size %q out of range (1B to 1PiB)", s)
+	if b < 1 || b > float64(limits.MaxBytes) || math.IsNaN(b) {
+		return 0, fmt.Errorf("size %q out of range (1B to %dTiB)", s, limits.MaxBytes>>40)
 	}
 	return ByteSize(math.Round(b)), nil
 }

@@ -46,7 +46,12 @@ type Sim struct {
 	dirty    []int32 // resources whose flows need new rates
 	dirtyF   []*flow
 	circuits circuit.Config
-	table    routing.Table
+	// paths gives next hops, searched per destination on demand, and
+	// darkEnds the ports dark until each dark-period end: the cost of
+	// routing and of a reconfiguration follows the flows and ports
+	// involved, not the fabric's size.
+	paths    *routing.Paths
+	darkEnds map[int64][]int32
 	mark     int32 // component generation
 
 	// OnPhaseStart, if set, is called when a phase starts.
@@ -164,7 +169,7 @@ func bytesPerSec(r scenario.Rate) float64 {
 
 // New prepares a simulation of jobs on a fabric.
 func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
-	s := &Sim{f: f, opt: opt, byName: map[string]int{}}
+	s := &Sim{f: f, opt: opt, byName: map[string]int{}, darkEnds: map[int64][]int32{}}
 	n := 2*f.Racks*f.ServersPerRack + f.Racks*f.UplinksPerToR + 2*f.Racks
 	s.res = make([]resource, n)
 	for i := 0; i < 2*f.Racks*f.ServersPerRack; i++ {
@@ -199,7 +204,7 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 		s.byName[j.Name] = len(s.jobs)
 		s.jobs = append(s.jobs, js)
 	}
-	s.table, _ = routing.Compute(f.Racks, circuit.Config{})
+	s.paths = routing.NewPaths(f.Racks, circuit.Config{})
 	if opt.ASAP {
 		// Arrivals go through the event queue, so that OnPhaseStart,
 		// set after New, sees every start.
@@ -233,13 +238,14 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 			id := s.upTx(u.Rack, u.Port)
 			s.res[id].darkUntil = until
 			s.dirty = append(s.dirty, id)
+			s.darkEnds[until] = append(s.darkEnds[until], id)
 		}
 		if len(dark) > 0 {
 			heap.Push(&s.events, event{t: until, kind: evDarkEnd})
 		}
 	}
 	s.circuits = cfg
-	s.table, _ = routing.Compute(s.f.Racks, cfg)
+	s.paths = routing.NewPaths(s.f.Racks, cfg)
 	for _, fl := range s.flows {
 		if !fl.done && fl.srcRack != fl.dstRack {
 			s.advance(fl)
@@ -391,7 +397,7 @@ func (s *Sim) path(fl *flow) ([]int32, bool) {
 	}
 	var out []int32
 	for cur := fl.srcRack; cur != fl.dstRack; {
-		hops := s.table[cur][fl.dstRack]
+		hops := s.paths.Next(cur, fl.dstRack)
 		if len(hops) == 0 || len(out) > s.f.Racks {
 			return nil, false
 		}
@@ -463,11 +469,12 @@ func (s *Sim) handle(e event) {
 	case evDarkEnd:
 		// The affected resources were marked dirty when they went dark;
 		// mark the ones whose dark period ends now.
-		for i := range s.res {
+		for _, i := range s.darkEnds[e.t] {
 			if s.res[i].darkUntil == e.t && len(s.res[i].flows) > 0 {
-				s.dirty = append(s.dirty, int32(i))
+				s.dirty = append(s.dirty, i)
 			}
 		}
+		delete(s.darkEnds, e.t)
 	case evFlowDone:
 		fl := s.flows[e.id]
 		if fl.done || fl.version != e.version {

@@ -197,3 +197,26 @@ func (s *Sim) Done() bool {
 	}
 	return true
 }
+
+// UnlimitedLinks explains what the flow model cannot predict on a fabric
+// whose links are unlimited (fabric.rates not set): an unshaped link
+// carries any amount in no time, so such transfers predict as 0 s. Empty
+// when the rates bound every transfer.
+func UnlimitedLinks(f scenario.Fabric) string {
+	if f.Rates.Server != scenario.Unlimited {
+		return ""
+	}
+	if f.HasOCS() && f.Rates.Uplink != scenario.Unlimited {
+		what := "transfers within a rack"
+		if f.HasEPS() {
+			what += " and over the packet core"
+		}
+		return fmt.Sprintf("fabric.rates.server is unlimited, so %s take no time in the flow model: set fabric.rates.server to the rate to emulate, e.g. 1Gbit", what)
+	}
+	set := "fabric.rates.server"
+	if f.HasOCS() {
+		set = "fabric.rates.server and fabric.rates.uplink"
+	}
+	return fmt.Sprintf("the fabric's links are unlimited (%s not set), so the flow model cannot predict transfer times: every transfer without a rate cap takes no time, and only compute counts. Set %s to the rates to emulate, e.g. 1Gbit",
+		set, set)
+}

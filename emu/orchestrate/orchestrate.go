@@ -54,6 +54,10 @@ type Options struct {
 	OCS OCS
 	// Launch runs the workers; nil: workers.Launch.
 	Launch Launcher
+
+	// Prediction is the flow model's prediction of Plan, if the caller
+	// has made it already (before deploying); nil: Run makes it.
+	Prediction *record.Run
 }
 
 // Result is the prediction, the measurement and their comparison.
@@ -93,9 +97,11 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	pred, err := flowmodel.Simulate(p, s)
-	if err != nil {
-		return nil, fmt.Errorf("predict: %w", err)
+	pred := o.Prediction
+	if pred == nil {
+		if pred, err = flowmodel.Simulate(p, s); err != nil {
+			return nil, fmt.Errorf("predict: %w", err)
+		}
 	}
 	progress("prediction: makespan %.3fs, %d reconfigurations", float64(pred.MakespanNs)/1e9, pred.Reconfigurations)
 

@@ -3,8 +3,10 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
@@ -43,8 +45,8 @@ func Check(p *Plan, s *scenario.Scenario) error {
 	default:
 		bad("mode: %q is not a mode (want %q or %q)", p.Mode, ModeBarrier, ModeClock)
 	}
-	if p.ReconfigDelayNs != nil && *p.ReconfigDelayNs < 0 {
-		bad("reconfig_delay_ns: must not be negative")
+	if d := p.ReconfigDelayNs; d != nil && (*d < limits.MinReconfigDelayNs || *d > limits.MaxReconfigDelayNs) {
+		bad("reconfig_delay_ns: must be between %d and %d (%v), got %d", limits.MinReconfigDelayNs, limits.MaxReconfigDelayNs, time.Duration(limits.MaxReconfigDelayNs), *d)
 	}
 	jobs := map[string]*Job{}
 	for i := range p.Jobs {
@@ -53,6 +55,9 @@ func Check(p *Plan, s *scenario.Scenario) error {
 		if j.Name == "" {
 			bad("jobs[%d]: name is empty", i)
 			continue
+		}
+		if err := names.ValidJob(j.Name); err != nil {
+			bad("%s: name: %v", where, err)
 		}
 		if _, dup := jobs[j.Name]; dup {
 			bad("%s: duplicate job name", where)
@@ -90,9 +95,9 @@ func Check(p *Plan, s *scenario.Scenario) error {
 		} else if err := layout.Validate(circuit.Config{Circuits: st.Circuits}); err != nil && f.HasOCS() {
 			bad("%s: circuits: %v", where, err)
 		}
-		var table routing.Table
+		var paths *routing.Paths
 		if f.Kind == scenario.KindOCS {
-			table, _ = routing.Compute(f.Racks, circuit.Config{Circuits: st.Circuits})
+			paths = routing.NewPaths(f.Racks, circuit.Config{Circuits: st.Circuits})
 		}
 		for ai, a := range st.Activities {
 			aw := fmt.Sprintf("%s, activities[%d] (job %s)", where, ai, a.Job)
@@ -122,9 +127,9 @@ func Check(p *Plan, s *scenario.Scenario) error {
 				bad("%s: rate_cap_bps must not be negative", aw)
 			}
 			checkFlowCaps(j, a, aw, bad)
-			if table != nil {
+			if paths != nil {
 				for _, pr := range j.RackPairs(a.Phase) {
-					if table.Hops(pr[0], pr[1]) < 0 {
+					if paths.Hops(pr[0], pr[1]) < 0 {
 						bad("%s: %s needs rack %d -> rack %d, but the stage's circuits give no path", aw, a.Phase, pr[0], pr[1])
 						break
 					}
@@ -188,11 +193,14 @@ func checkJob(j *Job, s *scenario.Scenario, where string, bad func(string, ...an
 		}
 		seen[w] = true
 	}
-	if j.Bytes <= 0 {
-		bad("%s: bytes: must be positive", where)
+	if j.Bytes <= 0 || j.Bytes > limits.MaxBytes {
+		bad("%s: bytes: must be between 1 and %d (1 TiB, the most per worker per iteration the flow model's arithmetic allows), got %d", where, limits.MaxBytes, j.Bytes)
 	}
 	if j.ComputeNs < 0 {
 		bad("%s: compute_ns: must not be negative", where)
+	}
+	if j.ArrivalNs < 0 {
+		bad("%s: arrival_ns: must not be negative", where)
 	}
 	if j.Iterations < 1 || j.Iterations > MaxIterations {
 		bad("%s: iterations: must be between 1 and %d", where, MaxIterations)

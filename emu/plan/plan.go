@@ -136,6 +136,9 @@ func Parse(data []byte, source string) (*Plan, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%s: trailing data after the plan object", source)
 	}
+	if err := duplicateKeys(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
 	if p.Version != Version {
 		return nil, fmt.Errorf("%s: plan_version %d is not supported (this emu reads version %d)", source, p.Version, Version)
 	}
@@ -156,6 +159,83 @@ func jsonErr(data []byte, dec *json.Decoder, err error) string {
 	}
 	msg := strings.TrimPrefix(err.Error(), "json: ")
 	return fmt.Sprintf("%s: %s", lineCol(data, off), msg)
+}
+
+// duplicateKeys refuses an object that gives a key twice, which
+// encoding/json would accept, keeping the last value. It walks the
+// tokens; syntax errors are left to the decoder, which reports them.
+func duplicateKeys(data []byte) error {
+	type frame struct {
+		obj       bool
+		expectKey bool
+		key       string
+		idx       int
+		keys      map[string]int64 // key -> offset of its first use
+	}
+	var stack []*frame
+	done := func() { // a value of the innermost container is complete
+		if len(stack) == 0 {
+			return
+		}
+		if f := stack[len(stack)-1]; f.obj {
+			f.expectKey = true
+		} else {
+			f.idx++
+		}
+	}
+	path := func() string {
+		var b strings.Builder
+		for _, f := range stack {
+			if f.obj {
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(f.key)
+			} else {
+				fmt.Fprintf(&b, "[%d]", f.idx)
+			}
+		}
+		return b.String()
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	for {
+		off := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return nil // io.EOF, or a syntax error the decoder has reported
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if k, ok := tok.(string); ok && top != nil && top.obj && top.expectKey {
+			// The key starts after the separators that precede it.
+			for off < int64(len(data)) && strings.IndexByte(" \t\r\n,:", data[off]) >= 0 {
+				off++
+			}
+			top.key, top.expectKey = k, false
+			if first, dup := top.keys[k]; dup {
+				return fmt.Errorf("%s: duplicate key %q (%s, first given at %s)", lineCol(data, off), k, path(), lineCol(data, first))
+			}
+			if top.keys == nil {
+				top.keys = map[string]int64{}
+			}
+			top.keys[k] = off
+			continue
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{obj: true, expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{})
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:len(stack)-1]
+			done()
+		default:
+			done()
+		}
+	}
 }
 
 func lineCol(data []byte, off int64) string {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
@@ -89,6 +90,22 @@ func TestCheck(t *testing.T) {
 				p.Stages[i].StartNs, p.Stages[i].DurationNs = int64(i)*10, 20
 			}
 		}, "stage 1: start_ns 10 overlaps stage 0, which runs until 20"},
+		{"negative arrival", func(p *Plan) { p.Jobs[0].ArrivalNs = -1 }, "jobs[0] (a): arrival_ns: must not be negative"},
+		{"bytes at the limit", func(p *Plan) { p.Jobs[0].Bytes = limits.MaxBytes }, ""},
+		{"bytes past the limit", func(p *Plan) { p.Jobs[0].Bytes = 1 << 62 },
+			"jobs[0] (a): bytes: must be between 1 and 1099511627776 (1 TiB, the most per worker per iteration the flow model's arithmetic allows), got 4611686018427387904"},
+		{"zero bytes", func(p *Plan) { p.Jobs[0].Bytes = 0 }, "jobs[0] (a): bytes: must be between 1 and"},
+		{"reconfiguration delay at the limits", func(p *Plan) { d := limits.MaxReconfigDelayNs; p.ReconfigDelayNs = &d }, ""},
+		{"reconfiguration delay of zero", func(p *Plan) { d := limits.MinReconfigDelayNs; p.ReconfigDelayNs = &d }, ""},
+		{"reconfiguration delay too long", func(p *Plan) { d := limits.MaxReconfigDelayNs + 1; p.ReconfigDelayNs = &d },
+			"reconfig_delay_ns: must be between 0 and 10000000000 (10s), got 10000000001"},
+		{"negative reconfiguration delay", func(p *Plan) { d := int64(-1); p.ReconfigDelayNs = &d }, "reconfig_delay_ns: must be between 0 and"},
+		{"job name that is no file name", func(p *Plan) {
+			p.Jobs[0].Name = "../a"
+			for i := range p.Stages {
+				p.Stages[i].Activities[0].Job = "../a"
+			}
+		}, `jobs[0] (../a): name: invalid job name: "../a" must start with a letter`},
 		{"flow cap on a flow that does not exist", func(p *Plan) {
 			p.Stages[1].Activities[0].Flows = []FlowCap{{Src: "r0s0", Dst: "r1s0", RateCapBps: 1e9}}
 		}, "flows[0]: r0s0 -> r1s0 is not a flow of push"},
@@ -116,6 +133,10 @@ func TestParseErrors(t *testing.T) {
 		{`{"plan_version": 2}`, "plan_version 2 is not supported"},
 		{`{"plan_version": 1} {}`, "trailing data"},
 		{`{"plan_version": 1,`, "unexpected EOF"},
+		{"{\"plan_version\": 1,\n \"mode\": \"clock\",\n \"mode\": \"barrier\"}", `p.json: line 3 col 2: duplicate key "mode" (mode, first given at line 2 col 2)`},
+		{`{"plan_version": 1, "jobs": [{"name": "a"}, {"name": "b", "bytes": 1, "bytes": 2}]}`, `line 1 col 71: duplicate key "bytes" (jobs[1].bytes, first given at line 1 col 59)`},
+		{`{"plan_version": 1, "stages": [{"circuits": [], "activities": [{"job": "a", "phase": "push", "job": "b"}]}]}`, `duplicate key "job" (stages[0].activities[0].job`},
+		{`{"plan_version": 1, "predicted": {"jobs_ns": {"a": 1, "a": 2}}}`, `duplicate key "a" (predicted.jobs_ns.a`},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.in), "p.json")
@@ -125,10 +146,29 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// The same key in different objects, or a key equal to a value, is fine.
+func TestParseNoFalseDuplicates(t *testing.T) {
+	for _, in := range []string{
+		`{"plan_version": 1, "jobs": [{"name": "a", "bytes": 1}, {"name": "b", "bytes": 2}], "stages": []}`,
+		`{"plan_version": 1, "mode": "mode", "scheduler": "scheduler", "jobs": [], "stages": [{"circuits": [], "activities": []}, {"circuits": null, "activities": [{"job": "job"}]}]}`,
+		`{"plan_version": 1, "predicted": {"jobs_ns": {"a": 1, "b": 2}}, "jobs": [{"workers": ["a", "a"]}]}`,
+	} {
+		if _, err := Parse([]byte(in), "p.json"); err != nil {
+			t.Errorf("Parse(%s): %v", in, err)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	b, _ := json.Marshal(valid())
 	f.Add(b)
 	f.Add([]byte(`{"plan_version":1,"mode":"clock","stages":[{"start_ns":0,"duration_ns":5,"circuits":[{"a":"tor0:0","b":"tor1:0"}]}]}`))
+	// Duplicate keys, and the bounds on bytes, arrival and the
+	// reconfiguration delay.
+	f.Add([]byte(`{"plan_version":1,"mode":"clock","mode":"barrier"}`))
+	f.Add([]byte(`{"plan_version":1,"predicted":{"jobs_ns":{"a":1,"a":2}},"jobs":[{"name":"a","workers":["r0s0","r0s0"]},{"name":"b","bytes":1,"bytes":2}]}`))
+	f.Add([]byte(`{"plan_version":1,"mode":"barrier","reconfig_delay_ns":10000000001,"jobs":[{"name":"a","pattern":"ps","workers":["r0s0","r1s0"],"ps":"r0s0","bytes":4611686018427387904,"compute_ns":0,"iterations":1,"arrival_ns":-1}],"stages":[]}`))
+	f.Add([]byte(`{"plan_version":1,"mode":"barrier","jobs":[{"name":"../x","pattern":"ring","workers":["r0s0","r1s0"],"bytes":1,"compute_ns":0,"iterations":1}],"stages":[{"start_ns":0,"circuits":null,"activities":[{"job":"../x","iteration":0,"phase":"compute","start_ns":-5}]}]}`))
 	s := testScenario(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(data, "fuzz")

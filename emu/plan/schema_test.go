@@ -2,11 +2,14 @@ package plan
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 )
 
 // TestSchemaMatchesCode validates plans the code writes against
@@ -36,13 +39,36 @@ func TestSchemaMatchesCode(t *testing.T) {
 	p.Stages[1].Activities[0].Flows = []FlowCap{{Src: "r1s0", Dst: "r0s0", RateCapBps: 1e9}}
 	p.Predicted = &Predicted{MakespanNs: 10, JobsNs: map[string]int64{"a": 10}}
 	good, _ := json.Marshal(p)
+	// The schema's bounds are the limits the code checks: a plan at every
+	// limit passes both, one past any limit fails both.
+	atLimits := valid()
+	delay := limits.MaxReconfigDelayNs
+	atLimits.ReconfigDelayNs = &delay
+	atLimits.Jobs[0].Bytes = limits.MaxBytes
+	atLimits.Jobs[0].Name = strings.Repeat("a", limits.MaxLabName)
+	for i := range atLimits.Stages {
+		atLimits.Stages[i].Activities[0].Job = atLimits.Jobs[0].Name
+	}
+	atLimitsJSON, _ := json.Marshal(atLimits)
+	past := func(old, new string) string {
+		if !strings.Contains(string(atLimitsJSON), old) {
+			t.Fatalf("%s not in %s", old, atLimitsJSON)
+		}
+		return strings.Replace(string(atLimitsJSON), old, new, 1)
+	}
 	bad := []string{
+		past(fmt.Sprintf(`"reconfig_delay_ns":%d`, limits.MaxReconfigDelayNs), fmt.Sprintf(`"reconfig_delay_ns":%d`, limits.MaxReconfigDelayNs+1)),
+		past(fmt.Sprintf(`"reconfig_delay_ns":%d`, limits.MaxReconfigDelayNs), `"reconfig_delay_ns":-1`),
+		past(fmt.Sprintf(`"bytes":%d`, limits.MaxBytes), fmt.Sprintf(`"bytes":%d`, limits.MaxBytes+1)),
+		past(`"name":"a`, `"name":"aa`),
+		strings.Replace(string(good), `"compute_ns":0`, `"compute_ns":0,"arrival_ns":-1`, 1),
+		strings.Replace(string(good), `"name":"a"`, `"name":"A_1"`, 1),
 		strings.Replace(string(good), `"mode":"barrier"`, `"mode":"async"`, 1),
 		strings.Replace(string(good), `"plan_version":1`, `"plan_version":2`, 1),
 		strings.Replace(string(good), `"pattern":"ps"`, `"pattern":"ps","extra":1`, 1),
 		strings.Replace(string(good), `"a":"tor0:0"`, `"a":"t0"`, 1),
 	}
-	for i, text := range append([]string{string(good)}, bad...) {
+	for i, text := range append([]string{string(good), string(atLimitsJSON)}, bad...) {
 		v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 		if err != nil {
 			t.Fatal(err)
@@ -52,14 +78,14 @@ func TestSchemaMatchesCode(t *testing.T) {
 		if cerr == nil {
 			cerr = Check(pp, testScenario(t))
 		}
-		if i == 0 && (verr != nil || cerr != nil) {
-			t.Fatalf("a valid plan: schema says %v, emu says %v", verr, cerr)
+		if i < 2 && (verr != nil || cerr != nil) {
+			t.Fatalf("valid plan %d: schema says %v, emu says %v", i, verr, cerr)
 		}
-		if i > 0 && verr == nil {
-			t.Errorf("schema accepts bad plan %d", i)
+		if i >= 2 && verr == nil {
+			t.Errorf("schema accepts bad plan %d: %s", i, text)
 		}
-		if i > 0 && cerr == nil {
-			t.Errorf("emu accepts bad plan %d", i)
+		if i >= 2 && cerr == nil {
+			t.Errorf("emu accepts bad plan %d: %s", i, text)
 		}
 	}
 }

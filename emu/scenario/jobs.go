@@ -127,8 +127,8 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 		if Phases(j.Pattern) == nil {
 			bad(p+".pattern", "unknown pattern %q (want ps, ring, alltoall or hd)", j.Pattern)
 		}
-		if len(j.Workers) < 2 || len(j.Workers) > 4096 {
-			bad(p+".workers", "a job needs between 2 and 4096 workers, got %d", len(j.Workers))
+		if len(j.Workers) < 2 || len(j.Workers) > limits.MaxWorkers {
+			bad(p+".workers", "a job needs between 2 and %d workers, got %d", limits.MaxWorkers, len(j.Workers))
 		}
 		seen := map[string]bool{}
 		for k, w := range j.Workers {
@@ -142,6 +142,8 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 		}
 		if j.Bytes <= 0 {
 			bad(p+".bytes", "bytes per iteration is required, e.g. \"64MiB\"")
+		} else if int64(j.Bytes) > limits.MaxBytes {
+			bad(p+".bytes", "%d bytes is more than the %dTiB per worker per iteration that the flow model's arithmetic allows", int64(j.Bytes), limits.MaxBytes>>40)
 		}
 		if j.Iterations < 1 || j.Iterations > limits.MaxIterations {
 			bad(p+".iterations", "must be between 1 and %d, got %d", limits.MaxIterations, j.Iterations)
@@ -189,7 +191,18 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 	}
 }
 
-func (s *Scenario) checkServer(name string) error { return s.Fabric.CheckServer(name) }
+// checkServer checks a server name against the fabric; while the fabric's
+// size is itself wrong (already reported), only the name's form.
+func (s *Scenario) checkServer(name string) error {
+	f := &s.Fabric
+	if f.Racks < 1 || f.Racks > MaxRacks || f.ServersPerRack < 1 || f.ServersPerRack > MaxServersPerRack {
+		if _, _, ok := names.ParseServer(name); !ok {
+			return fmt.Errorf("%q is not a server name (want r<rack>s<index>, e.g. r0s1)", name)
+		}
+		return nil
+	}
+	return f.CheckServer(name)
+}
 
 // CheckServer says whether a server name exists in the fabric.
 func (f *Fabric) CheckServer(name string) error {

@@ -9,10 +9,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"reflect"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -66,6 +69,9 @@ type Scenario struct {
 	lines map[string]int
 	// source names the file for error messages.
 	source string
+	// reported holds the fields Parse has already refused (or found
+	// missing): Validate says nothing more about them or their children.
+	reported map[string]bool
 }
 
 // Fabric describes the emulated network.
@@ -150,51 +156,168 @@ func Load(path string) (*Scenario, error) {
 }
 
 // Parse decodes and validates scenario YAML. source names the input in
-// error messages. The returned error joins every problem found.
+// error messages. The returned error joins every problem found, in the
+// order of their lines: bad values, missing sections and the checks of
+// the fabric and the jobs all come in one go.
 func Parse(data []byte, source string) (*Scenario, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, &Error{Source: source, Msg: "empty file: a scenario needs at least \"name\" and \"fabric\" (see docs/scenario.md)"}
+		}
 		return nil, &Error{Source: source, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	if len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, &Error{Source: source, Line: 1, Msg: "a scenario must be a YAML mapping with at least \"fabric\""}
+		return nil, &Error{Source: source, Line: 1, Msg: "a scenario must be a YAML mapping with at least \"name\" and \"fabric\""}
 	}
 	s := &Scenario{lines: map[string]int{}, source: source}
 	var errs []error
-	checkKeys(doc.Content[0], reflect.TypeOf(*s), "", source, s.lines, &errs)
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+	// checkKeys reports bad keys and values and blanks them out of the
+	// tree, so that the decoder below reads the rest and the checks after
+	// it still run: every problem is reported at once.
+	budget := 2*countNodes(doc.Content[0]) + aliasAllowance
+	checkKeys(doc.Content[0], reflect.TypeOf(*s), "", source, s.lines, &errs, &budget)
+	if budget < 0 {
+		return nil, joinByLine(errs)
 	}
+	s.checkRequired(&errs)
 	if err := doc.Content[0].Decode(s); err != nil {
-		return nil, &Error{Source: source, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+		errs = append(errs, &Error{Source: source, Msg: strings.TrimPrefix(err.Error(), "yaml: ")})
+		return nil, joinByLine(errs)
+	}
+	s.reported = map[string]bool{}
+	for _, e := range errs {
+		var se *Error
+		if errors.As(e, &se) {
+			s.reported[se.Field] = true
+		}
 	}
 	s.ApplyDefaults()
 	if err := s.Validate(); err != nil {
-		return nil, err
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = append(errs, j.Unwrap()...)
+		} else {
+			errs = append(errs, err)
+		}
 	}
+	if len(errs) > 0 {
+		return nil, joinByLine(errs)
+	}
+	s.reported = nil
 	return s, nil
 }
 
+// joinByLine joins errors in the order of their lines (errors without a
+// line first).
+func joinByLine(errs []error) error {
+	line := func(e error) int {
+		var se *Error
+		if errors.As(e, &se) {
+			return se.Line
+		}
+		return 0
+	}
+	sort.SliceStable(errs, func(i, j int) bool { return line(errs[i]) < line(errs[j]) })
+	return errors.Join(errs...)
+}
+
+// required lists, per section, the keys a scenario must give: they have
+// no default. "jobs[]" stands for every job.
+var required = []struct{ section, key, hint string }{
+	{"", "name", "the lab name, e.g. name: my-lab"},
+	{"", "fabric", "the fabric section: at least racks and servers_per_rack"},
+	{"fabric", "racks", fmt.Sprintf("1..%d", limits.MaxRacks)},
+	{"fabric", "servers_per_rack", fmt.Sprintf("1..%d", limits.MaxServersPerRack)},
+	{"jobs[]", "name", "a job name"},
+	{"jobs[]", "pattern", "ps, ring, alltoall or hd"},
+	{"jobs[]", "workers", "the servers of the job, e.g. [r0s0, r1s0]"},
+	{"jobs[]", "bytes", "per worker per iteration, e.g. 64MiB"},
+	{"jobs[]", "iterations", fmt.Sprintf("1..%d", limits.MaxIterations)},
+}
+
+// checkRequired reports required keys that the file does not give, at
+// the line of their section. A section that is itself missing or broken
+// is reported once, not once per key.
+func (s *Scenario) checkRequired(errs *[]error) {
+	broken := map[string]bool{}
+	for _, e := range *errs {
+		var se *Error
+		if errors.As(e, &se) {
+			broken[se.Field] = true
+		}
+	}
+	for _, r := range required {
+		sections := []string{r.section}
+		if r.section == "jobs[]" {
+			sections = nil
+			for i := 0; ; i++ {
+				p := fmt.Sprintf("jobs[%d]", i)
+				if _, ok := s.lines[p]; !ok {
+					break
+				}
+				sections = append(sections, p)
+			}
+		}
+		for _, sec := range sections {
+			if _, ok := s.lines[sec]; sec != "" && (!ok || broken[sec]) {
+				continue
+			}
+			p := join(sec, r.key)
+			if _, ok := s.lines[p]; ok || broken[p] {
+				continue
+			}
+			*errs = append(*errs, &Error{Source: s.source, Line: s.lines[sec], Field: p, Msg: "required (" + r.hint + ")"})
+		}
+	}
+}
+
 // checkKeys walks a YAML node against a Go type, refuses keys the type does
-// not have, and records the line of every field it sees.
-func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[string]int, errs *[]error) {
+// not have, repeated keys and values the field cannot hold (a decimal or an
+// exponent in an integer field, which the YAML decoder would truncate),
+// and records the line of every field it sees. Every node it refuses is
+// blanked (made null; for an alias, the alias, not its anchor), so that
+// decoding the tree afterwards leaves that field at its zero value instead
+// of failing. budget bounds the values it walks, aliases expanded: below
+// zero, it has refused the file.
+func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[string]int, errs *[]error, budget *int) {
+	if *budget--; *budget < 0 {
+		if *budget == -1 {
+			*errs = append(*errs, &Error{Source: source, Line: n.Line, Field: path,
+				Msg: "the file's aliases (*name) expand to too many values: write them out, or use fewer"})
+		}
+		return
+	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	orig := n
 	if n.Kind == yaml.AliasNode && n.Alias != nil {
 		n = n.Alias
+	}
+	refuse := func(msg string) { // at the line of the value, or of the alias to it
+		*errs = append(*errs, &Error{Source: source, Line: orig.Line, Field: path, Msg: msg})
+		*orig = yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Line: orig.Line, Column: orig.Column}
 	}
 	switch {
 	case t.Kind() == reflect.Struct && !isLeaf(t):
 		if n.Kind != yaml.MappingNode {
-			*errs = append(*errs, &Error{Source: source, Line: n.Line, Field: path, Msg: "must be a mapping of keys"})
+			refuse("must be a mapping of keys")
 			return
 		}
 		fields := yamlFields(t)
+		seen := map[string]int{}
+		kept := n.Content[:0]
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			p := join(path, k.Value)
+			if first, dup := seen[k.Value]; dup {
+				*errs = append(*errs, &Error{Source: source, Line: k.Line, Field: p,
+					Msg: fmt.Sprintf("mapping key %q already defined at line %d", k.Value, first)})
+				continue
+			}
+			seen[k.Value] = k.Line
+			kept = append(kept, k, v)
 			f, ok := fields[k.Value]
 			if !ok {
 				*errs = append(*errs, &Error{Source: source, Line: k.Line, Field: p,
@@ -202,22 +325,69 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[stri
 				continue
 			}
 			lines[p] = k.Line
-			checkKeys(v, f.Type, p, source, lines, errs)
+			checkKeys(v, f.Type, p, source, lines, errs, budget)
 		}
+		n.Content = kept
 	case isLeaf(t) || isScalarKind(t.Kind()):
+		if msg := notInteger(n, t); msg != "" {
+			refuse(msg)
+			return
+		}
 		// Decode the value alone, so that a bad value is reported with
 		// its field path and line.
 		if err := n.Decode(reflect.New(t).Interface()); err != nil {
-			msg := lineRE.ReplaceAllString(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  "), "")
-			*errs = append(*errs, &Error{Source: source, Line: n.Line, Field: path, Msg: msg})
+			refuse(lineRE.ReplaceAllString(strings.TrimPrefix(err.Error(), "yaml: unmarshal errors:\n  "), ""))
 		}
 	case t.Kind() == reflect.Slice && n.Kind == yaml.SequenceNode:
 		for i, c := range n.Content {
 			p := fmt.Sprintf("%s[%d]", path, i)
 			lines[p] = c.Line
-			checkKeys(c, t.Elem(), p, source, lines, errs)
+			checkKeys(c, t.Elem(), p, source, lines, errs, budget)
 		}
+	case t.Kind() == reflect.Slice && n.ShortTag() != "!!null":
+		refuse("must be a list, e.g. [a, b]")
 	}
+}
+
+// aliasAllowance and twice the values of the file bound the values
+// checkKeys walks, aliases expanded: a few kilobytes of nested aliases can
+// expand to billions, which would take hours to check.
+const aliasAllowance = 100_000
+
+// countNodes counts the nodes of a YAML tree, aliases not expanded.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
+}
+
+var leadingZeroRE = regexp.MustCompile(`^[-+]?0[0-9_]+$`)
+
+// notInteger explains why an integer field's scalar is not a plain
+// integer: the YAML decoder would silently truncate 4.5 to 4, read 1e1 as
+// 10 and 010 as octal 8. Empty for anything else.
+func notInteger(n *yaml.Node, t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+	default:
+		return ""
+	}
+	if isLeaf(t) || n.Kind != yaml.ScalarNode {
+		return ""
+	}
+	switch {
+	case n.ShortTag() == "!!float":
+		if v, err := strconv.ParseFloat(n.Value, 64); err == nil && v == math.Trunc(v) && math.Abs(v) < 1e15 {
+			return fmt.Sprintf("must be a whole number written in digits: write %d, not %s", int64(v), n.Value)
+		}
+		return fmt.Sprintf("must be a whole number, got %s", n.Value)
+	case n.ShortTag() == "!!int" && n.Style == 0 && leadingZeroRE.MatchString(n.Value):
+		return fmt.Sprintf("%s has a leading zero, which YAML reads as an octal number: write it without the zero", n.Value)
+	}
+	return ""
 }
 
 var lineRE = regexp.MustCompile(`^line \d+: `)
@@ -358,6 +528,9 @@ var ccRE = regexp.MustCompile(`^[a-z0-9_]+$`)
 func (s *Scenario) Validate() error {
 	var errs []error
 	bad := func(field, format string, a ...any) {
+		if s.alreadyReported(field) {
+			return
+		}
 		errs = append(errs, &Error{Source: s.source, Line: s.lineOf(field), Field: field, Msg: fmt.Sprintf(format, a...)})
 	}
 	if s.Version != Version {
@@ -411,6 +584,7 @@ func (s *Scenario) Validate() error {
 	if err := reconfig.CheckDelay(f.OCS.ReconfigDelay.D()); err != nil {
 		bad("fabric.ocs.reconfig_delay", "%v", err)
 	}
+	s.checkPortsPerOCS(bad)
 	if f.EPS.Oversubscription < 1 || f.EPS.Oversubscription > 1000 {
 		bad("fabric.eps.oversubscription", "must be between 1 (non-blocking) and 1000, got %g", f.EPS.Oversubscription)
 	}
@@ -422,6 +596,40 @@ func (s *Scenario) Validate() error {
 	}
 	s.validateJobs(bad)
 	return errors.Join(errs...)
+}
+
+// alreadyReported says whether Parse has refused the field or a section
+// holding it.
+func (s *Scenario) alreadyReported(field string) bool {
+	for p := field; p != ""; {
+		if s.reported[p] {
+			return true
+		}
+		i := strings.LastIndex(p, ".")
+		if i < 0 {
+			break
+		}
+		p = p[:i]
+	}
+	return false
+}
+
+// checkPortsPerOCS refuses a fabric whose OCS switches would carry more
+// ports (racks x uplinks cabled to one switch) than limits.MaxPortsPerOCS:
+// the BPF fast path indexes its circuit map by the ports' ifindex.
+func (s *Scenario) checkPortsPerOCS(bad func(field, format string, a ...any)) {
+	f := &s.Fabric
+	if !f.HasOCS() || f.Racks < 1 || f.Racks > MaxRacks || f.UplinksPerToR < 1 || f.UplinksPerToR > MaxUplinks ||
+		f.OCS.Switches < 1 || f.OCS.Switches > f.UplinksPerToR {
+		return // the counts themselves are wrong, and reported
+	}
+	for sw := 0; sw < f.OCS.Switches; sw++ {
+		if n := f.Racks * f.PortsPerToROn(sw); n > limits.MaxPortsPerOCS {
+			bad("fabric.ocs.switches", "OCS switch %d would carry %d ports (%d racks x %d uplinks each), more than the %d one OCS switch can hold: spread the uplinks over more switches, or use fewer racks or uplinks",
+				sw, n, f.Racks, f.PortsPerToROn(sw), limits.MaxPortsPerOCS)
+			return
+		}
+	}
 }
 
 // lineOf returns the line of a field, or of its closest parent that has one.

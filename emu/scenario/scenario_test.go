@@ -117,6 +117,18 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte("name: t\nfabric: {racks: 2, servers_per_rack: 1, ocs: {switches: 1}}\n"))
 	f.Add([]byte("name: t\nfabric:\n  rates: {server: 1e3Gbit}\n"))
 	f.Add([]byte(base + "jobs:\n  - {name: a, pattern: ring, workers: [r0s0, r1s0], bytes: 1MiB, compute: 1ms, iterations: 2, ring: [r1s0, r0s0]}\nscheduler: {name: fcfs, slot: 10ms}\n"))
+	// The checks of integers, repeated keys, required keys, lists and
+	// limits, and every problem reported at once.
+	f.Add([]byte(""))
+	f.Add([]byte("# nothing\n"))
+	f.Add([]byte("name: t\n"))
+	f.Add([]byte("name: t\nfabric: {racks: 4.5, servers_per_rack: 1e1, mtu: 010, uplinks_per_tor: 0x2}\n"))
+	f.Add([]byte("name: t\nfabric:\n  racks: 2\n  racks: 3\n  servers_per_rack: ~\n"))
+	f.Add([]byte("name: t\nfabric: {kind: eps, racks: 2, servers_per_rack: 1}\njobs:\n  - {name: a, pattern: ring, workers: r0s0, bytes: 1TiB, iterations: 2.7}\n  - {workers: [r0s0, {a: b}], bytes: 2TiB}\n  - 3\n"))
+	f.Add([]byte("name: t\nfabric: {kind: ocs, racks: 4096, servers_per_rack: 1, uplinks_per_tor: 8, ocs: {switches: 1, spread: block, reconfig_delay: 11s}}\n"))
+	f.Add([]byte("name: t\nfabric: &f {kind: eps, racks: 2, servers_per_rack: 1}\njobs: [{name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, iterations: 1, tcp: *f}]\n"))
+	f.Add([]byte("name: t\nfabric: {kind: eps, racks: 2, servers_per_rack: 1}\njobs: [&j {name: a, pattern: ring, bytes: 1MB, iterations: 1, workers: [" +
+		strings.Repeat("r0s0,", 50) + "r1s0]}" + strings.Repeat(", *j", 50) + "]\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s, err := Parse(data, "fuzz")
 		if err != nil {

@@ -30,34 +30,15 @@ type Pair struct{ Src, Dst int }
 
 // Compute builds the routing table of a configuration over racks racks.
 // Paths follow the direction of light, so simplex circuits are honoured.
+// It holds every rack pair; a caller that routes a few pairs of a large
+// fabric asks Paths instead, which gives the same next hops.
 func Compute(racks int, cfg circuit.Config) (Table, []Pair) {
-	g := cfg.RackGraph() // g[a][b] = a's uplinks reaching b
-	// Reverse adjacency for a BFS towards each destination.
-	rev := map[int][]int{}
-	for a, m := range g {
-		for b := range m {
-			rev[b] = append(rev[b], a)
-		}
-	}
+	p := NewPaths(racks, cfg)
 	t := Table{}
 	var unreachable []Pair
-	dist := make([]int, racks)
+	dist := make([]int32, racks)
 	for d := 0; d < racks; d++ {
-		for i := range dist {
-			dist[i] = -1
-		}
-		dist[d] = 0
-		queue := []int{d}
-		for len(queue) > 0 {
-			x := queue[0]
-			queue = queue[1:]
-			for _, p := range rev[x] {
-				if p < racks && dist[p] < 0 {
-					dist[p] = dist[x] + 1
-					queue = append(queue, p)
-				}
-			}
-		}
+		p.bfs(d, dist)
 		for s := 0; s < racks; s++ {
 			if s == d {
 				continue
@@ -66,22 +47,113 @@ func Compute(racks int, cfg circuit.Config) (Table, []Pair) {
 				unreachable = append(unreachable, Pair{s, d})
 				continue
 			}
-			var hops []Hop
-			for n, ups := range g[s] {
-				if n < racks && dist[n] == dist[s]-1 {
-					for _, u := range ups {
-						hops = append(hops, Hop{Uplink: u.Port, Via: n})
-					}
-				}
-			}
-			sort.Slice(hops, func(i, j int) bool { return hops[i].Uplink < hops[j].Uplink })
 			if t[s] == nil {
 				t[s] = map[int][]Hop{}
 			}
-			t[s][d] = hops
+			t[s][d] = p.hops(s, dist)
 		}
 	}
 	return t, unreachable
+}
+
+// Paths answers next-hop questions over one configuration on demand: the
+// search towards a destination runs the first time that destination is
+// asked for, so the cost follows the rack pairs a caller routes (the flow
+// model, plan checks), not the fabric's size. Its answers are Compute's.
+// Not safe for concurrent use.
+type Paths struct {
+	racks int
+	g     map[int]map[int][]circuit.Uplink // g[a][b] = a's uplinks reaching b
+	rev   map[int][]int                    // rev[b] = racks with a circuit to b
+	dist  map[int][]int32                  // destination -> hops from every rack, -1: none
+	next  map[[2]int][]Hop                 // (src, dst) -> next hops
+}
+
+// NewPaths prepares next-hop answers for a configuration over racks racks.
+func NewPaths(racks int, cfg circuit.Config) *Paths {
+	p := &Paths{racks: racks, g: cfg.RackGraph(), rev: map[int][]int{}, dist: map[int][]int32{}, next: map[[2]int][]Hop{}}
+	for a, m := range p.g {
+		for b := range m {
+			p.rev[b] = append(p.rev[b], a)
+		}
+	}
+	return p
+}
+
+// bfs fills dist with the hops from every rack to d, against the
+// direction of light (-1: no path).
+func (p *Paths) bfs(d int, dist []int32) {
+	for i := range dist {
+		dist[i] = -1
+	}
+	dist[d] = 0
+	queue := []int{d}
+	for len(queue) > 0 {
+		x := queue[0]
+		queue = queue[1:]
+		for _, q := range p.rev[x] {
+			if q < p.racks && dist[q] < 0 {
+				dist[q] = dist[x] + 1
+				queue = append(queue, q)
+			}
+		}
+	}
+}
+
+// hops lists s's ways out onto a shortest path, given the distances to
+// the destination, sorted by uplink.
+func (p *Paths) hops(s int, dist []int32) []Hop {
+	var hops []Hop
+	for n, ups := range p.g[s] {
+		if n < p.racks && dist[n] == dist[s]-1 {
+			for _, u := range ups {
+				hops = append(hops, Hop{Uplink: u.Port, Via: n})
+			}
+		}
+	}
+	sort.Slice(hops, func(i, j int) bool { return hops[i].Uplink < hops[j].Uplink })
+	return hops
+}
+
+func (p *Paths) distTo(d int) []int32 {
+	dist, ok := p.dist[d]
+	if !ok {
+		dist = make([]int32, p.racks)
+		p.bfs(d, dist)
+		p.dist[d] = dist
+	}
+	return dist
+}
+
+func (p *Paths) valid(s, d int) bool { return s >= 0 && d >= 0 && s < p.racks && d < p.racks }
+
+// Next returns the next hops from rack s towards rack d, sorted by
+// uplink, as Compute's Table[s][d]: nil if d is unreachable or s == d.
+func (p *Paths) Next(s, d int) []Hop {
+	if s == d || !p.valid(s, d) {
+		return nil
+	}
+	k := [2]int{s, d}
+	if h, ok := p.next[k]; ok {
+		return h
+	}
+	var h []Hop
+	if dist := p.distTo(d); dist[s] > 0 {
+		h = p.hops(s, dist)
+	}
+	p.next[k] = h
+	return h
+}
+
+// Hops returns the number of circuit hops of the path from s to d, or -1.
+func (p *Paths) Hops(s, d int) int {
+	if s == d {
+		return 0
+	}
+	if !p.valid(s, d) {
+		return -1
+	}
+	return int(p.distTo(d)[s])
 }
 
 // Hops returns the number of circuit hops of the path from s to d, or -1.

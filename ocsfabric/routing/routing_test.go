@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"math/rand/v2"
 	"reflect"
 	"testing"
 
@@ -46,5 +47,46 @@ func TestCompute(t *testing.T) {
 				t.Errorf("unreachable pairs = %v, want %d", un, tt.unreachable)
 			}
 		})
+	}
+}
+
+// Paths, asked pair by pair, gives Compute's next hops and hop counts,
+// on the table cases and on random configurations (simplex ones too).
+func TestPathsMatchesCompute(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	var cfgs []circuit.Config
+	for i := 0; i < 200; i++ {
+		racks, uplinks := 2+rng.IntN(9), 1+rng.IntN(3)
+		used := map[circuit.Uplink]bool{}
+		var cs []circuit.Circuit
+		for k := 0; k < racks*uplinks; k++ {
+			a := circuit.Uplink{Rack: rng.IntN(racks), Port: rng.IntN(uplinks)}
+			b := circuit.Uplink{Rack: rng.IntN(racks), Port: rng.IntN(uplinks)}
+			if a == b || used[a] || used[b] {
+				continue
+			}
+			used[a], used[b] = true, true
+			cs = append(cs, circuit.Circuit{A: a, B: b, Simplex: rng.IntN(4) == 0})
+		}
+		cfgs = append(cfgs, circuit.Config{Circuits: cs})
+	}
+	for i, cfg := range cfgs {
+		racks := 11
+		tab, _ := Compute(racks, cfg)
+		p := NewPaths(racks, cfg)
+		for d := racks - 1; d >= -1; d-- { // any order, and out of range
+			for s := -1; s <= racks; s++ {
+				var want []Hop
+				if s >= 0 && d >= 0 {
+					want = tab[s][d]
+				}
+				if got := p.Next(s, d); !reflect.DeepEqual(got, want) {
+					t.Fatalf("config %d: Next(%d, %d) = %v, Compute says %v", i, s, d, got, want)
+				}
+				if got, want := p.Hops(s, d), tab.Hops(s, d); got != want && s != d {
+					t.Fatalf("config %d: Hops(%d, %d) = %d, Compute says %d", i, s, d, got, want)
+				}
+			}
+		}
 	}
 }

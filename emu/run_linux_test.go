@@ -1,0 +1,103 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+)
+
+// `emu run --plan` reads, checks and predicts the plan, and makes the
+// results directory, before it touches the kernel: a plan that is missing
+// or wrong is refused and no namespace of the lab ever appears.
+func TestCLIRunBadPlanTouchesNoKernel(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	dir := t.TempDir()
+	lab := fabrictest.UniqueLab("runp")
+	scen := filepath.Join(dir, "s.yaml")
+	os.WriteFile(scen, []byte("name: "+lab+"\nfabric: {kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 1Gbit}}\n"+
+		"jobs:\n  - {name: a, pattern: ring, workers: [r0s0, r1s0], bytes: 1MiB, compute: 1ms, iterations: 1}\n"), 0o644)
+	plan := func(body string) string {
+		f := filepath.Join(t.TempDir(), "p.json")
+		os.WriteFile(f, []byte(body), 0o644)
+		return f
+	}
+	const stages = `"stages": [{"start_ns": 0, "circuits": [], "activities": [{"job": "a", "iteration": 0, "phase": "compute"}]},
+	{"start_ns": 0, "circuits": [], "activities": [{"job": "a", "iteration": 0, "phase": "allreduce"}]}]}`
+	job := func(bytes string) string {
+		return `{"plan_version": 1, "mode": "barrier", "jobs": [{"name": "a", "pattern": "ring", "workers": ["r0s0", "r1s0"], "bytes": ` +
+			bytes + `, "compute_ns": 0, "iterations": 1}], ` + stages
+	}
+	notADir := filepath.Join(dir, "file")
+	os.WriteFile(notADir, nil, 0o644)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"missing plan file", []string{"--plan", "/nonexistent.json"}, "read plan: open /nonexistent.json"},
+		{"plan that does not parse", []string{"--plan", plan(`{"plan_version": 1, "modus": "clock"}`)}, `unknown field "modus"`},
+		{"plan with a key twice", []string{"--plan", plan(`{"plan_version": 1, "mode": "clock", "mode": "barrier"}`)}, `duplicate key "mode"`},
+		{"plan that does not fit", []string{"--plan", plan(strings.Replace(job("1048576"), "r1s0", "r7s0", 1))}, "no server r7s0"},
+		{"plan the workers cannot run", []string{"--plan", plan(job("1048575"))}, "must be a multiple of 4"},
+		{"results directory that cannot be made", []string{"--results", notADir}, "results directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			results := filepath.Join(t.TempDir(), "results")
+			args := append([]string{"run", scen, "--results", results}, tt.args...)
+			// Watch for any namespace of the lab while the command runs.
+			seen := map[string]bool{}
+			var mu sync.Mutex
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
+						mu.Lock()
+						for _, ns := range left {
+							seen[ns] = true
+						}
+						mu.Unlock()
+					}
+					select {
+					case <-stop:
+						return
+					case <-time.After(2 * time.Millisecond):
+					}
+				}
+			}()
+			out, err := run(t, bin, args...)
+			close(stop)
+			wg.Wait()
+			t.Cleanup(func() {
+				run(t, bin, "destroy", lab)
+				fabrictest.AssertGone(t, lab)
+			})
+			if err == nil || !strings.Contains(out, tt.want) {
+				t.Errorf("want a refusal containing %q, got %v:\n%s", tt.want, err, out)
+			}
+			if len(seen) > 0 {
+				t.Errorf("namespaces of the lab appeared: %v", seen)
+			}
+			for _, w := range []string{"creating", "fabric up", "pingall", "TCP transfer", "destroyed"} {
+				if strings.Contains(out, w) {
+					t.Errorf("output mentions %q: the kernel was touched:\n%s", w, out)
+				}
+			}
+			if _, err := fabric.ReadState(lab); err == nil {
+				t.Errorf("lab %s has a state file", lab)
+			}
+		})
+	}
+}
