@@ -29,142 +29,182 @@ const (
 // and every phase of every iteration is scheduled exactly once, in
 // dependency order. Errors name the stage, job and field.
 func Check(p *Plan, s *scenario.Scenario) error {
-	var errs []error
-	bad := func(format string, a ...any) bool {
-		if len(errs) < MaxErrors {
-			errs = append(errs, fmt.Errorf(format, a...))
-		}
-		return len(errs) < MaxErrors
+	c := &checker{p: p, s: s, f: s.Fabric, jobs: map[string]*Job{}, scheduled: map[Key]int{},
+		firstStage: map[string]int{}, lastStage: map[string]int{}, layout: circuit.LayoutOf(s.Spec())}
+	c.checkHeader()
+	c.checkJobs()
+	for si := range p.Stages {
+		c.checkStage(si)
 	}
-	f := s.Fabric
-	if p.Scenario != "" && p.Scenario != s.Name {
-		bad("plan is for scenario %q, not %q", p.Scenario, s.Name)
+	c.checkOrder()
+	checkINC(p, c.f, c.firstStage, c.lastStage, c.bad)
+	return errors.Join(c.errs...)
+}
+
+// checker collects the problems of one plan, at most MaxErrors.
+type checker struct {
+	p      *Plan
+	s      *scenario.Scenario
+	f      scenario.Fabric
+	layout circuit.Layout
+	errs   []error
+	jobs   map[string]*Job
+	// scheduled maps each phase to the stage it starts in.
+	scheduled map[Key]int
+	// firstStage and lastStage bound the stages an INC job is active in.
+	firstStage, lastStage map[string]int
+}
+
+// bad records a problem; it reports whether more are still wanted.
+func (c *checker) bad(format string, a ...any) bool {
+	if len(c.errs) < MaxErrors {
+		c.errs = append(c.errs, fmt.Errorf(format, a...))
+	}
+	return len(c.errs) < MaxErrors
+}
+
+// checkHeader checks what the plan says about itself.
+func (c *checker) checkHeader() {
+	p := c.p
+	if p.Scenario != "" && p.Scenario != c.s.Name {
+		c.bad("plan is for scenario %q, not %q", p.Scenario, c.s.Name)
 	}
 	switch p.Mode {
 	case ModeBarrier, ModeClock:
 	default:
-		bad("mode: %q is not a mode (want %q or %q)", p.Mode, ModeBarrier, ModeClock)
+		c.bad("mode: %q is not a mode (want %q or %q)", p.Mode, ModeBarrier, ModeClock)
 	}
 	if d := p.ReconfigDelayNs; d != nil && (*d < limits.MinReconfigDelayNs || *d > limits.MaxReconfigDelayNs) {
-		bad("reconfig_delay_ns: must be between %d and %d (%v), got %d", limits.MinReconfigDelayNs, limits.MaxReconfigDelayNs, time.Duration(limits.MaxReconfigDelayNs), *d)
+		c.bad("reconfig_delay_ns: must be between %d and %d (%v), got %d", limits.MinReconfigDelayNs, limits.MaxReconfigDelayNs, time.Duration(limits.MaxReconfigDelayNs), *d)
 	}
-	jobs := map[string]*Job{}
-	for i := range p.Jobs {
-		j := &p.Jobs[i]
+	if len(p.Stages) == 0 && len(p.Jobs) > 0 {
+		c.bad("stages: the plan has jobs but no stages")
+	}
+}
+
+// checkJobs checks each job on its own and indexes them by name.
+func (c *checker) checkJobs() {
+	for i := range c.p.Jobs {
+		j := &c.p.Jobs[i]
 		where := fmt.Sprintf("jobs[%d] (%s)", i, j.Name)
 		if j.Name == "" {
-			bad("jobs[%d]: name is empty", i)
+			c.bad("jobs[%d]: name is empty", i)
 			continue
 		}
 		if err := names.ValidJob(j.Name); err != nil {
-			bad("%s: name: %v", where, err)
+			c.bad("%s: name: %v", where, err)
 		}
-		if _, dup := jobs[j.Name]; dup {
-			bad("%s: duplicate job name", where)
+		if _, dup := c.jobs[j.Name]; dup {
+			c.bad("%s: duplicate job name", where)
 		}
-		jobs[j.Name] = j
-		checkJob(j, s, where, bad)
+		c.jobs[j.Name] = j
+		checkJob(j, c.s, where, c.bad)
 	}
-	if len(p.Stages) == 0 && len(p.Jobs) > 0 {
-		bad("stages: the plan has jobs but no stages")
-	}
+}
 
-	layout := circuit.LayoutOf(s.Spec())
-	firstStage := map[string]int{} // INC job -> first and last stage it is active
-	lastStage := map[string]int{}
-	scheduled := map[Key]int{} // -> stage
-	for si, st := range p.Stages {
-		where := fmt.Sprintf("stage %d", si)
-		if st.StartNs < 0 {
-			bad("%s: start_ns must not be negative", where)
+// checkStage checks stage si's timing and circuits, and each activity in it.
+func (c *checker) checkStage(si int) {
+	p, f := c.p, c.f
+	st := p.Stages[si]
+	where := fmt.Sprintf("stage %d", si)
+	if st.StartNs < 0 {
+		c.bad("%s: start_ns must not be negative", where)
+	}
+	if si > 0 {
+		prev := p.Stages[si-1]
+		switch {
+		case p.Mode == ModeClock && st.StartNs < prev.StartNs+prev.DurationNs:
+			c.bad("%s: start_ns %d overlaps stage %d, which runs until %d", where, st.StartNs, si-1, prev.StartNs+prev.DurationNs)
+		case st.StartNs < prev.StartNs:
+			c.bad("%s: start_ns %d is before stage %d's %d", where, st.StartNs, si-1, prev.StartNs)
 		}
-		if si > 0 {
-			prev := p.Stages[si-1]
-			switch {
-			case p.Mode == ModeClock && st.StartNs < prev.StartNs+prev.DurationNs:
-				bad("%s: start_ns %d overlaps stage %d, which runs until %d", where, st.StartNs, si-1, prev.StartNs+prev.DurationNs)
-			case st.StartNs < prev.StartNs:
-				bad("%s: start_ns %d is before stage %d's %d", where, st.StartNs, si-1, prev.StartNs)
-			}
-		}
-		if p.Mode == ModeClock && st.DurationNs <= 0 {
-			bad("%s: duration_ns is required and positive in clock mode", where)
-		}
-		if len(st.Circuits) > 0 && !f.HasOCS() {
-			bad("%s: circuits given, but the scenario's %s fabric has no OCS", where, f.Kind)
-		} else if err := layout.Validate(circuit.Config{Circuits: st.Circuits}); err != nil && f.HasOCS() {
-			bad("%s: circuits: %v", where, err)
-		}
-		var paths *routing.Paths
-		if f.Kind == scenario.KindOCS {
-			paths = routing.NewPaths(f.Racks, circuit.Config{Circuits: st.Circuits})
-		}
-		for ai, a := range st.Activities {
-			aw := fmt.Sprintf("%s, activities[%d] (job %s)", where, ai, a.Job)
-			j, ok := jobs[a.Job]
-			if !ok {
-				bad("%s: job: no job %q in the plan", aw, a.Job)
-				continue
-			}
-			if a.Iteration < 0 || a.Iteration >= j.Iterations {
-				bad("%s: iteration: %d is out of range (the job has %d)", aw, a.Iteration, j.Iterations)
-				continue
-			}
-			if !validPhase(j.Pattern, a.Phase) {
-				bad("%s: phase: %q is not a phase of a %s job (want %v)", aw, a.Phase, j.Pattern, scenario.Phases(j.Pattern))
-				continue
-			}
-			k := Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}
-			if prev, dup := scheduled[k]; dup {
-				bad("%s: %s is scheduled twice (also in stage %d)", aw, k, prev)
-				continue
-			}
-			scheduled[k] = si
-			if a.StartNs != nil && *a.StartNs < st.StartNs {
-				bad("%s: start_ns %d is before its stage starts (%d)", aw, *a.StartNs, st.StartNs)
-			}
-			if a.RateCapBps < 0 {
-				bad("%s: rate_cap_bps must not be negative", aw)
-			}
-			checkFlowCaps(j, a, aw, bad)
-			if paths != nil {
-				for _, pr := range j.RackPairs(a.Phase) {
-					if paths.Hops(pr[0], pr[1]) < 0 {
-						bad("%s: %s needs rack %d -> rack %d, but the stage's circuits give no path", aw, a.Phase, pr[0], pr[1])
-						break
-					}
-				}
-			}
-			if j.INC {
-				if _, ok := firstStage[j.Name]; !ok {
-					firstStage[j.Name] = si
-				}
-				lastStage[j.Name] = si
+	}
+	if p.Mode == ModeClock && st.DurationNs <= 0 {
+		c.bad("%s: duration_ns is required and positive in clock mode", where)
+	}
+	if len(st.Circuits) > 0 && !f.HasOCS() {
+		c.bad("%s: circuits given, but the scenario's %s fabric has no OCS", where, f.Kind)
+	} else if err := c.layout.Validate(circuit.Config{Circuits: st.Circuits}); err != nil && f.HasOCS() {
+		c.bad("%s: circuits: %v", where, err)
+	}
+	var paths *routing.Paths
+	if f.Kind == scenario.KindOCS {
+		paths = routing.NewPaths(f.Racks, circuit.Config{Circuits: st.Circuits})
+	}
+	for ai, a := range st.Activities {
+		c.checkActivity(si, fmt.Sprintf("%s, activities[%d] (job %s)", where, ai, a.Job), a, paths)
+	}
+}
+
+// checkActivity checks one activity of stage si: its job, iteration and
+// phase exist, it is scheduled once, its caps are sane, and (on an ocs
+// fabric) the stage's circuits give its flows a path.
+func (c *checker) checkActivity(si int, aw string, a Activity, paths *routing.Paths) {
+	st := c.p.Stages[si]
+	j, ok := c.jobs[a.Job]
+	if !ok {
+		c.bad("%s: job: no job %q in the plan", aw, a.Job)
+		return
+	}
+	if a.Iteration < 0 || a.Iteration >= j.Iterations {
+		c.bad("%s: iteration: %d is out of range (the job has %d)", aw, a.Iteration, j.Iterations)
+		return
+	}
+	if !validPhase(j.Pattern, a.Phase) {
+		c.bad("%s: phase: %q is not a phase of a %s job (want %v)", aw, a.Phase, j.Pattern, scenario.Phases(j.Pattern))
+		return
+	}
+	k := Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}
+	if prev, dup := c.scheduled[k]; dup {
+		c.bad("%s: %s is scheduled twice (also in stage %d)", aw, k, prev)
+		return
+	}
+	c.scheduled[k] = si
+	if a.StartNs != nil && *a.StartNs < st.StartNs {
+		c.bad("%s: start_ns %d is before its stage starts (%d)", aw, *a.StartNs, st.StartNs)
+	}
+	if a.RateCapBps < 0 {
+		c.bad("%s: rate_cap_bps must not be negative", aw)
+	}
+	checkFlowCaps(j, a, aw, c.bad)
+	if paths != nil {
+		for _, pr := range j.RackPairs(a.Phase) {
+			if paths.Hops(pr[0], pr[1]) < 0 {
+				c.bad("%s: %s needs rack %d -> rack %d, but the stage's circuits give no path", aw, a.Phase, pr[0], pr[1])
+				break
 			}
 		}
 	}
-	// Every phase exactly once, in dependency order.
-	for _, j := range p.Jobs {
+	if j.INC {
+		if _, ok := c.firstStage[j.Name]; !ok {
+			c.firstStage[j.Name] = si
+		}
+		c.lastStage[j.Name] = si
+	}
+}
+
+// checkOrder checks that every phase of every job is scheduled exactly
+// once, in dependency order.
+func (c *checker) checkOrder() {
+	for _, j := range c.p.Jobs {
 		if j.Iterations > MaxIterations {
 			continue
 		}
 		prevStage, prev := -1, Key{}
 		for _, k := range j.Phases() {
-			si, ok := scheduled[k]
+			si, ok := c.scheduled[k]
 			if !ok {
-				if !bad("job %s: %s is never scheduled", j.Name, k) {
+				if !c.bad("job %s: %s is never scheduled", j.Name, k) {
 					break
 				}
 				continue
 			}
-			if prevStage >= 0 && (si < prevStage || si == prevStage && p.Mode == ModeBarrier) {
-				bad("job %s: %s is in stage %d but must come after %s (stage %d)", j.Name, k, si, prev, prevStage)
+			if prevStage >= 0 && (si < prevStage || si == prevStage && c.p.Mode == ModeBarrier) {
+				c.bad("job %s: %s is in stage %d but must come after %s (stage %d)", j.Name, k, si, prev, prevStage)
 			}
 			prevStage, prev = si, k
 		}
 	}
-	checkINC(p, f, firstStage, lastStage, bad)
-	return errors.Join(errs...)
 }
 
 func validPhase(pattern, phase string) bool {
