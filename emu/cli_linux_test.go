@@ -48,10 +48,11 @@ func TestCLIVersion(t *testing.T) {
 	}
 }
 
-func TestCLIOCSLifecycle(t *testing.T) {
-	fabrictest.SkipUnlessRoot(t)
-	bin := buildEmu(t)
-	lab := fabrictest.UniqueLab("cli")
+// deployOCSLab deploys a 2-rack OCS lab through the CLI and registers its
+// destruction and the check that nothing of it is left.
+func deployOCSLab(t *testing.T, bin, prefix string) string {
+	t.Helper()
+	lab := fabrictest.UniqueLab(prefix)
 	f := filepath.Join(t.TempDir(), "s.yaml")
 	os.WriteFile(f, []byte("name: "+lab+"\nfabric: {kind: ocs, racks: 2, servers_per_rack: 1, ocs: {reconfig_delay: 1ms}, rates: {server: 1Gbit, uplink: 1Gbit}}\n"), 0o644)
 	t.Cleanup(func() {
@@ -61,6 +62,13 @@ func TestCLIOCSLifecycle(t *testing.T) {
 	if out, err := run(t, bin, "deploy", f); err != nil {
 		t.Fatalf("deploy: %v\n%s", err, out)
 	}
+	return lab
+}
+
+func TestCLIOCSLifecycle(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	lab := deployOCSLab(t, bin, "cli")
 	out, err := run(t, bin, "ocs", "connect", "--lab", lab, "tor0:0", "tor1:0")
 	if err != nil || !strings.Contains(out, "2 ports dark for 1ms") {
 		t.Fatalf("ocs connect: %v\n%s", err, out)

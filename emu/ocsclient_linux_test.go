@@ -53,16 +53,7 @@ func TestCLIOCSRefusals(t *testing.T) {
 func TestCLIOCSProcessDead(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	bin := buildEmu(t)
-	lab := fabrictest.UniqueLab("dead")
-	f := filepath.Join(t.TempDir(), "s.yaml")
-	os.WriteFile(f, []byte("name: "+lab+"\nfabric: {kind: ocs, racks: 2, servers_per_rack: 1, ocs: {reconfig_delay: 1ms}, rates: {server: 1Gbit, uplink: 1Gbit}}\n"), 0o644)
-	t.Cleanup(func() {
-		run(t, bin, "destroy", lab)
-		fabrictest.AssertGone(t, lab)
-	})
-	if out, err := run(t, bin, "deploy", f); err != nil {
-		t.Fatalf("deploy: %v\n%s", err, out)
-	}
+	lab := deployOCSLab(t, bin, "dead")
 	out, err := run(t, bin, "inspect", lab)
 	if err != nil || !regexpMatch(`ocs\s+\d+\s+answering on `, out) {
 		t.Errorf("inspect of a healthy lab: want the OCS process answering, got %v:\n%s", err, out)
