@@ -84,7 +84,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		}
 		it := key.Iteration
 		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: key.Phase, Rank: me, StartNs: Now()}
-		sent0 := r.comm.Sent
+		sent0 := r.comm.Sent()
 		var err error
 		switch key.Phase {
 		case scenario.PhaseCompute:
@@ -128,7 +128,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			}
 		}
 		rec.EndNs = Now()
-		rec.Bytes = r.comm.Sent - sent0
+		rec.Bytes = r.comm.Sent() - sent0
 		if err != nil {
 			rec.Note = "failed: " + err.Error()
 			r.record(rec)
@@ -183,11 +183,11 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 		}
 		r.record(rec)
 		rec = PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: scenario.PhasePull, Rank: PSRank, StartNs: Now()}
-		sent0 := r.comm.Sent
+		sent0 := r.comm.Sent()
 		if err := r.comm.ServePull(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase pull: %w", j.Name, it, err)
 		}
-		rec.EndNs, rec.Bytes = Now(), r.comm.Sent-sent0
+		rec.EndNs, rec.Bytes = Now(), r.comm.Sent()-sent0
 		r.record(rec)
 	}
 	_ = t0
