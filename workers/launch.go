@@ -21,10 +21,16 @@ import (
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
-// BasePort is the first data port; job i uses BasePort + i*PortsPerJob.
+// Data ports. Every rank process listens on one port of its server's
+// namespace; ports are handed out per server, in job order, from BasePort
+// up, so they do not depend on how many ranks a job has, only on how many
+// rank processes share one server. LastPort keeps them below Linux's
+// default ephemeral range (net.ipv4.ip_local_port_range 32768-60999), so
+// a listener never collides with the source port of an outgoing
+// connection in the same namespace.
 const (
-	BasePort    = 20000
-	PortsPerJob = 64
+	BasePort = 20000
+	LastPort = 32767
 )
 
 // Options run the jobs of a plan (or the built-in schedule) on a lab.
@@ -74,21 +80,38 @@ func Specs(o *Options) ([]*Spec, error) {
 		every = 50 * time.Millisecond
 	}
 	var specs []*Spec
+	nextPort := map[string]int{} // per server
 	for ji := range o.Jobs {
 		j := o.Jobs[ji]
-		if len(j.Workers)+1 >= PortsPerJob {
-			return nil, fmt.Errorf("job %s: at most %d ranks per job", j.Name, PortsPerJob-2)
+		if len(j.Workers) > MaxRanks {
+			return nil, fmt.Errorf("job %s: %d ranks, at most %d per job", j.Name, len(j.Workers), MaxRanks)
 		}
 		if j.INC {
 			return nil, fmt.Errorf("job %s asks for in-network aggregation, which the emulator does not run yet: plan it with inc: false (a CPU parameter server)", j.Name)
 		}
-		if j.Bytes%4 != 0 || j.Bytes < int64(4*len(j.Workers)) {
-			return nil, fmt.Errorf("job %s: bytes (%d) must be a multiple of 4 and at least 4 per rank: ranks exchange int32 elements", j.Name, j.Bytes)
+		if err := CheckBytes(j.Bytes, len(j.Workers)); err != nil {
+			return nil, fmt.Errorf("job %s: %w", j.Name, err)
 		}
-		for _, w := range append(append([]string{}, j.Workers...), j.PS) {
-			if _, ok := addrs[w]; w != "" && !ok {
-				return nil, fmt.Errorf("job %s: server %s is not in lab %s", j.Name, w, o.Lab.Topo.Lab)
+		servers := append([]string{}, j.Workers...)
+		if j.Pattern == scenario.PatternPS {
+			if j.PS == "" {
+				return nil, fmt.Errorf("job %s: the ps pattern needs a parameter server (ps)", j.Name)
 			}
+			servers = append(servers, j.PS)
+		}
+		// The job's ranks need their own servers' addresses only.
+		jaddrs := map[string]string{}
+		ports := make([]int, len(servers))
+		for i, w := range servers {
+			a, ok := addrs[w]
+			if !ok {
+				return nil, fmt.Errorf("job %s: server %q is not in lab %s", j.Name, w, o.Lab.Topo.Lab)
+			}
+			jaddrs[w] = a
+			if ports[i] = BasePort + nextPort[w]; ports[i] > LastPort {
+				return nil, fmt.Errorf("job %s: server %s would host more than %d rank processes (ports %d-%d)", j.Name, w, LastPort-BasePort+1, BasePort, LastPort)
+			}
+			nextPort[w]++
 		}
 		gates, mode, err := gatesFor(o.Plan, &j)
 		if err != nil {
@@ -98,7 +121,7 @@ func Specs(o *Options) ([]*Spec, error) {
 		if j.CongestionControl != "" {
 			jcc = j.CongestionControl
 		}
-		base := Spec{Job: j, Addrs: addrs, Port: BasePort + ji*PortsPerJob, CC: jcc, Mode: mode, Gates: gates,
+		base := Spec{Job: j, Addrs: jaddrs, Ports: ports, CC: jcc, Mode: mode, Gates: gates,
 			Verify: o.Verify, Timeout: timeout, TCPInfoEvery: every}
 		if every < 0 {
 			base.TCPInfoEvery = 0

@@ -45,10 +45,11 @@ type Spec struct {
 	Rank int      `json:"rank"` // 0..n-1, or PSRank
 	// Addrs maps every server of the job to its address.
 	Addrs map[string]string `json:"addrs"`
-	// Port is the job's base port: rank r listens on Port+r, the PS on
-	// Port+n.
-	Port int    `json:"port"`
-	CC   string `json:"congestion_control"`
+	// Ports[r] is the port rank r listens on, and Ports[n] the parameter
+	// server's (ps pattern). Ports are unique per server namespace, not
+	// per job (see BasePort).
+	Ports []int  `json:"ports"`
+	CC    string `json:"congestion_control"`
 	// Mode is "" (built-in: start at time zero and iterate), "clock" or
 	// "barrier"; Gates then has one entry per phase of the job.
 	Mode  string `json:"mode"`
@@ -125,6 +126,9 @@ type rank struct {
 func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("rank %d of job %q: bad spec:\n%w", spec.Rank, spec.Job.Name, err)
 	}
 	r := &rank{spec: spec, log: log.With("rank", spec.Name()), n: len(spec.Job.Workers), ps: -1}
 	if spec.Job.Pattern == scenario.PatternPS {
@@ -250,9 +254,9 @@ func (r *rank) server(rk int) string {
 
 func (r *rank) port(rk int) int {
 	if rk == r.ps || rk == PSRank {
-		return r.spec.Port + r.n
+		return r.spec.Ports[r.n]
 	}
-	return r.spec.Port + rk
+	return r.spec.Ports[rk]
 }
 
 // inNS runs fn in the spec's namespace, if any.
