@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -39,21 +40,24 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 		return fmt.Errorf("plan does not fit scenario %s:\n%w", s.Name, err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return fmt.Errorf("results: %w", err)
 	}
-	_ = p.Write(filepath.Join(dir, "plan.json"))
+	if err := p.Write(filepath.Join(dir, "plan.json")); err != nil {
+		return fmt.Errorf("results: write %s: %w", filepath.Join(dir, "plan.json"), err)
+	}
 	a.progress("plan by %s: %d jobs, %d stages (%s mode); running it with real workers", p.Scheduler, len(p.Jobs), len(p.Stages), p.Mode)
 	exe, _ := os.Executable()
 	res, err := orchestrate.Run(ctx, &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Dir: dir, Exe: exe, Verify: verify,
 		Log: a.log, Progress: a.progress})
-	if res != nil && res.Prediction != nil {
-		_ = writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction)
-	}
 	if err != nil {
-		return fmt.Errorf("jobs: %w", err)
+		err = fmt.Errorf("jobs: %w", err)
+		if res != nil && res.Prediction != nil {
+			err = errors.Join(err, writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction))
+		}
+		return err
 	}
-	_ = writeJSONFile(filepath.Join(dir, "measurement.json"), res.Measurement)
-	_ = writeJSONFile(filepath.Join(dir, "comparison.json"), res)
+	// Results that could not be written fail the run, after it is shown.
+	werr := writeResults(dir, res)
 	fmt.Println()
 	fmt.Println("== jobs, measured (nccl-tests style; time zero is the plan's)")
 	workers.PrintStats(os.Stdout, res.Stats, res.Jobs)
@@ -68,6 +72,19 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	w.Flush()
 	fmt.Fprintf(os.Stdout, "makespan: predicted %.3f s, measured %.3f s (%+.1f%%)\n", float64(res.Prediction.MakespanNs)/1e9,
 		float64(res.Measurement.MakespanNs)/1e9, 100*float64(res.Measurement.MakespanNs-res.Prediction.MakespanNs)/float64(res.Prediction.MakespanNs))
+	if werr != nil {
+		return werr
+	}
 	a.progress("plan, prediction, measurement and records in %s", dir)
 	return nil
+}
+
+// writeResults writes the prediction, the measurement and their
+// comparison; the error names every file that could not be written.
+func writeResults(dir string, res *orchestrate.Result) error {
+	return errors.Join(
+		writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction),
+		writeJSONFile(filepath.Join(dir, "measurement.json"), res.Measurement),
+		writeJSONFile(filepath.Join(dir, "comparison.json"), res),
+	)
 }

@@ -264,13 +264,16 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		cerr = co.result()
 	}
 	out := &Outcome{T0: co.T0, StageStarts: co.StageStarts, StageEnds: co.StageEnds}
+	// Records that cannot be read back are lost measurements: the run fails.
+	var readErrs []error
 	for _, s := range specs {
 		if err := out.read(s.Out); err != nil {
-			log.Warn("records", "file", s.Out, "err", err)
+			readErrs = append(readErrs, fmt.Errorf("%s: records: %w", s.Name(), err))
 		}
 	}
 	if cerr != nil {
-		return out, cerr // the ranks' own reports name job, rank and phase
+		// The ranks' own reports name job, rank and phase.
+		return out, errors.Join(append([]error{cerr}, readErrs...)...)
 	}
 	var errs []error
 	for _, e := range rankErrs {
@@ -278,7 +281,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 			errs = append(errs, e)
 		}
 	}
-	return out, errors.Join(errs...)
+	return out, errors.Join(append(errs, readErrs...)...)
 }
 
 // lastLine returns the last non-empty line of a file, for error messages.
@@ -321,23 +324,37 @@ func (o *Outcome) read(path string) error {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	line, bad := 0, 0
+	var firstBad error
 	for sc.Scan() {
+		line++
 		var probe struct{ Type string }
-		if json.Unmarshal(sc.Bytes(), &probe) != nil {
-			continue
-		}
-		switch probe.Type {
-		case "phase":
-			var r PhaseRecord
-			if json.Unmarshal(sc.Bytes(), &r) == nil {
-				o.Phases = append(o.Phases, r)
+		err := json.Unmarshal(sc.Bytes(), &probe)
+		if err == nil {
+			switch probe.Type {
+			case "phase":
+				var r PhaseRecord
+				if err = json.Unmarshal(sc.Bytes(), &r); err == nil {
+					o.Phases = append(o.Phases, r)
+				}
+			case "tcp":
+				var t TCPSample
+				if err = json.Unmarshal(sc.Bytes(), &t); err == nil {
+					o.TCP = append(o.TCP, t)
+				}
 			}
-		case "tcp":
-			var t TCPSample
-			if json.Unmarshal(sc.Bytes(), &t) == nil {
-				o.TCP = append(o.TCP, t)
+		}
+		if err != nil {
+			if bad++; firstBad == nil {
+				firstBad = fmt.Errorf("line %d: %w", line, err)
 			}
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%s: %d unreadable record(s), first at %w", path, bad, firstBad)
+	}
+	return nil
 }

@@ -131,10 +131,12 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		rec.Bytes = r.comm.Sent() - sent0
 		if err != nil {
 			rec.Note = "failed: " + err.Error()
-			r.record(rec)
+			_ = r.record(rec) // the phase's own error is the one to report
 			return fmt.Errorf("%s: %w", where, err)
 		}
-		r.record(rec)
+		if err := r.record(rec); err != nil {
+			return err
+		}
 		r.ctl.send(Msg{Type: "done", Job: j.Name, Rank: me, Iteration: it, Phase: key.Phase, EndNs: rec.EndNs})
 	}
 	return nil
@@ -181,14 +183,18 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 			}
 			rec.Verified = true
 		}
-		r.record(rec)
+		if err := r.record(rec); err != nil {
+			return err
+		}
 		rec = PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: scenario.PhasePull, Rank: PSRank, StartNs: Now()}
 		sent0 := r.comm.Sent()
 		if err := r.comm.ServePull(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase pull: %w", j.Name, it, err)
 		}
 		rec.EndNs, rec.Bytes = Now(), r.comm.Sent()-sent0
-		r.record(rec)
+		if err := r.record(rec); err != nil {
+			return err
+		}
 	}
 	_ = t0
 	return nil

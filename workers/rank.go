@@ -119,6 +119,9 @@ type rank struct {
 	ctl   *control
 	out   *json.Encoder
 	outMu sync.Mutex
+	// outErr is the first failed record write: the rank then stops
+	// recording and fails, naming the file.
+	outErr error
 }
 
 // Run plays one rank until its job is done. It returns an error naming the
@@ -138,7 +141,12 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: records: %w", spec.Name(), err)
 	}
-	defer f.Close()
+	defer func() {
+		// A record that never reached the disk is a lost measurement.
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = r.fail(fmt.Errorf("%s: records: close %s: %w", spec.Name(), spec.Out, cerr))
+		}
+	}()
 	r.out = json.NewEncoder(f)
 
 	var bufs *buffers
@@ -158,14 +166,24 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 		return fmt.Errorf("%s: waiting for time zero: %w", spec.Name(), err)
 	}
 	sctx, stop := context.WithCancel(ctx)
-	defer stop()
+	sampled := make(chan struct{})
 	if spec.TCPInfoEvery > 0 {
-		go r.sampleTCP(sctx)
+		go func() {
+			defer close(sampled)
+			r.sampleTCP(sctx)
+		}()
+	} else {
+		close(sampled)
 	}
 	if spec.Rank == PSRank {
 		err = r.servePS(ctx, t0)
 	} else {
 		err = r.work(ctx, t0, bufs)
+	}
+	stop()
+	<-sampled // no record is written after this
+	if err == nil {
+		err = r.recordErr()
 	}
 	if err != nil {
 		return r.fail(err)
@@ -180,10 +198,24 @@ func (r *rank) fail(err error) error {
 	return err
 }
 
-func (r *rank) record(v any) {
+// record appends one JSONL record. The first write that fails is kept
+// (later records are dropped) and returned, naming the file.
+func (r *rank) record(v any) error {
 	r.outMu.Lock()
 	defer r.outMu.Unlock()
-	_ = r.out.Encode(v)
+	if r.outErr != nil {
+		return r.outErr
+	}
+	if err := r.out.Encode(v); err != nil {
+		r.outErr = fmt.Errorf("%s: records: write %s: %w", r.spec.Name(), r.spec.Out, err)
+	}
+	return r.outErr
+}
+
+func (r *rank) recordErr() error {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	return r.outErr
 }
 
 // peers returns the ranks this rank exchanges data with.
@@ -438,9 +470,11 @@ func (r *rank) sampleTCP(ctx context.Context) {
 			if p == r.ps {
 				peer = PSRank
 			}
-			r.record(TCPSample{Type: "tcp", Job: r.spec.Job.Name, Rank: r.spec.Rank, Peer: peer, TNs: Now(),
+			if r.record(TCPSample{Type: "tcp", Job: r.spec.Job.Name, Rank: r.spec.Rank, Peer: peer, TNs: Now(),
 				CwndSegs: info.Snd_cwnd, RTTUs: info.Rtt, Retrans: info.Total_retrans,
-				DeliveryBps: info.Delivery_rate * 8, BytesAcked: info.Bytes_acked})
+				DeliveryBps: info.Delivery_rate * 8, BytesAcked: info.Bytes_acked}) != nil {
+				return // Run reports the error when the rank ends
+			}
 		}
 	}
 }
