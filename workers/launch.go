@@ -197,6 +197,13 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	need := 0.0
+	for _, j := range o.Jobs {
+		need += BufferBytes(j.Pattern, len(j.Workers), j.Bytes)
+	}
+	if err := CheckMemory(need); err != nil {
+		return nil, fmt.Errorf("%d job(s): %w", len(o.Jobs), err)
+	}
 	sock := fabric.LabFile(o.Lab.Topo.Lab, "coord.sock")
 	co := &Coordinator{Socket: sock, Plan: o.Plan, OnStage: o.OnStage, OnStart: o.OnStart, Log: log}
 	for _, s := range specs {
