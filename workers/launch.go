@@ -10,10 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
@@ -223,6 +226,11 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		o.Progress("starting %d rank processes for %d jobs", len(specs), len(o.Jobs))
 	}
 	rankErrs := make([]error, len(specs))
+	var fk *forker
+	if o.Exe != "" {
+		fk = startForker(log)
+		defer fk.stop() // after every rank process has been waited for
+	}
 	var wg sync.WaitGroup
 	for i, s := range specs {
 		wg.Add(1)
@@ -234,7 +242,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 			}()
 			continue
 		}
-		cmd, err := startProcess(o, s)
+		cmd, err := startProcess(o, s, fk)
 		if err != nil {
 			wg.Done()
 			cancel()
@@ -304,7 +312,10 @@ func lastLine(path string) string {
 func logPath(s *Spec) string { return s.Out[:len(s.Out)-len(".jsonl")] + ".log" }
 
 // startProcess starts `emu worker --spec` in the rank's server namespace.
-func startProcess(o *Options, s *Spec) (*exec.Cmd, error) {
+// The rank dies with the process that launched it, however that dies
+// (SIGKILL included): it would otherwise play its job to the end on an
+// abandoned lab.
+func startProcess(o *Options, s *Spec, fk *forker) (*exec.Cmd, error) {
 	specPath := s.Out[:len(s.Out)-len(".jsonl")] + ".spec.json"
 	data, _ := json.MarshalIndent(s, "", " ")
 	if err := os.WriteFile(specPath, data, 0o644); err != nil {
@@ -317,11 +328,86 @@ func startProcess(o *Options, s *Spec) (*exec.Cmd, error) {
 	defer logf.Close()
 	cmd := exec.Command(o.Exe, "worker", "--spec", specPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := netns.Do(fabric.NSName(o.Lab.Topo.Lab, s.Server()), cmd.Start); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := fk.start(fabric.NSName(o.Lab.Topo.Lab, s.Server()), cmd); err != nil {
 		return nil, fmt.Errorf("start %s in %s: %w", s.Name(), s.Server(), err)
 	}
 	return cmd, nil
 }
+
+// forker starts rank processes from one OS thread that outlives them.
+// PR_SET_PDEATHSIG (SysProcAttr.Pdeathsig) fires when the thread that
+// forked a child exits, not when its process does: forking from whatever
+// thread a goroutine happens to run on would kill a rank whenever the Go
+// runtime ended that thread (it ends locked threads, e.g. one that could
+// not leave a namespace). So the forker's goroutine holds its thread
+// locked from the first fork until stop, which Launch calls once every
+// rank process has been waited for. If the launching process dies first,
+// the kernel sends every rank SIGKILL.
+type forker struct {
+	reqs chan forkReq
+	log  *slog.Logger
+}
+
+type forkReq struct {
+	ns   string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startForker(log *slog.Logger) *forker {
+	f := &forker{reqs: make(chan forkReq), log: log}
+	go func() {
+		runtime.LockOSThread()
+		// The thread goes back to its own namespace after every fork: it
+		// may be the process's main thread, whose namespace is the one
+		// /proc/<pid>/ns/net shows (and destroy ends processes in a lab's
+		// namespaces). Only if it cannot go back does it stay locked, so
+		// that Go discards it when the goroutine returns.
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for r := range f.reqs {
+				r.done <- fmt.Errorf("open current netns: %w", err)
+			}
+			return
+		}
+		defer unix.Close(orig)
+		clean := true
+		for r := range f.reqs {
+			err := forkIn(r.ns, r.cmd)
+			if rerr := unix.Setns(orig, unix.CLONE_NEWNET); rerr != nil && clean {
+				clean = false
+				f.log.Warn("the thread that starts ranks could not leave a lab namespace", "netns", r.ns, "err", rerr)
+			}
+			r.done <- err
+		}
+		if clean {
+			runtime.UnlockOSThread()
+		}
+	}()
+	return f
+}
+
+// forkIn enters a namespace on the forker's thread and starts cmd there.
+func forkIn(ns string, cmd *exec.Cmd) error {
+	fd, err := netns.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("enter netns %s: %w", ns, err)
+	}
+	return cmd.Start()
+}
+
+func (f *forker) start(ns string, cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	f.reqs <- forkReq{ns, cmd, done}
+	return <-done
+}
+
+func (f *forker) stop() { close(f.reqs) }
 
 func (o *Outcome) read(path string) error {
 	f, err := os.Open(path)
