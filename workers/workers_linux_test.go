@@ -174,3 +174,40 @@ func TestJobCongestionControl(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLaunchBeyond62Ranks runs, on a real lab, jobs bigger than the old
+// port layout allowed (64 ports per job: at most 62 ranks): a ring over
+// 66 servers, and a parameter server job of 64 workers whose server
+// shares a namespace with one of them and with the ring's ranks. Every
+// reduction is verified and every phase recorded.
+func TestLaunchBeyond62Ranks(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	lab := fabrictest.Deploy(t, fabrictest.Scenario(t, fabrictest.UniqueLab("wk"),
+		"fabric: {kind: eps, racks: 3, servers_per_rack: 22, rates: {server: 1Gbit}}\n"))
+	var all []string
+	for _, n := range lab.Topo.Servers() {
+		all = append(all, n.Name)
+	}
+	jobs := []plan.Job{
+		{Name: "ring66", Pattern: "ring", Workers: all, Bytes: 66 * 256, Iterations: 2},
+		{Name: "ps64", Pattern: "ps", Workers: all[:64], PS: all[0], Bytes: 64 * 64, Iterations: 2},
+	}
+	out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir(), Verify: true,
+		Timeout: time.Minute, TCPInfoEvery: -1})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	stats, _, _ := workers.Summarize(jobs, out)
+	ranks := map[string]int{"ring66": 66, "ps64": 64}
+	for _, s := range stats {
+		if s.Phase == scenario.PhaseCompute || s.Phase == scenario.PhasePush {
+			continue
+		}
+		if s.Ranks != ranks[s.Job] || !s.Verified {
+			t.Errorf("%s iteration %d %s: %d ranks, verified %v; want %d, verified", s.Job, s.Iteration, s.Phase, s.Ranks, s.Verified, ranks[s.Job])
+		}
+	}
+	if want := 66*2*2 + 64*3*2 + 2*2; len(out.Phases) != want {
+		t.Errorf("%d phase records, want %d", len(out.Phases), want)
+	}
+}
