@@ -2,6 +2,10 @@ package workers_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,13 +88,21 @@ func TestClockAndBarrierGating(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			n := 0
 			for _, r := range out.Phases {
 				if r.Phase == "allreduce" {
-					// Never early; late only by scheduling latency.
-					if off := r.StartNs - out.T0; off < late || off > late+50e6 {
+					n++
+					// Never early. How late depends on the machine's load:
+					// a figure, not a property (the fidelity report judges it).
+					off := r.StartNs - out.T0
+					if off < late {
 						t.Errorf("rank %d all-reduce started %.3f ms after time zero, planned %.3f ms", r.Rank, float64(off)/1e6, float64(late)/1e6)
 					}
+					t.Logf("rank %d all-reduce started %.3f ms late", r.Rank, float64(off-late)/1e6)
 				}
+			}
+			if n != len(j.Workers) {
+				t.Errorf("%d all-reduce records, want one per rank (%d)", n, len(j.Workers))
 			}
 			if mode == plan.ModeBarrier && (len(out.StageStarts) != 2 || out.StageStarts[1] < out.StageEnds[0]) {
 				t.Errorf("barrier: stage starts %v, ends %v", out.StageStarts, out.StageEnds)
@@ -103,18 +115,38 @@ func TestClockAndBarrierGating(t *testing.T) {
 // must fail with the job, rank and phase named, and not hang.
 func TestLostPeerFailsLoudly(t *testing.T) {
 	lab := lab4x2(t)
-	jobs := []plan.Job{{Name: "dead", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 64 << 20, ComputeNs: 1e6, Iterations: 50}}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Long enough that it is still running when the link goes down: 500
+	// all-reduces of 8 MiB take about a minute at 1 Gbit/s.
+	jobs := []plan.Job{{Name: "dead", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 8 << 20, ComputeNs: 1e6, Iterations: 500}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	dir := t.TempDir()
 	done := make(chan error, 1)
 	go func() {
-		out, err := workers.Launch(ctx, &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir(), Timeout: 3 * time.Second})
+		out, err := workers.Launch(ctx, &workers.Options{Lab: lab, Jobs: jobs, Dir: dir, Timeout: 3 * time.Second})
 		if out != nil {
 			t.Logf("%d phase records before the end", len(out.Phases))
 		}
 		done <- err
 	}()
-	time.Sleep(1500 * time.Millisecond)
+	// Mid-job: every rank has finished an all-reduce (however long
+	// preparing and connecting took on this machine).
+	allReduced := func() bool {
+		for r := range 3 {
+			data, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("dead-rank%d.jsonl", r)))
+			if !strings.Contains(string(data), `"phase":"allreduce"`) {
+				return false
+			}
+		}
+		return true
+	}
+	for !allReduced() {
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended before its link went down: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	// Take rank 1's server off the fabric: its link goes down.
 	h, err := lab.Handle("r1s0")
 	if err != nil {
@@ -133,7 +165,7 @@ func TestLostPeerFailsLoudly(t *testing.T) {
 		if !containsAll(err.Error(), "dead", "rank", "phase allreduce") {
 			t.Errorf("error does not name job, rank and phase: %v", err)
 		}
-	case <-time.After(45 * time.Second):
+	case <-time.After(2 * time.Minute): // transfers time out after 3 s
 		t.Fatal("the job hung after losing a peer")
 	}
 }
