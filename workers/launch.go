@@ -95,6 +95,10 @@ func Specs(o *Options) ([]*Spec, error) {
 		if err := CheckBytes(j.Bytes, len(j.Workers)); err != nil {
 			return nil, fmt.Errorf("job %s: %w", j.Name, err)
 		}
+		if j.Iterations < 1 || j.Iterations > plan.MaxIterations {
+			// Checked before gatesFor lists every phase.
+			return nil, fmt.Errorf("job %s: iterations %d, want 1 to %d", j.Name, j.Iterations, plan.MaxIterations)
+		}
 		servers := append([]string{}, j.Workers...)
 		if j.Pattern == scenario.PatternPS {
 			if j.PS == "" {

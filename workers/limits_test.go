@@ -75,6 +75,12 @@ func TestSpecsAtMaxRanks(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d ranks, at most %d per job", n+1, workers.MaxRanks)) {
 		t.Errorf("a job of MaxRanks+1 ranks: want a refusal naming the limit, got %v", err)
 	}
+	for _, it := range []int{-1, 0, plan.MaxIterations + 1, 9999999999} {
+		j := plan.Job{Name: "it", Pattern: "ring", Workers: all[:2], Bytes: 8, Iterations: it}
+		if _, err = workers.Specs(&workers.Options{Lab: lab, Jobs: []plan.Job{j}, Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("iterations %d, want 1 to %d", it, plan.MaxIterations)) {
+			t.Errorf("iterations %d: want a refusal, got %v", it, err)
+		}
+	}
 	odd := plan.Job{Name: "odd", Pattern: "ring", Workers: all[:2], Bytes: 6, Iterations: 1}
 	if _, err = workers.Specs(&workers.Options{Lab: lab, Jobs: []plan.Job{odd}, Dir: t.TempDir()}); err == nil || !strings.Contains(err.Error(), "multiple of 4") {
 		t.Errorf("bytes not a multiple of ByteAlign: want a refusal, got %v", err)
