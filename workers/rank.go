@@ -149,14 +149,21 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	}()
 	r.out = json.NewEncoder(f)
 
+	// Connect while the data are prepared: the rank listens at once, so
+	// peers' dials do not wait for its buffers (which take seconds on a
+	// busy machine or under the race detector) and the connect deadlines
+	// measure connecting only. prepare reads the spec alone.
+	connected := make(chan error, 1)
+	go func() { connected <- r.connect(ctx) }()
 	var bufs *buffers
 	if spec.Rank != PSRank {
 		bufs = r.prepare()
 	}
-	if err := r.connect(ctx); err != nil {
+	err = <-connected
+	defer r.closeConns()
+	if err != nil {
 		return r.fail(fmt.Errorf("%s: connect: %w", spec.Name(), err))
 	}
-	defer r.closeConns()
 	if r.ctl, err = dialControl(ctx, spec); err != nil {
 		return fmt.Errorf("%s: coordinator: %w", spec.Name(), err)
 	}
