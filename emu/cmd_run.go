@@ -196,7 +196,7 @@ func printSummary(s *runSummary) {
 func writeJSONFile(path string, v any) error {
 	data, err := json.MarshalIndent(v, "", " ")
 	if err != nil {
-		return err
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -72,7 +73,7 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 		return nil, fmt.Errorf("results directory: %w", err)
 	}
 	if err := p.Write(filepath.Join(dir, "plan.json")); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("results: write %s: %w", filepath.Join(dir, "plan.json"), err)
 	}
 	return &preparedRun{plan: p, pred: pred, dir: dir}, nil
 }
@@ -85,14 +86,15 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	exe, _ := os.Executable()
 	res, err := orchestrate.Run(ctx, &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify,
 		Log: a.log, Progress: a.progress})
-	if res != nil && res.Prediction != nil {
-		_ = writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction)
-	}
 	if err != nil {
-		return fmt.Errorf("jobs: %w", err)
+		err = fmt.Errorf("jobs: %w", err)
+		if res != nil && res.Prediction != nil {
+			err = errors.Join(err, writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction))
+		}
+		return err
 	}
-	_ = writeJSONFile(filepath.Join(dir, "measurement.json"), res.Measurement)
-	_ = writeJSONFile(filepath.Join(dir, "comparison.json"), res)
+	// Results that could not be written fail the run, after it is shown.
+	werr := writeResults(dir, res)
 	fmt.Println()
 	fmt.Println("== jobs, measured (nccl-tests style; time zero is the plan's)")
 	workers.PrintStats(os.Stdout, res.Stats, res.Jobs)
@@ -107,6 +109,19 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	w.Flush()
 	fmt.Fprintf(os.Stdout, "makespan: predicted %.3f s, measured %.3f s (%+.1f%%)\n", float64(res.Prediction.MakespanNs)/1e9,
 		float64(res.Measurement.MakespanNs)/1e9, 100*float64(res.Measurement.MakespanNs-res.Prediction.MakespanNs)/float64(res.Prediction.MakespanNs))
+	if werr != nil {
+		return werr
+	}
 	a.progress("plan, prediction, measurement and records in %s", dir)
 	return nil
+}
+
+// writeResults writes the prediction, the measurement and their
+// comparison; the error names every file that could not be written.
+func writeResults(dir string, res *orchestrate.Result) error {
+	return errors.Join(
+		writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction),
+		writeJSONFile(filepath.Join(dir, "measurement.json"), res.Measurement),
+		writeJSONFile(filepath.Join(dir, "comparison.json"), res),
+	)
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -31,15 +31,11 @@ every (iteration, phase) when the plan allows, and writes JSONL records.`,
 			if specPath == "" {
 				return errors.New("--spec is required")
 			}
-			data, err := os.ReadFile(specPath)
+			s, err := workers.ReadSpec(specPath)
 			if err != nil {
-				return err
+				return fmt.Errorf("--spec %w", err)
 			}
-			var s workers.Spec
-			if err := json.Unmarshal(data, &s); err != nil {
-				return fmt.Errorf("%s: %w", specPath, err)
-			}
-			return workers.Run(cmd.Context(), &s, a.log)
+			return workers.Run(cmd.Context(), s, a.log)
 		},
 	}
 	cmd.Flags().StringVar(&specPath, "spec", "", "rank spec written by emu run / emu collective")
@@ -62,12 +58,15 @@ busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
   sudo emu collective ps --ranks r0s0,r1s0,r2s0 --ps r3s0 --bytes 16MiB --verify`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			pattern := args[0]
-			if scenario.Phases(pattern) == nil {
-				return fmt.Errorf("unknown pattern %q (ring, hd, alltoall, ps)", pattern)
+			// Every flag is checked before anything is allocated or opened.
+			j, err := collectiveJob(args[0], ranks, bytes, ps, iters, compute)
+			if err != nil {
+				return err
 			}
 			lab, err := resolveLab(labName)
-			if err != nil {
+			if err != nil && labName != "" {
+				return fmt.Errorf("--lab %q: %w", labName, err)
+			} else if err != nil {
 				return err
 			}
 			l, err := fabric.Open(lab, a.log)
@@ -75,18 +74,6 @@ busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
 				return err
 			}
 			defer l.Close()
-			size, err := scenario.ParseByteSize(bytes)
-			if err != nil {
-				return err
-			}
-			j := plan.Job{Name: "collective", Pattern: pattern, Workers: strings.Split(ranks, ","), Bytes: int64(size),
-				ComputeNs: int64(compute), Iterations: iters}
-			if pattern == scenario.PatternPS {
-				j.PS = ps
-				if j.PS == "" {
-					return errors.New("ps needs --ps <server> for the parameter server")
-				}
-			}
 			s, err := labScenario(lab)
 			if err != nil {
 				return err
@@ -121,6 +108,70 @@ busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte")
 	_ = cmd.MarkFlagRequired("ranks")
 	return cmd
+}
+
+// collectiveJob checks the flags of `emu collective` with the bounds the
+// scenario and plan checks use, and the workers' own limits, and builds
+// the job. Each message names the flag, the value and what is allowed.
+func collectiveJob(pattern, ranks, bytes, ps string, iters int, compute time.Duration) (plan.Job, error) {
+	var errs []error
+	bad := func(flag, value, format string, a ...any) {
+		errs = append(errs, fmt.Errorf("%s %s: "+format, append([]any{flag, value}, a...)...))
+	}
+	if scenario.Phases(pattern) == nil {
+		bad("pattern", fmt.Sprintf("%q", pattern), "unknown (want ring, hd, alltoall or ps)")
+	}
+	var servers []string
+	seen := map[string]bool{}
+	for _, w := range strings.Split(ranks, ",") {
+		w = strings.TrimSpace(w)
+		switch _, _, ok := names.ParseServer(w); {
+		case w == "":
+			bad("--ranks", fmt.Sprintf("%q", ranks), "empty server name (want e.g. r0s0,r1s0)")
+		case !ok:
+			bad("--ranks", fmt.Sprintf("%q", ranks), "%q is not a server name (want r<rack>s<index>, e.g. r0s1)", w)
+		case seen[w]:
+			bad("--ranks", fmt.Sprintf("%q", ranks), "server %s is listed twice (one rank per server)", w)
+		}
+		seen[w] = true
+		servers = append(servers, w)
+	}
+	n := len(servers)
+	if n < 2 || n > workers.MaxRanks {
+		bad("--ranks", fmt.Sprintf("(%d servers)", n), "a job needs between 2 and %d ranks", workers.MaxRanks)
+	}
+	if pattern == scenario.PatternHD && n&(n-1) != 0 {
+		bad("--ranks", fmt.Sprintf("(%d servers)", n), "halving-doubling needs a power-of-two number of ranks (2, 4, 8, ...)")
+	}
+	if iters < 1 || iters > plan.MaxIterations {
+		bad("--iterations", fmt.Sprint(iters), "must be between 1 and %d", plan.MaxIterations)
+	}
+	if compute < 0 {
+		bad("--compute", compute.String(), "must not be negative")
+	}
+	size, err := scenario.ParseByteSize(bytes)
+	if err != nil {
+		bad("--bytes", fmt.Sprintf("%q", bytes), "%v", err)
+	} else if err := workers.CheckBytes(int64(size), n); err != nil {
+		bad("--bytes", bytes, "%v", err)
+	} else if err := workers.CheckMemory(workers.BufferBytes(pattern, n, int64(size))); err != nil {
+		bad("--bytes", bytes, "%d ranks of %s: %v", n, bytes, err)
+	}
+	switch {
+	case pattern == scenario.PatternPS && ps == "":
+		bad("--ps", `""`, "the ps pattern needs --ps <server> for the parameter server")
+	case pattern != scenario.PatternPS && ps != "":
+		bad("--ps", ps, "a parameter server is only for the ps pattern")
+	case ps != "":
+		if _, _, ok := names.ParseServer(ps); !ok {
+			bad("--ps", ps, "not a server name (want r<rack>s<index>, e.g. r3s0)")
+		}
+	}
+	if len(errs) > 0 {
+		return plan.Job{}, errors.Join(errs...)
+	}
+	return plan.Job{Name: "collective", Pattern: pattern, Workers: servers, Bytes: int64(size),
+		ComputeNs: int64(compute), Iterations: iters, PS: ps}, nil
 }
 
 // oneStagePerPhase is a barrier plan that runs a job's phases in order.

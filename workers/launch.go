@@ -10,21 +10,31 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/workers/job"
 )
 
-// BasePort is the first data port; job i uses BasePort + i*PortsPerJob.
+// Data ports. Every rank process listens on one port of its server's
+// namespace; ports are handed out per server, in job order, from BasePort
+// up, so they do not depend on how many ranks a job has, only on how many
+// rank processes share one server. LastPort keeps them below Linux's
+// default ephemeral range (net.ipv4.ip_local_port_range 32768-60999), so
+// a listener never collides with the source port of an outgoing
+// connection in the same namespace.
 const (
-	BasePort    = 20000
-	PortsPerJob = 64
+	BasePort = 20000
+	LastPort = 32767
 )
 
 // Options run the jobs of a plan (or the built-in schedule) on a lab.
@@ -74,18 +84,39 @@ func Specs(o *Options) ([]*Spec, error) {
 		every = 50 * time.Millisecond
 	}
 	var specs []*Spec
+	nextPort := map[string]int{} // per server
 	for ji := range o.Jobs {
 		j := o.Jobs[ji]
-		if len(j.Workers)+1 >= PortsPerJob {
-			return nil, fmt.Errorf("job %s: at most %d ranks per job", j.Name, PortsPerJob-2)
+		if len(j.Workers) > MaxRanks {
+			return nil, fmt.Errorf("job %s: %d ranks, at most %d per job", j.Name, len(j.Workers), MaxRanks)
 		}
-		if j.Bytes%4 != 0 || j.Bytes < int64(4*len(j.Workers)) {
-			return nil, fmt.Errorf("job %s: bytes (%d) must be a multiple of 4 and at least 4 per rank: ranks exchange int32 elements", j.Name, j.Bytes)
+		if err := CheckBytes(j.Bytes, len(j.Workers)); err != nil {
+			return nil, fmt.Errorf("job %s: %w", j.Name, err)
 		}
-		for _, w := range append(append([]string{}, j.Workers...), j.PS) {
-			if _, ok := addrs[w]; w != "" && !ok {
-				return nil, fmt.Errorf("job %s: server %s is not in lab %s", j.Name, w, o.Lab.Topo.Lab)
+		if j.Iterations < 1 || j.Iterations > limits.MaxIterations {
+			// Checked before gatesFor lists every phase.
+			return nil, fmt.Errorf("job %s: iterations %d, want 1 to %d", j.Name, j.Iterations, limits.MaxIterations)
+		}
+		servers := append([]string{}, j.Workers...)
+		if j.Pattern == job.PatternPS {
+			if j.PS == "" {
+				return nil, fmt.Errorf("job %s: the ps pattern needs a parameter server (ps)", j.Name)
 			}
+			servers = append(servers, j.PS)
+		}
+		// The job's ranks need their own servers' addresses only.
+		jaddrs := map[string]string{}
+		ports := make([]int, len(servers))
+		for i, w := range servers {
+			a, ok := addrs[w]
+			if !ok {
+				return nil, fmt.Errorf("job %s: server %q is not in lab %s", j.Name, w, o.Lab.Topo.Lab)
+			}
+			jaddrs[w] = a
+			if ports[i] = BasePort + nextPort[w]; ports[i] > LastPort {
+				return nil, fmt.Errorf("job %s: server %s would host more than %d rank processes (ports %d-%d)", j.Name, w, LastPort-BasePort+1, BasePort, LastPort)
+			}
+			nextPort[w]++
 		}
 		gates, mode, err := gatesFor(o.Schedule, &j)
 		if err != nil {
@@ -95,7 +126,7 @@ func Specs(o *Options) ([]*Spec, error) {
 		if j.CongestionControl != "" {
 			jcc = j.CongestionControl
 		}
-		base := Spec{Job: j, Addrs: addrs, Port: BasePort + ji*PortsPerJob, CC: jcc, Mode: mode, Gates: gates,
+		base := Spec{Job: j, Addrs: jaddrs, Ports: ports, CC: jcc, Mode: mode, Gates: gates,
 			Verify: o.Verify, Timeout: timeout, TCPInfoEvery: every}
 		if every < 0 {
 			base.TCPInfoEvery = 0
@@ -171,6 +202,13 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 	if err != nil {
 		return nil, err
 	}
+	need := 0.0
+	for _, j := range o.Jobs {
+		need += BufferBytes(j.Pattern, len(j.Workers), j.Bytes)
+	}
+	if err := CheckMemory(need); err != nil {
+		return nil, fmt.Errorf("%d job(s): %w", len(o.Jobs), err)
+	}
 	sock := fabric.LabFile(o.Lab.Topo.Lab, "coord.sock")
 	co := &Coordinator{Socket: sock, Schedule: o.Schedule, Jobs: o.Jobs, OnStage: o.OnStage, OnStart: o.OnStart, Log: log}
 	for _, s := range specs {
@@ -190,6 +228,11 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		o.Progress("starting %d rank processes for %d jobs", len(specs), len(o.Jobs))
 	}
 	rankErrs := make([]error, len(specs))
+	var fk *forker
+	if o.Exe != "" {
+		fk = startForker(log)
+		defer fk.stop() // after every rank process has been waited for
+	}
 	var wg sync.WaitGroup
 	for i, s := range specs {
 		wg.Add(1)
@@ -201,7 +244,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 			}()
 			continue
 		}
-		cmd, err := startProcess(o, s)
+		cmd, err := startProcess(o, s, fk)
 		if err != nil {
 			wg.Done()
 			cancel()
@@ -238,13 +281,16 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		cerr = co.result()
 	}
 	out := &Outcome{T0: co.T0, StageStarts: co.StageStarts, StageEnds: co.StageEnds}
+	// Records that cannot be read back are lost measurements: the run fails.
+	var readErrs []error
 	for _, s := range specs {
 		if err := out.read(s.Out); err != nil {
-			log.Warn("records", "file", s.Out, "err", err)
+			readErrs = append(readErrs, fmt.Errorf("%s: records: %w", s.Name(), err))
 		}
 	}
 	if cerr != nil {
-		return out, cerr // the ranks' own reports name job, rank and phase
+		// The ranks' own reports name job, rank and phase.
+		return out, errors.Join(append([]error{cerr}, readErrs...)...)
 	}
 	var errs []error
 	for _, e := range rankErrs {
@@ -252,7 +298,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 			errs = append(errs, e)
 		}
 	}
-	return out, errors.Join(errs...)
+	return out, errors.Join(append(errs, readErrs...)...)
 }
 
 // lastLine returns the last non-empty line of a file, for error messages.
@@ -268,7 +314,10 @@ func lastLine(path string) string {
 func logPath(s *Spec) string { return s.Out[:len(s.Out)-len(".jsonl")] + ".log" }
 
 // startProcess starts `emu worker --spec` in the rank's server namespace.
-func startProcess(o *Options, s *Spec) (*exec.Cmd, error) {
+// The rank dies with the process that launched it, however that dies
+// (SIGKILL included): it would otherwise play its job to the end on an
+// abandoned lab.
+func startProcess(o *Options, s *Spec, fk *forker) (*exec.Cmd, error) {
 	specPath := s.Out[:len(s.Out)-len(".jsonl")] + ".spec.json"
 	data, _ := json.MarshalIndent(s, "", " ")
 	if err := os.WriteFile(specPath, data, 0o644); err != nil {
@@ -281,11 +330,86 @@ func startProcess(o *Options, s *Spec) (*exec.Cmd, error) {
 	defer logf.Close()
 	cmd := exec.Command(o.Exe, "worker", "--spec", specPath)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := netns.Do(names.NSName(o.Lab.Topo.Lab, s.Server()), cmd.Start); err != nil {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := fk.start(names.NSName(o.Lab.Topo.Lab, s.Server()), cmd); err != nil {
 		return nil, fmt.Errorf("start %s in %s: %w", s.Name(), s.Server(), err)
 	}
 	return cmd, nil
 }
+
+// forker starts rank processes from one OS thread that outlives them.
+// PR_SET_PDEATHSIG (SysProcAttr.Pdeathsig) fires when the thread that
+// forked a child exits, not when its process does: forking from whatever
+// thread a goroutine happens to run on would kill a rank whenever the Go
+// runtime ended that thread (it ends locked threads, e.g. one that could
+// not leave a namespace). So the forker's goroutine holds its thread
+// locked from the first fork until stop, which Launch calls once every
+// rank process has been waited for. If the launching process dies first,
+// the kernel sends every rank SIGKILL.
+type forker struct {
+	reqs chan forkReq
+	log  *slog.Logger
+}
+
+type forkReq struct {
+	ns   string
+	cmd  *exec.Cmd
+	done chan error
+}
+
+func startForker(log *slog.Logger) *forker {
+	f := &forker{reqs: make(chan forkReq), log: log}
+	go func() {
+		runtime.LockOSThread()
+		// The thread goes back to its own namespace after every fork: it
+		// may be the process's main thread, whose namespace is the one
+		// /proc/<pid>/ns/net shows (and destroy ends processes in a lab's
+		// namespaces). Only if it cannot go back does it stay locked, so
+		// that Go discards it when the goroutine returns.
+		orig, err := unix.Open("/proc/thread-self/ns/net", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			for r := range f.reqs {
+				r.done <- fmt.Errorf("open current netns: %w", err)
+			}
+			return
+		}
+		defer unix.Close(orig)
+		clean := true
+		for r := range f.reqs {
+			err := forkIn(r.ns, r.cmd)
+			if rerr := unix.Setns(orig, unix.CLONE_NEWNET); rerr != nil && clean {
+				clean = false
+				f.log.Warn("the thread that starts ranks could not leave a lab namespace", "netns", r.ns, "err", rerr)
+			}
+			r.done <- err
+		}
+		if clean {
+			runtime.UnlockOSThread()
+		}
+	}()
+	return f
+}
+
+// forkIn enters a namespace on the forker's thread and starts cmd there.
+func forkIn(ns string, cmd *exec.Cmd) error {
+	fd, err := netns.Open(ns)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	if err := unix.Setns(fd, unix.CLONE_NEWNET); err != nil {
+		return fmt.Errorf("enter netns %s: %w", ns, err)
+	}
+	return cmd.Start()
+}
+
+func (f *forker) start(ns string, cmd *exec.Cmd) error {
+	done := make(chan error, 1)
+	f.reqs <- forkReq{ns, cmd, done}
+	return <-done
+}
+
+func (f *forker) stop() { close(f.reqs) }
 
 func (o *Outcome) read(path string) error {
 	f, err := os.Open(path)
@@ -295,23 +419,37 @@ func (o *Outcome) read(path string) error {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	line, bad := 0, 0
+	var firstBad error
 	for sc.Scan() {
+		line++
 		var probe struct{ Type string }
-		if json.Unmarshal(sc.Bytes(), &probe) != nil {
-			continue
-		}
-		switch probe.Type {
-		case "phase":
-			var r PhaseRecord
-			if json.Unmarshal(sc.Bytes(), &r) == nil {
-				o.Phases = append(o.Phases, r)
+		err := json.Unmarshal(sc.Bytes(), &probe)
+		if err == nil {
+			switch probe.Type {
+			case "phase":
+				var r PhaseRecord
+				if err = json.Unmarshal(sc.Bytes(), &r); err == nil {
+					o.Phases = append(o.Phases, r)
+				}
+			case "tcp":
+				var t TCPSample
+				if err = json.Unmarshal(sc.Bytes(), &t); err == nil {
+					o.TCP = append(o.TCP, t)
+				}
 			}
-		case "tcp":
-			var t TCPSample
-			if json.Unmarshal(sc.Bytes(), &t) == nil {
-				o.TCP = append(o.TCP, t)
+		}
+		if err != nil {
+			if bad++; firstBad == nil {
+				firstBad = fmt.Errorf("line %d: %w", line, err)
 			}
 		}
 	}
-	return sc.Err()
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%s: %d unreadable record(s), first at %w", path, bad, firstBad)
+	}
+	return nil
 }

@@ -49,7 +49,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		}
 		it := key.Iteration
 		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: key.Phase, Rank: me, StartNs: monoclock.Now()}
-		sent0 := r.comm.Sent
+		sent0 := r.comm.Sent()
 		var err error
 		switch key.Phase {
 		case job.PhaseCompute:
@@ -93,13 +93,15 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			}
 		}
 		rec.EndNs = monoclock.Now()
-		rec.Bytes = r.comm.Sent - sent0
+		rec.Bytes = r.comm.Sent() - sent0
 		if err != nil {
 			rec.Note = "failed: " + err.Error()
-			r.record(rec)
+			_ = r.record(rec) // the phase's own error is the one to report
 			return fmt.Errorf("%s: %w", where, err)
 		}
-		r.record(rec)
+		if err := r.record(rec); err != nil {
+			return err
+		}
 		r.ctl.send(Msg{Type: "done", Job: j.Name, Rank: me, Iteration: it, Phase: key.Phase, EndNs: rec.EndNs})
 	}
 	return nil
@@ -146,14 +148,18 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 			}
 			rec.Verified = true
 		}
-		r.record(rec)
+		if err := r.record(rec); err != nil {
+			return err
+		}
 		rec = PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePull, Rank: PSRank, StartNs: monoclock.Now()}
-		sent0 := r.comm.Sent
+		sent0 := r.comm.Sent()
 		if err := r.comm.ServePull(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase pull: %w", j.Name, it, err)
 		}
-		rec.EndNs, rec.Bytes = monoclock.Now(), r.comm.Sent-sent0
-		r.record(rec)
+		rec.EndNs, rec.Bytes = monoclock.Now(), r.comm.Sent()-sent0
+		if err := r.record(rec); err != nil {
+			return err
+		}
 	}
 	_ = t0
 	return nil

@@ -45,10 +45,11 @@ type Spec struct {
 	Rank int     `json:"rank"` // 0..n-1, or PSRank
 	// Addrs maps every server of the job to its address.
 	Addrs map[string]string `json:"addrs"`
-	// Port is the job's base port: rank r listens on Port+r, the PS on
-	// Port+n.
-	Port int    `json:"port"`
-	CC   string `json:"congestion_control"`
+	// Ports[r] is the port rank r listens on, and Ports[n] the parameter
+	// server's (ps pattern). Ports are unique per server namespace, not
+	// per job (see BasePort).
+	Ports []int  `json:"ports"`
+	CC    string `json:"congestion_control"`
 	// Mode is "" (built-in: start at time zero and iterate), "clock" or
 	// "barrier"; Gates then has one entry per phase of the job.
 	Mode  string `json:"mode"`
@@ -118,6 +119,9 @@ type rank struct {
 	ctl   *control
 	out   *json.Encoder
 	outMu sync.Mutex
+	// outErr is the first failed record write: the rank then stops
+	// recording and fails, naming the file.
+	outErr error
 }
 
 // Run plays one rank until its job is done. It returns an error naming the
@@ -125,6 +129,9 @@ type rank struct {
 func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if err := spec.Validate(); err != nil {
+		return fmt.Errorf("rank %d of job %q: bad spec:\n%w", spec.Rank, spec.Job.Name, err)
 	}
 	r := &rank{spec: spec, log: log.With("rank", spec.Name()), n: len(spec.Job.Workers), ps: -1}
 	if spec.Job.Pattern == job.PatternPS {
@@ -134,17 +141,29 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	if err != nil {
 		return fmt.Errorf("%s: records: %w", spec.Name(), err)
 	}
-	defer f.Close()
+	defer func() {
+		// A record that never reached the disk is a lost measurement.
+		if cerr := f.Close(); cerr != nil && err == nil {
+			err = r.fail(fmt.Errorf("%s: records: close %s: %w", spec.Name(), spec.Out, cerr))
+		}
+	}()
 	r.out = json.NewEncoder(f)
 
+	// Connect while the data are prepared: the rank listens at once, so
+	// peers' dials do not wait for its buffers (which take seconds on a
+	// busy machine or under the race detector) and the connect deadlines
+	// measure connecting only. prepare reads the spec alone.
+	connected := make(chan error, 1)
+	go func() { connected <- r.connect(ctx) }()
 	var bufs *buffers
 	if spec.Rank != PSRank {
 		bufs = r.prepare()
 	}
-	if err := r.connect(ctx); err != nil {
+	err = <-connected
+	defer r.closeConns()
+	if err != nil {
 		return r.fail(fmt.Errorf("%s: connect: %w", spec.Name(), err))
 	}
-	defer r.closeConns()
 	if r.ctl, err = dialControl(ctx, spec); err != nil {
 		return fmt.Errorf("%s: coordinator: %w", spec.Name(), err)
 	}
@@ -154,14 +173,24 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 		return fmt.Errorf("%s: waiting for time zero: %w", spec.Name(), err)
 	}
 	sctx, stop := context.WithCancel(ctx)
-	defer stop()
+	sampled := make(chan struct{})
 	if spec.TCPInfoEvery > 0 {
-		go r.sampleTCP(sctx)
+		go func() {
+			defer close(sampled)
+			r.sampleTCP(sctx)
+		}()
+	} else {
+		close(sampled)
 	}
 	if spec.Rank == PSRank {
 		err = r.servePS(ctx, t0)
 	} else {
 		err = r.work(ctx, t0, bufs)
+	}
+	stop()
+	<-sampled // no record is written after this
+	if err == nil {
+		err = r.recordErr()
 	}
 	if err != nil {
 		return r.fail(err)
@@ -176,10 +205,24 @@ func (r *rank) fail(err error) error {
 	return err
 }
 
-func (r *rank) record(v any) {
+// record appends one JSONL record. The first write that fails is kept
+// (later records are dropped) and returned, naming the file.
+func (r *rank) record(v any) error {
 	r.outMu.Lock()
 	defer r.outMu.Unlock()
-	_ = r.out.Encode(v)
+	if r.outErr != nil {
+		return r.outErr
+	}
+	if err := r.out.Encode(v); err != nil {
+		r.outErr = fmt.Errorf("%s: records: write %s: %w", r.spec.Name(), r.spec.Out, err)
+	}
+	return r.outErr
+}
+
+func (r *rank) recordErr() error {
+	r.outMu.Lock()
+	defer r.outMu.Unlock()
+	return r.outErr
 }
 
 // peers returns the ranks this rank exchanges data with.
@@ -250,9 +293,9 @@ func (r *rank) server(rk int) string {
 
 func (r *rank) port(rk int) int {
 	if rk == r.ps || rk == PSRank {
-		return r.spec.Port + r.n
+		return r.spec.Ports[r.n]
 	}
-	return r.spec.Port + rk
+	return r.spec.Ports[rk]
 }
 
 // inNS runs fn in the spec's namespace, if any.
@@ -434,9 +477,11 @@ func (r *rank) sampleTCP(ctx context.Context) {
 			if p == r.ps {
 				peer = PSRank
 			}
-			r.record(TCPSample{Type: "tcp", Job: r.spec.Job.Name, Rank: r.spec.Rank, Peer: peer, TNs: monoclock.Now(),
+			if r.record(TCPSample{Type: "tcp", Job: r.spec.Job.Name, Rank: r.spec.Rank, Peer: peer, TNs: monoclock.Now(),
 				CwndSegs: info.Snd_cwnd, RTTUs: info.Rtt, Retrans: info.Total_retrans,
-				DeliveryBps: info.Delivery_rate * 8, BytesAcked: info.Bytes_acked})
+				DeliveryBps: info.Delivery_rate * 8, BytesAcked: info.Bytes_acked}) != nil {
+				return // Run reports the error when the rank ends
+			}
 		}
 	}
 }

@@ -2,6 +2,10 @@ package workers_test
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -83,13 +87,21 @@ func TestClockAndBarrierGating(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			n := 0
 			for _, r := range out.Phases {
 				if r.Phase == "allreduce" {
-					// Never early; late only by scheduling latency.
-					if off := r.StartNs - out.T0; off < late || off > late+50e6 {
+					n++
+					// Never early. How late depends on the machine's load:
+					// a figure, not a property (the fidelity report judges it).
+					off := r.StartNs - out.T0
+					if off < late {
 						t.Errorf("rank %d all-reduce started %.3f ms after time zero, planned %.3f ms", r.Rank, float64(off)/1e6, float64(late)/1e6)
 					}
+					t.Logf("rank %d all-reduce started %.3f ms late", r.Rank, float64(off-late)/1e6)
 				}
+			}
+			if n != len(j.Workers) {
+				t.Errorf("%d all-reduce records, want one per rank (%d)", n, len(j.Workers))
 			}
 			if mode == job.ModeBarrier && (len(out.StageStarts) != 2 || out.StageStarts[1] < out.StageEnds[0]) {
 				t.Errorf("barrier: stage starts %v, ends %v", out.StageStarts, out.StageEnds)
@@ -102,18 +114,41 @@ func TestClockAndBarrierGating(t *testing.T) {
 // must fail with the job, rank and phase named, and not hang.
 func TestLostPeerFailsLoudly(t *testing.T) {
 	lab := lab4x2(t)
-	jobs := []job.Job{{Name: "dead", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 64 << 20, ComputeNs: 1e6, Iterations: 50}}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// Long enough that it is still running when the link goes down: 2000
+	// all-reduces of 2 MiB take about a minute at 1 Gbit/s.
+	jobs := []job.Job{{Name: "dead", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 2 << 20, ComputeNs: 1e6, Iterations: 2000}}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	dir := t.TempDir()
 	done := make(chan error, 1)
 	go func() {
-		out, err := workers.Launch(ctx, &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir(), Timeout: 3 * time.Second})
+		// The transfer deadline is what notices the lost link; it is long
+		// enough that a slow step on a busy machine (under -race) does not
+		// trip it before the link goes down.
+		out, err := workers.Launch(ctx, &workers.Options{Lab: lab, Jobs: jobs, Dir: dir, Timeout: 15 * time.Second})
 		if out != nil {
 			t.Logf("%d phase records before the end", len(out.Phases))
 		}
 		done <- err
 	}()
-	time.Sleep(1500 * time.Millisecond)
+	// Mid-job: every rank has finished an all-reduce (however long
+	// preparing and connecting took on this machine).
+	allReduced := func() bool {
+		for r := range 3 {
+			data, _ := os.ReadFile(filepath.Join(dir, fmt.Sprintf("dead-rank%d.jsonl", r)))
+			if !strings.Contains(string(data), `"phase":"allreduce"`) {
+				return false
+			}
+		}
+		return true
+	}
+	for !allReduced() {
+		select {
+		case err := <-done:
+			t.Fatalf("the job ended before its link went down: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 	// Take rank 1's server off the fabric: its link goes down.
 	h, err := lab.Handle("r1s0")
 	if err != nil {
@@ -132,7 +167,7 @@ func TestLostPeerFailsLoudly(t *testing.T) {
 		if !containsAll(err.Error(), "dead", "rank", "phase allreduce") {
 			t.Errorf("error does not name job, rank and phase: %v", err)
 		}
-	case <-time.After(45 * time.Second):
+	case <-time.After(3 * time.Minute): // transfers time out after 15 s
 		t.Fatal("the job hung after losing a peer")
 	}
 }
@@ -171,5 +206,41 @@ func TestJobCongestionControl(t *testing.T) {
 	}
 	if _, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir()}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestLaunchBeyond62Ranks runs, on a real lab, jobs bigger than the old
+// port layout allowed (64 ports per job: at most 62 ranks): a ring over
+// 66 servers, and a parameter server job of 64 workers whose server
+// shares a namespace with one of them and with the ring's ranks. Every
+// reduction is verified and every phase recorded.
+func TestLaunchBeyond62Ranks(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	lab := fabrictest.Deploy(t, fabrictest.Fabric(t, fabrictest.UniqueLab("wk"), "{kind: eps, racks: 3, servers_per_rack: 22, rates: {server: 1Gbit}}"))
+	var all []string
+	for _, n := range lab.Topo.Servers() {
+		all = append(all, n.Name)
+	}
+	jobs := []job.Job{
+		{Name: "ring66", Pattern: "ring", Workers: all, Bytes: 66 * 256, Iterations: 2},
+		{Name: "ps64", Pattern: "ps", Workers: all[:64], PS: all[0], Bytes: 64 * 64, Iterations: 2},
+	}
+	out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir(), Verify: true,
+		Timeout: time.Minute, TCPInfoEvery: -1})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	stats, _, _ := workers.Summarize(jobs, out)
+	ranks := map[string]int{"ring66": 66, "ps64": 64}
+	for _, s := range stats {
+		if s.Phase == job.PhaseCompute || s.Phase == job.PhasePush {
+			continue
+		}
+		if s.Ranks != ranks[s.Job] || !s.Verified {
+			t.Errorf("%s iteration %d %s: %d ranks, verified %v; want %d, verified", s.Job, s.Iteration, s.Phase, s.Ranks, s.Verified, ranks[s.Job])
+		}
+	}
+	if want := 66*2*2 + 64*3*2 + 2*2; len(out.Phases) != want {
+		t.Errorf("%d phase records, want %d", len(out.Phases), want)
 	}
 }

@@ -40,3 +40,15 @@ const (
 	MinReconfigDelayNs = int64(0)
 	MaxReconfigDelayNs = int64(10e9)
 )
+
+const (
+	// MaxRanks is the most worker ranks one job may have in the emulator:
+	// the scenario's bound on workers per job. Nothing in the workers is
+	// sized by it (ports are handed out per server); the rank logic is
+	// tested up to it.
+	MaxRanks = MaxWorkers
+	// ByteAlign: ranks exchange int32 elements, so a job's bytes per rank
+	// per iteration must be a multiple of ByteAlign, and at least ByteAlign
+	// per rank.
+	ByteAlign = 4
+)

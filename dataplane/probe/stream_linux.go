@@ -101,6 +101,18 @@ func isTimeout(err error) bool {
 	return ok && ne.Timeout()
 }
 
+// Received is how many bytes have arrived so far, for tests that wait for
+// a stream to flow (or to resume) rather than sleep.
+func (s *Stream) Received() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var n int64
+	for _, r := range s.reads {
+		n += int64(r.N)
+	}
+	return n
+}
+
 // Stop ends the stream and returns its statistics.
 func (s *Stream) Stop() StreamStats {
 	s.cancel()

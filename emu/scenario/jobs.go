@@ -218,18 +218,4 @@ func (f *Fabric) CheckServer(name string) error {
 
 // SameMembers reports whether a and b hold the same strings, with the
 // same multiplicity, in any order.
-func SameMembers(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	m := map[string]int{}
-	for _, x := range a {
-		m[x]++
-	}
-	for _, x := range b {
-		if m[x]--; m[x] < 0 {
-			return false
-		}
-	}
-	return true
-}
+func SameMembers(a, b []string) bool { return job.SameMembers(a, b) }

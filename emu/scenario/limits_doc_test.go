@@ -11,15 +11,6 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 )
 
-// Worker-side limits that workers/ still holds (workers.PortsPerJob - 2
-// ranks per job, byte counts a multiple of 4). They are being moved into
-// dataplane/limits; until then the table's rows are compared with these
-// values, which must be replaced by the limits constants at that merge.
-const (
-	workerRanksPerJob = 62
-	workerByteAlign   = 4
-)
-
 // TestLimitsTable compares the limits table of docs/scenario.md with
 // dataplane/limits: each row's first numbers must be the constants, and
 // every limit must have its row.
@@ -31,9 +22,9 @@ func TestLimitsTable(t *testing.T) {
 		"OCS switches":                   {limits.MaxOCS},
 		"ports per OCS switch":           {limits.MaxPortsPerOCS},
 		"workers per job":                {limits.MaxWorkers},
-		"ranks per job in `emu run`":     {workerRanksPerJob},
+		"ranks per job in `emu run`":     {limits.MaxRanks},
 		"bytes per worker per iteration": {limits.MaxBytes},
-		"bytes alignment in `emu run`":   {workerByteAlign},
+		"bytes alignment in `emu run`":   {limits.ByteAlign},
 		"iterations per job":             {limits.MaxIterations},
 		"reconfiguration delay":          {limits.MinReconfigDelayNs, limits.MaxReconfigDelayNs},
 		"lab and job name length":        {limits.MaxLabName},

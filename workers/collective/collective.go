@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 	"unsafe"
 )
@@ -22,9 +23,14 @@ type Comm struct {
 	Conns []net.Conn
 	// Timeout bounds every transfer; a lost peer fails, never hangs.
 	Timeout time.Duration
-	// Sent counts bytes this rank has written.
-	Sent int64
+	// sent counts bytes this rank has written. Collectives send to
+	// several peers at once (all-to-all, the server's per-worker loops),
+	// so it is atomic.
+	sent atomic.Int64
 }
+
+// Sent returns the bytes this rank has written so far.
+func (c *Comm) Sent() int64 { return c.sent.Load() }
 
 // PeerError says which peer a transfer failed with.
 type PeerError struct {
@@ -68,7 +74,7 @@ func (c *Comm) Send(peer int, b []byte) error {
 	}
 	_ = cn.SetWriteDeadline(c.deadline())
 	n, err := cn.Write(b)
-	c.Sent += int64(n)
+	c.sent.Add(int64(n))
 	if err != nil {
 		return &PeerError{peer, "send to", err}
 	}

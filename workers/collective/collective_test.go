@@ -2,6 +2,7 @@ package collective
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -100,6 +101,9 @@ func TestAllToAll(t *testing.T) {
 		if err := c.AllToAll(send, recv); err != nil {
 			return err
 		}
+		if got, want := c.Sent(), int64((n-1)*elems*4); got != want {
+			return fmt.Errorf("sent %d bytes, counted %d", want, got)
+		}
 		for p := range recv {
 			if err := CheckTokens(recv[p], p, c.Rank, 1); err != nil {
 				return err
@@ -160,5 +164,45 @@ func TestLostPeerFailsWithItsRank(t *testing.T) {
 	var pe *PeerError
 	if !errors.As(err, &pe) || pe.Peer != 1 {
 		t.Errorf("want an error naming rank 1, got %v", err)
+	}
+}
+
+// TestSentCountsConcurrentSends: a rank writes to many peers at once in
+// all-to-all and in the server's per-worker loops; every byte is counted
+// once (run with -race: the counter is shared by those goroutines).
+func TestSentCountsConcurrentSends(t *testing.T) {
+	const n, elems = 8, 3000
+	errs := runRanks(t, n, func(c *Comm) error {
+		data := make([]int32, elems)
+		if c.Rank == n-1 { // the server: n-1 acks of 1 byte, then n-1 sums
+			if err := c.ServePush(data); err != nil {
+				return err
+			}
+			if got, want := c.Sent(), int64(n-1); got != want {
+				return fmt.Errorf("server: %d acks counted as %d bytes", want, got)
+			}
+			if err := c.ServePull(data); err != nil {
+				return err
+			}
+			if got, want := c.Sent(), int64(n-1)*(1+elems*4); got != want {
+				return fmt.Errorf("server: sent %d bytes, counted %d", want, got)
+			}
+			return nil
+		}
+		if err := c.Push(n-1, data); err != nil {
+			return err
+		}
+		if err := c.Pull(n-1, data); err != nil {
+			return err
+		}
+		if got, want := c.Sent(), int64(elems*4+1); got != want {
+			return fmt.Errorf("worker: sent %d bytes, counted %d", want, got)
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
 	}
 }

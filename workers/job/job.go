@@ -116,3 +116,21 @@ func CheckWorkers(pattern string, n int) error {
 	}
 	return nil
 }
+
+// SameMembers reports whether a and b hold the same names, each as often
+// (a ring order against a job's workers).
+func SameMembers(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	m := map[string]int{}
+	for _, x := range a {
+		m[x]++
+	}
+	for _, x := range b {
+		if m[x]--; m[x] < 0 {
+			return false
+		}
+	}
+	return true
+}
