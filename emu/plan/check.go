@@ -187,8 +187,8 @@ func (c *checker) checkActivity(si int, aw string, a Activity, paths *routing.Pa
 // once, in dependency order.
 func (c *checker) checkOrder() {
 	for _, j := range c.p.Jobs {
-		if j.Iterations > MaxIterations {
-			continue
+		if j.Iterations < 1 || j.Iterations > MaxIterations {
+			continue // checkJob has said so
 		}
 		prevStage, prev := -1, Key{}
 		for _, k := range j.Phases() {

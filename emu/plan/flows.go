@@ -126,7 +126,7 @@ func (j *Job) ToRs() []string {
 // Phases returns the job's phase sequence over all iterations.
 func (j *Job) Phases() []Key {
 	ph := scenario.Phases(j.Pattern)
-	out := make([]Key, 0, j.Iterations*len(ph))
+	out := make([]Key, 0, max(j.Iterations, 0)*len(ph))
 	for it := 0; it < j.Iterations; it++ {
 		for _, p := range ph {
 			out = append(out, Key{Job: j.Name, Iteration: it, Phase: p})

@@ -70,7 +70,7 @@ type Job struct {
 // Phases returns the job's phase sequence over all iterations.
 func (j *Job) Phases() []Key {
 	ph := Phases(j.Pattern)
-	out := make([]Key, 0, j.Iterations*len(ph))
+	out := make([]Key, 0, max(j.Iterations, 0)*len(ph))
 	for it := 0; it < j.Iterations; it++ {
 		for _, p := range ph {
 			out = append(out, Key{Job: j.Name, Iteration: it, Phase: p})

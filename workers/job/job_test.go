@@ -41,3 +41,14 @@ func TestCheckWorkers(t *testing.T) {
 		}
 	}
 }
+
+// A job with no (or a negative number of) iterations has no phases; it
+// must not panic (a fuzzed plan once did).
+func TestPhasesOfNoIterations(t *testing.T) {
+	for _, n := range []int{0, -1, -1 << 40} {
+		j := Job{Name: "j", Pattern: PatternRing, Iterations: n}
+		if ks := j.Phases(); len(ks) != 0 {
+			t.Errorf("%d iterations: %d phases", n, len(ks))
+		}
+	}
+}
