@@ -101,7 +101,8 @@ func (o *ocsCLI) serveCmd() *cobra.Command {
 			defer ctl.Close()
 			sock := fabric.LabFile(o.labName, "ocs.sock")
 			o.log.Info("OCS serving", "lab", o.labName, "socket", sock, "switches", lab.Topo.Spec.OCSSwitches)
-			return ocs.Serve(cmd.Context(), ctl, sock)
+			err = ocs.Serve(cmd.Context(), ctl, sock)
+			return errors.Join(err, ctl.EventLogErr())
 		},
 	}
 	return cmd

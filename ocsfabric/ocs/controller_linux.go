@@ -81,6 +81,7 @@ type Controller struct {
 
 	evMu    sync.Mutex
 	evFile  *os.File
+	evErr   error // the first failed write to the event log
 	subs    map[chan Event]bool
 	schedMu sync.Mutex
 	sched   context.CancelFunc
@@ -419,9 +420,14 @@ func (c *Controller) emit(ev *Event) {
 	defer c.evMu.Unlock()
 	c.seq++
 	ev.Seq = c.seq
-	if c.evFile != nil {
+	if c.evFile != nil && c.evErr == nil {
 		b, _ := json.Marshal(ev)
-		_, _ = c.evFile.Write(append(b, '\n'))
+		if _, err := c.evFile.Write(append(b, '\n')); err != nil {
+			// Events are the measurement of a run: say so once, loudly,
+			// and keep the OCS switching.
+			c.evErr = fmt.Errorf("OCS event log %s: %w (events from seq %d on are lost)", c.evFile.Name(), err, ev.Seq)
+			c.log.Error("event log write failed", "err", c.evErr)
+		}
 	}
 	for ch := range c.subs {
 		select {
@@ -429,6 +435,13 @@ func (c *Controller) emit(ev *Event) {
 		default: // slow subscriber: drop rather than stall the OCS
 		}
 	}
+}
+
+// EventLogErr returns the first failed write to the event log, if any.
+func (c *Controller) EventLogErr() error {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	return c.evErr
 }
 
 // Subscribe returns a channel of future events; cancel stops it.
