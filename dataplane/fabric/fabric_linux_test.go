@@ -199,3 +199,48 @@ func TestKilledDeployThenDestroyAll(t *testing.T) {
 	}
 	assertGone(t, name)
 }
+
+// Two deploys of the same lab at once: one builds it, the other is
+// refused (being deployed, or already deployed), and the lab that stands
+// is whole.
+func TestConcurrentDeploySameLab(t *testing.T) {
+	skipUnlessRoot(t)
+	name := uniqueLab("race")
+	sp := spec(t, name, "{kind: eps, racks: 4, servers_per_rack: 2, rates: {server: 1Gbit}}")
+	t.Cleanup(func() {
+		if err := fabric.Destroy(context.Background(), name, nil); err != nil {
+			t.Errorf("destroy: %v", err)
+		}
+		assertGone(t, name)
+	})
+	errs := make(chan error, 2)
+	labs := make(chan *fabric.Lab, 2)
+	for range 2 {
+		go func() {
+			lab, err := fabric.Deploy(context.Background(), topo.Build(sp), fabric.Options{})
+			if lab != nil {
+				labs <- lab
+			}
+			errs <- err
+		}()
+	}
+	var refused []error
+	for range 2 {
+		if err := <-errs; err != nil {
+			refused = append(refused, err)
+		}
+	}
+	if len(refused) != 1 {
+		t.Fatalf("want exactly one deploy refused, got %d: %v", len(refused), refused)
+	}
+	if msg := refused[0].Error(); !strings.Contains(msg, "being deployed") && !strings.Contains(msg, "already deployed") {
+		t.Errorf("refusal %q does not say the lab is being or already deployed", msg)
+	}
+	t.Logf("second deploy refused: %v", refused[0])
+	lab := <-labs
+	defer lab.Close()
+	res, err := probe.PingAll(context.Background(), hosts(lab), 1, time.Second)
+	if err != nil || len(res.Failed) > 0 {
+		t.Errorf("the lab that stands is not whole: %v, %d pairs failed", err, len(res.Failed))
+	}
+}
