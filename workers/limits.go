@@ -17,9 +17,11 @@ const (
 	// workers is sized by it: ports are handed out per server (BasePort),
 	// a rank holds one connection per peer it talks to, and the
 	// verification sums stay far inside int32. It is the scenario's own
-	// bound on workers per job, up to which the rank logic is tested
-	// (TestRankLogicAtMaxRanks: ports, peers, ring order; in-memory
-	// collectives with exact sums).
+	// bound on workers per job, up to which the worker logic is tested:
+	// TestSpecsAtMaxRanks (ports and specs of three 4096-rank jobs that
+	// share servers) and TestCollectivesAtScale (hd and ps over 4096
+	// in-memory ranks, exact sums); TCP runs of 64 to 128 ranks in
+	// TestLoopbackJobsBeyond62Ranks and TestLaunchBeyond62Ranks (a lab).
 	MaxRanks = limits.MaxRanks
 	// ByteAlign: ranks exchange int32 elements, so a job's bytes per rank
 	// per iteration must be a multiple of ByteAlign and at least
