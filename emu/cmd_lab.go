@@ -236,14 +236,17 @@ func (a *app) inspectLabs(asJSON bool) error {
 			return fmt.Errorf("%d lab(s) deployed (%s), but their state is readable by root only: run inspect as root (or with sudo)", len(labs), strings.Join(labs, ", "))
 		}
 		if err != nil {
-			return err
+			// One broken state file (another emu version, a crash while
+			// writing) must not hide the other labs.
+			a.log.Warn("lab state unreadable; `emu destroy "+l+"` removes the lab", "lab", l, "err", err)
+			continue
 		}
 		states = append(states, st)
 	}
 	if asJSON {
 		return writeJSON(states)
 	}
-	if len(states) == 0 {
+	if len(states) == 0 && len(labs) == 0 {
 		fmt.Println("no labs deployed (start one with `emu deploy <scenario>` or `emu run`)")
 		return nil
 	}
