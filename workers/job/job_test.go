@@ -52,3 +52,20 @@ func TestPhasesOfNoIterations(t *testing.T) {
 		}
 	}
 }
+
+func TestSameMembers(t *testing.T) {
+	for _, tc := range []struct {
+		a, b []string
+		want bool
+	}{
+		{[]string{"a", "b"}, []string{"b", "a"}, true},
+		{nil, nil, true},
+		{[]string{"a", "a"}, []string{"a", "b"}, false},
+		{[]string{"a"}, []string{"a", "a"}, false},
+		{[]string{"a", "b"}, []string{"a", "c"}, false},
+	} {
+		if got := SameMembers(tc.a, tc.b); got != tc.want {
+			t.Errorf("SameMembers(%v, %v) = %v", tc.a, tc.b, got)
+		}
+	}
+}
