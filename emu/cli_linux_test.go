@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
@@ -143,5 +144,37 @@ func TestCLIDestroyHostileNames(t *testing.T) {
 	out, err := run(t, bin, "destroy", "nosuch-lab")
 	if err != nil || !strings.Contains(out, `no lab named "nosuch-lab"`) {
 		t.Errorf("destroy of a missing lab: want exit 0 and a clear word, got %v: %s", err, out)
+	}
+}
+
+// A user who is not root is told that lab state needs root, not that no
+// lab is deployed.
+func TestCLIInspectNotRoot(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	// A directory and binary the unprivileged user can reach.
+	dir, err := os.MkdirTemp("", "emu-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	os.Chmod(dir, 0o755)
+	data, _ := os.ReadFile(bin)
+	nbin := filepath.Join(dir, "emu")
+	if err := os.WriteFile(nbin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lab := fabrictest.UniqueLab("nr")
+	os.MkdirAll(fabric.StateDir, 0o755)
+	st := fabric.LabFile(lab, "json")
+	if err := os.WriteFile(st, []byte(`{"lab":"`+lab+`","status":"up","spec":{"lab":"`+lab+`"}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(st) })
+	cmd := exec.Command(nbin, "inspect")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "readable by root only") || !strings.Contains(string(out), lab) {
+		t.Errorf("inspect as nobody: want a refusal that names the lab and says root is needed, got %v: %s", err, out)
 	}
 }
