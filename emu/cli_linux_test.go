@@ -178,3 +178,26 @@ func TestCLIInspectNotRoot(t *testing.T) {
 		t.Errorf("inspect as nobody: want a refusal that names the lab and says root is needed, got %v: %s", err, out)
 	}
 }
+
+// On an OCS lab, emu collective runs over the circuits patched by hand:
+// refused with a hint while racks have no path, run once they do.
+func TestCLICollectiveUsesCurrentCircuits(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	lab := deployOCSLab(t, bin, "col")
+	args := []string{"collective", "ring", "--lab", lab, "--ranks", "r0s0,r1s0", "--bytes", "1MiB", "--iterations", "1"}
+	out, err := run(t, bin, args...)
+	if err == nil || !strings.Contains(out, "no path") || !strings.Contains(out, "emu ocs connect") {
+		t.Fatalf("collective without circuits: want a refusal with a hint, got %v: %s", err, out)
+	}
+	if out, err := run(t, bin, "ocs", "connect", "--lab", lab, "tor0:0", "tor1:0"); err != nil {
+		t.Fatalf("ocs connect: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir // results/ goes here
+	b, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(b), "allreduce") {
+		t.Fatalf("collective over a hand-patched circuit: %v\n%s", err, b)
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/workers"
 )
 
@@ -78,9 +79,23 @@ busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
 			if err != nil {
 				return err
 			}
+			// On a circuit fabric the job runs over the circuits patched now
+			// (by hand or by a plan): every stage carries them, so the check
+			// below asks whether they give the job's flows a path.
+			var circuits []circuit.Circuit
+			if s.Fabric.HasOCS() {
+				v, err := ocsClient(lab).Config(cmd.Context())
+				if err != nil {
+					return fmt.Errorf("current circuits of lab %s: %w", lab, err)
+				}
+				circuits = v.Circuits
+			}
 			// Check the job against the lab as a plan that runs its phases in order.
-			p := &plan.Plan{Version: 1, Mode: plan.ModeBarrier, Jobs: []plan.Job{j}, Stages: oneStagePerPhase(j)}
+			p := &plan.Plan{Version: 1, Mode: plan.ModeBarrier, Jobs: []plan.Job{j}, Stages: oneStagePerPhase(j, circuits)}
 			if err := plan.Check(p, s); err != nil {
+				if s.Fabric.Kind == scenario.KindOCS {
+					return fmt.Errorf("%w\nthe lab's current circuits (%d, see `emu ocs show`) must give every rack pair of the job a path: patch them with `emu ocs connect` or `emu ocs apply`", err, len(circuits))
+				}
 				return err
 			}
 			jobs, err := orchestrate.WorkerJobs(p)
@@ -175,10 +190,11 @@ func collectiveJob(pattern, ranks, bytes, ps string, iters int, compute time.Dur
 }
 
 // oneStagePerPhase is a barrier plan that runs a job's phases in order.
-func oneStagePerPhase(j plan.Job) []plan.Stage {
+// Every stage keeps circuits, the lab's current ones.
+func oneStagePerPhase(j plan.Job, circuits []circuit.Circuit) []plan.Stage {
 	var st []plan.Stage
 	for _, k := range j.Phases() {
-		st = append(st, plan.Stage{Activities: []plan.Activity{{Job: j.Name, Iteration: k.Iteration, Phase: k.Phase}}})
+		st = append(st, plan.Stage{Circuits: circuits, Activities: []plan.Activity{{Job: j.Name, Iteration: k.Iteration, Phase: k.Phase}}})
 	}
 	return st
 }
