@@ -57,8 +57,9 @@ by default), checks that every pair of servers reaches every other
 (pingall), measures one cross-rack TCP transfer against the configured
 rate, and, if the scenario has jobs, plans them with its scheduler (or runs
 --plan), predicts the plan with the flow model, runs it with real workers
-gated by the plan, and prints measured beside predicted. Results go to
-results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
+gated by the plan, and prints measured beside predicted. Each run's results
+go to a directory of its own, results/<lab>/<date-time>/ (results/<lab>/latest
+points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 		Example: "  sudo emu run\n  sudo emu run scenarios/quickstart.yaml --duration 5s",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -71,17 +72,30 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 				return err
 			}
 			a.progress("scenario %s (%s): %s", s.Name, src, s.Description)
-			// The plan is read, checked and predicted, and the results
-			// directory made, before anything touches the kernel.
-			var prepared *preparedRun
-			if len(s.Jobs) > 0 || planFile != "" {
-				if prepared, err = a.preparePlan(s, planFile, filepath.Join(out, s.Name)); err != nil {
+			// The results directory is made, and the plan read, checked and
+			// predicted, before anything touches the kernel. Each run gets
+			// its own directory; without --results the records live in a
+			// temporary one that is removed afterwards.
+			dir := ""
+			if out != "" {
+				if dir, err = newRunDir(out, s.Name, time.Now()); err != nil {
 					return err
 				}
-			} else if out != "" {
-				if err := os.MkdirAll(filepath.Join(out, s.Name), 0o755); err != nil {
-					return fmt.Errorf("results directory: %w", err)
+				if err := writeScenario(dir, s); err != nil {
+					return err
 				}
+			} else if len(s.Jobs) > 0 || planFile != "" {
+				if dir, err = os.MkdirTemp("", "emu-run-"); err != nil {
+					return fmt.Errorf("records directory: %w", err)
+				}
+				defer os.RemoveAll(dir)
+			}
+			var prepared *preparedRun
+			if len(s.Jobs) > 0 || planFile != "" {
+				if prepared, err = a.preparePlan(s, planFile, dir); err != nil {
+					return err
+				}
+				prepared.temp = out == ""
 			}
 			t := topo.Build(s.Spec())
 			sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
@@ -117,9 +131,10 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 				fmt.Println("   hint        run `emu doctor` once: it measures this machine, so emu can warn when a scenario asks for more than it can carry")
 			}
 			if out != "" {
-				if err := writeSummary(filepath.Join(out, s.Name), sum); err != nil {
+				if err := writeSummary(dir, sum); err != nil {
 					runErr = errors.Join(runErr, err)
 				}
+				a.progress("results in %s (also %s)", dir, filepath.Join(out, s.Name, "latest"))
 			}
 			return runErr
 		},
@@ -128,7 +143,7 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 	cmd.Flags().StringVar(&planFile, "plan", "", "run this plan instead of the scenario scheduler's")
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte the workers move")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
-	cmd.Flags().StringVar(&out, "results", "results", "directory for results/<lab>/summary.json (empty: none)")
+	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")
 	return cmd
 }
 

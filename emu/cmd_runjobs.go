@@ -25,6 +25,7 @@ type preparedRun struct {
 	plan *plan.Plan
 	pred *record.Run
 	dir  string
+	temp bool // dir is removed after the run (no --results)
 }
 
 // preparePlan reads the plan (or makes it with the scenario's scheduler),
@@ -112,7 +113,9 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	if werr != nil {
 		return werr
 	}
-	a.progress("plan, prediction, measurement and records in %s", dir)
+	if !r.temp {
+		a.progress("plan, prediction, measurement and records in %s", dir)
+	}
 	return nil
 }
 

@@ -195,6 +195,9 @@ func (b ByteSize) String() string {
 	return fmt.Sprintf("%dB", int64(b))
 }
 
+// MarshalYAML writes the size with its unit, so a written file reads back.
+func (b ByteSize) MarshalYAML() (any, error) { return b.String(), nil }
+
 // UnmarshalYAML implements yaml.Unmarshaler.
 func (b *ByteSize) UnmarshalYAML(n *yaml.Node) (err error) {
 	*b, err = scalar(n, "size", "64MiB", ParseByteSize)

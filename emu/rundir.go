@@ -1,0 +1,82 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+)
+
+// newRunDir makes a fresh directory for one run, root/<scenario>/<id>,
+// where id is the start time (20261122-021530, with -2, -3, ... if that
+// second is taken), so no run overwrites another; and points
+// root/<scenario>/latest at it. The scenario name is a checked lab name,
+// so it is a single path element.
+func newRunDir(root, scenario string, now time.Time) (string, error) {
+	if err := names.ValidLab(scenario); err != nil {
+		return "", err
+	}
+	base := filepath.Join(root, scenario)
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return "", fmt.Errorf("results directory: %w", err)
+	}
+	latest := filepath.Join(base, "latest")
+	if fi, err := os.Lstat(latest); err == nil && fi.Mode()&os.ModeSymlink == 0 {
+		return "", fmt.Errorf("results: %s exists and is not a link; move it away so emu can point it at the newest run", latest)
+	}
+	id := now.Format("20060102-150405")
+	var dir string
+	for n := 1; ; n++ {
+		name := id
+		if n > 1 {
+			name = fmt.Sprintf("%s-%d", id, n)
+		}
+		dir = filepath.Join(base, name)
+		err := os.Mkdir(dir, 0o755)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, os.ErrExist) || n >= 1000 {
+			return "", fmt.Errorf("results directory: %w", err)
+		}
+	}
+	if err := pointLatest(base, filepath.Base(dir)); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// pointLatest makes base/latest a symbolic link to target (a sibling),
+// replacing an older link atomically.
+func pointLatest(base, target string) error {
+	latest := filepath.Join(base, "latest")
+	tmp := filepath.Join(base, ".latest."+target)
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("results: link latest: %w", err)
+	}
+	if err := os.Rename(tmp, latest); err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("results: link latest: %w", err)
+	}
+	return nil
+}
+
+// writeScenario records the scenario a run used, defaults applied.
+func writeScenario(dir string, s *scenario.Scenario) error {
+	data, err := yaml.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("results: encode scenario: %w", err)
+	}
+	p := filepath.Join(dir, "scenario.yaml")
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		return fmt.Errorf("results: write %s: %w", p, err)
+	}
+	return nil
+}

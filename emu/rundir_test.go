@@ -1,0 +1,80 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocsemu/ocsemu/emu/scenario"
+)
+
+func TestNewRunDir(t *testing.T) {
+	root := t.TempDir()
+	now := time.Date(2026, 11, 22, 2, 15, 30, 0, time.UTC)
+	var dirs []string
+	for range 3 {
+		d, err := newRunDir(root, "quickstart", now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, d)
+	}
+	want := []string{"20261122-021530", "20261122-021530-2", "20261122-021530-3"}
+	for i, d := range dirs {
+		if filepath.Base(d) != want[i] || filepath.Dir(d) != filepath.Join(root, "quickstart") {
+			t.Errorf("run %d in %s, want %s", i, d, want[i])
+		}
+	}
+	if got, err := os.Readlink(filepath.Join(root, "quickstart", "latest")); err != nil || got != want[2] {
+		t.Errorf("latest -> %q, %v; want %q", got, err, want[2])
+	}
+	// A later run moves latest; nothing else is touched.
+	os.WriteFile(filepath.Join(dirs[0], "summary.json"), []byte("{}"), 0o644)
+	d, err := newRunDir(root, "quickstart", now.Add(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.Readlink(filepath.Join(root, "quickstart", "latest")); got != filepath.Base(d) {
+		t.Errorf("latest -> %q after a later run", got)
+	}
+	if _, err := os.Stat(filepath.Join(dirs[0], "summary.json")); err != nil {
+		t.Errorf("an earlier run lost its files: %v", err)
+	}
+	// Names that are not lab names never become paths.
+	for _, bad := range []string{"../x", "a/b", "", "*"} {
+		if _, err := newRunDir(root, bad, now); err == nil {
+			t.Errorf("newRunDir(%q) accepted", bad)
+		}
+	}
+	// A real directory named latest is not replaced.
+	os.MkdirAll(filepath.Join(root, "other", "latest"), 0o755)
+	if _, err := newRunDir(root, "other", now); err == nil || !strings.Contains(err.Error(), "not a link") {
+		t.Errorf("latest as a directory: %v", err)
+	}
+}
+
+// The scenario a run records reads back as the same scenario.
+func TestWriteScenarioReadsBack(t *testing.T) {
+	for _, name := range []string{"quickstart", "plan-demo", "ocs-lab"} {
+		s, _, err := loadScenario(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		if err := writeScenario(dir, s); err != nil {
+			t.Fatal(err)
+		}
+		back, err := scenario.Load(filepath.Join(dir, "scenario.yaml"))
+		if err != nil {
+			t.Fatalf("%s: the recorded scenario does not read back: %v", name, err)
+		}
+		a, _ := json.Marshal(s)
+		b, _ := json.Marshal(back)
+		if string(a) != string(b) {
+			t.Errorf("%s: recorded scenario differs:\n%s\n%s", name, a, b)
+		}
+	}
+}
