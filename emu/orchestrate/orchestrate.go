@@ -121,6 +121,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	if cl != nil {
 		wo.OnStart, wo.OnStage = circuitHooks(ctx, cl, p)
 	}
+	reportStages(ctx, wo, p, progress)
 	launch := o.Launch
 	if launch == nil {
 		launch = workers.Launch
@@ -144,6 +145,38 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
 	meas.Reconfigurations = pred.Reconfigurations
 	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), Outcome: out}, nil
+}
+
+// reportStages makes the run tell the user which stage it is in: barrier
+// stages as the coordinator starts them, clock stages at their instants.
+func reportStages(ctx context.Context, wo *workers.Options, p *plan.Plan, progress func(string, ...any)) {
+	if len(p.Stages) == 0 {
+		return
+	}
+	rep := newStageReporter(p, progress)
+	onStart, onStage := wo.OnStart, wo.OnStage
+	var t0 int64
+	wo.OnStart = func(zero int64) error {
+		t0 = zero
+		if p.Mode == plan.ModeClock {
+			go rep.follow(ctx, zero)
+		} else {
+			rep.stage(0, zero+p.Stages[0].StartNs, zero, time.Now())
+		}
+		if onStart != nil {
+			return onStart(zero)
+		}
+		return nil
+	}
+	if p.Mode == plan.ModeBarrier {
+		wo.OnStage = func(ctx context.Context, k int, at int64) error {
+			rep.stage(k, at, t0, time.Now())
+			if onStage != nil {
+				return onStage(ctx, k, at)
+			}
+			return nil
+		}
+	}
 }
 
 // circuitHooks returns how the circuits of stages 1.. follow the workers'

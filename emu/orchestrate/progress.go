@@ -1,0 +1,78 @@
+package orchestrate
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+)
+
+// stageReporter prints, while a plan runs, which stage it is in: stage k
+// of n, time since time zero, and the stage's circuit map in one line. A
+// time-slotted plan can switch every millisecond, so lines come at most
+// every `every`, and always for the last stage.
+type stageReporter struct {
+	p        *plan.Plan
+	progress func(format string, args ...any)
+	every    time.Duration
+	last     time.Time
+	lastK    int
+}
+
+func newStageReporter(p *plan.Plan, progress func(string, ...any)) *stageReporter {
+	return &stageReporter{p: p, progress: progress, every: 500 * time.Millisecond, lastK: -1}
+}
+
+// stage reports that stage k starts `at` (monotonic ns), t0 being time zero.
+func (r *stageReporter) stage(k int, at, t0 int64, now time.Time) {
+	n := len(r.p.Stages)
+	if k <= r.lastK || (now.Sub(r.last) < r.every && k != n-1 && k != 0) {
+		return
+	}
+	r.last, r.lastK = now, k
+	var acts []string
+	for _, a := range r.p.Stages[k].Activities {
+		acts = append(acts, fmt.Sprintf("%s/%d/%s", a.Job, a.Iteration, a.Phase))
+	}
+	r.progress("stage %d/%d at +%.1f ms: circuits %s; starts %s", k+1, n, float64(at-t0)/1e6,
+		circuitLine(r.p.Stages[k].Circuits), orNone(strings.Join(acts, " ")))
+}
+
+// circuitLine writes a circuit map in one line, shortened when long.
+func circuitLine(cs []circuit.Circuit) string {
+	if len(cs) == 0 {
+		return "none"
+	}
+	var parts []string
+	for i, c := range cs {
+		if i == 6 {
+			parts = append(parts, fmt.Sprintf("... (%d in all)", len(cs)))
+			break
+		}
+		parts = append(parts, c.String())
+	}
+	return strings.Join(parts, " ")
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "nothing"
+	}
+	return s
+}
+
+// follow reports every stage of a clock-mode plan at its planned instant
+// (the OCS switches them in the kernel; this only tells the user), until
+// the last stage or until ctx ends.
+func (r *stageReporter) follow(ctx context.Context, t0 int64) {
+	for k, st := range r.p.Stages {
+		if err := monoclock.SleepUntil(ctx, t0+st.StartNs); err != nil {
+			return
+		}
+		r.stage(k, t0+st.StartNs, t0, time.Now())
+	}
+}

@@ -1,0 +1,48 @@
+package orchestrate
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+)
+
+func TestStageReporter(t *testing.T) {
+	c := func(a, b string) circuit.Circuit {
+		ua, _ := circuit.ParseUplink(a)
+		ub, _ := circuit.ParseUplink(b)
+		return circuit.Circuit{A: ua, B: ub}
+	}
+	p := &plan.Plan{Stages: []plan.Stage{
+		{StartNs: 0, Circuits: []circuit.Circuit{c("tor0:0", "tor1:0")}, Activities: []plan.Activity{{Job: "ring", Phase: "compute"}}},
+		{StartNs: 1e6},
+		{StartNs: 2e6},
+		{StartNs: 3e6, Activities: []plan.Activity{{Job: "ring", Phase: "allreduce"}}},
+	}}
+	var lines []string
+	r := newStageReporter(p, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	t0 := time.Unix(100, 0)
+	r.stage(0, 5e6, 5e6, t0)
+	r.stage(1, 6e6, 5e6, t0.Add(time.Millisecond)) // too soon after the last line: skipped
+	r.stage(2, 7e6, 5e6, t0.Add(time.Second))      // reported
+	r.stage(1, 6e6, 5e6, t0.Add(2*time.Second))    // older than the last reported: skipped
+	r.stage(3, 8e6, 5e6, t0.Add(time.Second+1))    // the last stage: always reported
+	want := []string{
+		"stage 1/4 at +0.0 ms: circuits tor0:0<->tor1:0; starts ring/0/compute",
+		"stage 3/4 at +2.0 ms: circuits none; starts nothing",
+		"stage 4/4 at +3.0 ms: circuits none; starts ring/0/allreduce",
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	var many []circuit.Circuit
+	for i := range 8 {
+		many = append(many, c(fmt.Sprintf("tor%d:0", i), fmt.Sprintf("tor%d:1", i)))
+	}
+	if got := circuitLine(many); !strings.HasSuffix(got, "... (8 in all)") || strings.Count(got, "<->") != 6 {
+		t.Errorf("circuitLine of 8 = %q", got)
+	}
+}
