@@ -121,7 +121,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	if cl != nil {
 		wo.OnStart, wo.OnStage = circuitHooks(ctx, cl, p)
 	}
-	reportStages(ctx, wo, p, progress)
+	reportStages(ctx, wo, p, s.Fabric.HasOCS(), progress)
 	launch := o.Launch
 	if launch == nil {
 		launch = workers.Launch
@@ -149,11 +149,11 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 
 // reportStages makes the run tell the user which stage it is in: barrier
 // stages as the coordinator starts them, clock stages at their instants.
-func reportStages(ctx context.Context, wo *workers.Options, p *plan.Plan, progress func(string, ...any)) {
+func reportStages(ctx context.Context, wo *workers.Options, p *plan.Plan, circuits bool, progress func(string, ...any)) {
 	if len(p.Stages) == 0 {
 		return
 	}
-	rep := newStageReporter(p, progress)
+	rep := newStageReporter(p, circuits, progress)
 	onStart, onStage := wo.OnStart, wo.OnStage
 	var t0 int64
 	wo.OnStart = func(zero int64) error {

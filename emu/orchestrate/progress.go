@@ -21,10 +21,11 @@ type stageReporter struct {
 	every    time.Duration
 	last     time.Time
 	lastK    int
+	circuits bool // the fabric has circuits to show
 }
 
-func newStageReporter(p *plan.Plan, progress func(string, ...any)) *stageReporter {
-	return &stageReporter{p: p, progress: progress, every: 500 * time.Millisecond, lastK: -1}
+func newStageReporter(p *plan.Plan, circuits bool, progress func(string, ...any)) *stageReporter {
+	return &stageReporter{p: p, progress: progress, every: 500 * time.Millisecond, lastK: -1, circuits: circuits}
 }
 
 // stage reports that stage k starts `at` (monotonic ns), t0 being time zero.
@@ -38,8 +39,11 @@ func (r *stageReporter) stage(k int, at, t0 int64, now time.Time) {
 	for _, a := range r.p.Stages[k].Activities {
 		acts = append(acts, fmt.Sprintf("%s/%d/%s", a.Job, a.Iteration, a.Phase))
 	}
-	r.progress("stage %d/%d at +%.1f ms: circuits %s; starts %s", k+1, n, float64(at-t0)/1e6,
-		circuitLine(r.p.Stages[k].Circuits), orNone(strings.Join(acts, " ")))
+	cs := ""
+	if r.circuits {
+		cs = "circuits " + circuitLine(r.p.Stages[k].Circuits) + "; "
+	}
+	r.progress("stage %d/%d at +%.1f ms: %sstarts %s", k+1, n, float64(at-t0)/1e6, cs, orNone(strings.Join(acts, " ")))
 }
 
 // circuitLine writes a circuit map in one line, shortened when long.

@@ -23,7 +23,7 @@ func TestStageReporter(t *testing.T) {
 		{StartNs: 3e6, Activities: []plan.Activity{{Job: "ring", Phase: "allreduce"}}},
 	}}
 	var lines []string
-	r := newStageReporter(p, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	r := newStageReporter(p, true, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
 	t0 := time.Unix(100, 0)
 	r.stage(0, 5e6, 5e6, t0)
 	r.stage(1, 6e6, 5e6, t0.Add(time.Millisecond)) // too soon after the last line: skipped
