@@ -49,6 +49,7 @@ func (a *app) runCmd() *cobra.Command {
 	var planFile string
 	var dur time.Duration
 	var out string
+	var pcap pcapFlags
 	cmd := &cobra.Command{
 		Use:   "run [scenario.yaml | embedded-name]",
 		Short: "Deploy a scenario, check it end to end, print a summary, destroy it",
@@ -84,6 +85,9 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 				}
 			}
 			t := topo.Build(s.Spec())
+			if err := pcap.check(t, out); err != nil {
+				return err
+			}
 			sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
 			t0 := time.Now()
 			lab, err := a.deploy(cmd.Context(), s, src)
@@ -92,10 +96,14 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 			}
 			sum.DeploySec = time.Since(t0).Seconds()
 			a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
-			runErr := a.checkLab(cmd.Context(), lab, sum, dur)
+			stopPcap, runErr := a.startPcap(cmd.Context(), &pcap, filepath.Join(out, s.Name))
+			if runErr == nil {
+				runErr = a.checkLab(cmd.Context(), lab, sum, dur)
+			}
 			if runErr == nil && prepared != nil {
 				runErr = a.runJobs(cmd.Context(), lab, s, prepared, verify)
 			}
+			runErr = errors.Join(runErr, stopPcap())
 			lab.Close()
 			if keep {
 				a.progress("--keep: lab %q stays up; remove it with `emu destroy %s`", s.Name, s.Name)
@@ -129,6 +137,7 @@ results/<lab>/. The lab is destroyed again, also on Ctrl-C or failure.`,
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte the workers move")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "directory for results/<lab>/summary.json (empty: none)")
+	pcap.add(cmd)
 	return cmd
 }
 
