@@ -49,6 +49,7 @@ func (a *app) runCmd() *cobra.Command {
 	var planFile string
 	var dur time.Duration
 	var out string
+	var pcap pcapFlags
 	cmd := &cobra.Command{
 		Use:   "run [scenario.yaml | embedded-name]",
 		Short: "Deploy a scenario, check it end to end, print a summary, destroy it",
@@ -72,6 +73,10 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 				return err
 			}
 			a.progress("scenario %s (%s): %s", s.Name, src, s.Description)
+			t := topo.Build(s.Spec())
+			if err := pcap.check(t, out); err != nil {
+				return err
+			}
 			// The results directory is made, and the plan read, checked and
 			// predicted, before anything touches the kernel. Each run gets
 			// its own directory; without --results the records live in a
@@ -97,7 +102,6 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 				}
 				prepared.temp = out == ""
 			}
-			t := topo.Build(s.Spec())
 			sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
 			t0 := time.Now()
 			lab, err := a.deploy(cmd.Context(), s, src)
@@ -106,10 +110,14 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 			}
 			sum.DeploySec = time.Since(t0).Seconds()
 			a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
-			runErr := a.checkLab(cmd.Context(), lab, sum, dur)
+			stopPcap, runErr := a.startPcap(cmd.Context(), &pcap, dir)
+			if runErr == nil {
+				runErr = a.checkLab(cmd.Context(), lab, sum, dur)
+			}
 			if runErr == nil && prepared != nil {
 				runErr = a.runJobs(cmd.Context(), lab, s, prepared, verify)
 			}
+			runErr = errors.Join(runErr, stopPcap())
 			lab.Close()
 			if keep {
 				a.progress("--keep: lab %q stays up; remove it with `emu destroy %s`", s.Name, s.Name)
@@ -144,6 +152,7 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte the workers move")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")
+	pcap.add(cmd)
 	return cmd
 }
 
