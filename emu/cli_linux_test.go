@@ -201,3 +201,20 @@ func TestCLICollectiveUsesCurrentCircuits(t *testing.T) {
 		t.Fatalf("collective over a hand-patched circuit: %v\n%s", err, b)
 	}
 }
+
+// A bad --pcap port is refused before anything is made: no run
+// directory, no namespace.
+func TestCLIRunBadPcapPort(t *testing.T) {
+	bin := buildEmu(t)
+	res := t.TempDir()
+	out, err := run(t, bin, "run", "quickstart", "--results", res, "--pcap", "r0s0:eth0,nosuch:eth0")
+	if err == nil || !strings.Contains(out, "nosuch") {
+		t.Fatalf("want a refusal naming the bad port, got %v: %s", err, out)
+	}
+	if entries, _ := os.ReadDir(res); len(entries) != 0 {
+		t.Errorf("results written for a refused run: %v", entries)
+	}
+	if strings.Contains(out, "creating") || strings.Contains(out, "fabric up") {
+		t.Errorf("the refused run touched the kernel: %s", out)
+	}
+}
