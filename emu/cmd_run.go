@@ -17,6 +17,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/emu/report"
 )
 
 // runSummary is what `emu run` prints and writes as summary.json.
@@ -141,6 +142,13 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 			if out != "" {
 				if err := writeSummary(dir, sum); err != nil {
 					runErr = errors.Join(runErr, err)
+				}
+				if runErr == nil && prepared != nil {
+					if page, err := report.Write(dir); err != nil {
+						a.log.Warn("no report written", "err", err)
+					} else {
+						a.progress("report: %s (open it in a browser; `emu report` rewrites it)", page)
+					}
 				}
 				a.progress("results in %s (also %s)", dir, filepath.Join(out, s.Name, "latest"))
 			}
