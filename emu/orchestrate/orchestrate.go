@@ -71,20 +71,7 @@ type Result struct {
 }
 
 // Comparison is one phase, predicted against measured.
-type Comparison struct {
-	Job       string `json:"job"`
-	Iteration int    `json:"iteration"`
-	Phase     string `json:"phase"`
-	// Durations (measured: the slowest rank's) and end times from time
-	// zero, ns.
-	PredictedNs int64 `json:"predicted_ns"`
-	MeasuredNs  int64 `json:"measured_ns"`
-	PredEndNs   int64 `json:"predicted_end_ns"`
-	MeasEndNs   int64 `json:"measured_end_ns"`
-	// RelErr is (measured - predicted) / predicted duration: positive
-	// means the emulation was slower than the model said.
-	RelErr float64 `json:"rel_err"`
-}
+type Comparison = record.Comparison
 
 // Run executes the plan and compares.
 func Run(ctx context.Context, o *Options) (*Result, error) {

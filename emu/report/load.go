@@ -19,19 +19,8 @@ import (
 // Required lists what a run directory must hold (records/ is a directory).
 var Required = []string{"scenario.yaml", "plan.json", "prediction.json", "measurement.json", "comparison.json", "summary.json", "records"}
 
-// Comparison is one row of comparison.json's "comparison" list (the
-// fields of emu/orchestrate.Comparison this report reads; orchestrate
-// itself links kernel code, so it is not imported here).
-type Comparison struct {
-	Job         string  `json:"job"`
-	Iteration   int     `json:"iteration"`
-	Phase       string  `json:"phase"`
-	PredictedNs int64   `json:"predicted_ns"`
-	MeasuredNs  int64   `json:"measured_ns"`
-	PredEndNs   int64   `json:"predicted_end_ns"`
-	MeasEndNs   int64   `json:"measured_end_ns"`
-	RelErr      float64 `json:"rel_err"`
-}
+// Comparison is one row of comparison.json's "comparison" list.
+type Comparison = record.Comparison
 
 // Summary is the part of summary.json the header shows.
 type Summary struct {

@@ -51,3 +51,19 @@ type Run struct {
 	OCSBytes          float64 `json:"ocs_bytes"`
 	CircuitHopBytes   float64 `json:"circuit_hop_bytes"`
 }
+
+// Comparison is one phase, predicted against measured (comparison.json).
+type Comparison struct {
+	Job       string `json:"job"`
+	Iteration int    `json:"iteration"`
+	Phase     string `json:"phase"`
+	// Durations (measured: the slowest rank's) and end times from time
+	// zero, ns.
+	PredictedNs int64 `json:"predicted_ns"`
+	MeasuredNs  int64 `json:"measured_ns"`
+	PredEndNs   int64 `json:"predicted_end_ns"`
+	MeasEndNs   int64 `json:"measured_end_ns"`
+	// RelErr is (measured - predicted) / predicted duration: positive
+	// means the emulation was slower than the model said.
+	RelErr float64 `json:"rel_err"`
+}
