@@ -21,9 +21,12 @@ type pkg struct {
 // list runs `go list -json` over patterns (non-test imports and deps).
 func list(t *testing.T, patterns ...string) []pkg {
 	t.Helper()
-	out, err := exec.Command("go", append([]string{"list", "-json=ImportPath,Imports,Deps"}, patterns...)...).Output()
+	cmd := exec.Command("go", append([]string{"list", "-json=ImportPath,Imports,Deps"}, patterns...)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
 	}
 	var pkgs []pkg
 	dec := json.NewDecoder(strings.NewReader(string(out)))
