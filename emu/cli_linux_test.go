@@ -19,7 +19,7 @@ import (
 func buildEmu(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "emu")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build emu: %v\n%s", err, out)
 	}
 	return bin
