@@ -83,8 +83,9 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 			// its own directory; without --results the records live in a
 			// temporary one that is removed afterwards.
 			dir := ""
+			start := time.Now()
 			if out != "" {
-				if dir, err = newRunDir(out, s.Name, time.Now()); err != nil {
+				if dir, err = newRunDir(out, s.Name, start); err != nil {
 					return err
 				}
 				if err := writeScenario(dir, s); err != nil {
@@ -102,6 +103,15 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 					return err
 				}
 				prepared.temp = out == ""
+			}
+			if out != "" {
+				sched := s.Scheduler.Name
+				if prepared != nil {
+					sched = prepared.plan.Scheduler
+				}
+				if err := writeRunMeta(dir, s, planFile, sched, start); err != nil {
+					return err
+				}
 			}
 			sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
 			t0 := time.Now()

@@ -120,11 +120,13 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 }
 
 // writeResults writes the prediction, the measurement and their
-// comparison; the error names every file that could not be written.
+// comparison (JSON; also comparison.csv and phases.csv); the error names
+// every file that could not be written.
 func writeResults(dir string, res *orchestrate.Result) error {
 	return errors.Join(
 		writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction),
 		writeJSONFile(filepath.Join(dir, "measurement.json"), res.Measurement),
 		writeJSONFile(filepath.Join(dir, "comparison.json"), res),
+		writeCSVs(dir, res.Compare, res.Stats),
 	)
 }

@@ -60,7 +60,9 @@ type Run struct {
 	Measurement *record.Run
 	Compare     []Comparison
 	Summary     Summary
-	Samples     []Sample
+	// Meta is run.json, nil for runs written before emu kept it.
+	Meta    *Meta
+	Samples []Sample
 	// ZeroNs is time zero on CLOCK_MONOTONIC, recovered from the records:
 	// the earliest rank start of the first measured phase minus that
 	// phase's start in measurement.json. ZeroOK is false when the records
@@ -112,6 +114,13 @@ func Load(dir string) (*Run, error) {
 		return nil, fmt.Errorf("%s: plan.json, prediction.json and measurement.json must each hold an object", dir)
 	}
 	r.Compare = cmp.Compare
+	if _, err := os.Stat(filepath.Join(dir, MetaFile)); err == nil {
+		if err := readJSON(filepath.Join(dir, MetaFile), &r.Meta); err != nil {
+			return nil, err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
 	phases, err := r.readRecords(filepath.Join(dir, "records"))
 	if err != nil {
 		return nil, err

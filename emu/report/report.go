@@ -54,6 +54,12 @@ func Render(r *Run) ([]byte, error) {
 		"ms":  func(ns int64) string { return trimFloat(float64(ns)/1e6, 2) },
 		"pct": pct,
 		"add": func(a, b float64) float64 { return a + b },
+		"short": func(s string) string {
+			if len(s) > 12 {
+				return s[:12]
+			}
+			return s
+		},
 	}).Parse(pageTmpl)
 	if err != nil {
 		return nil, err
@@ -91,6 +97,7 @@ type page struct {
 	ErrorStats                   []kindStats
 	TCP                          []tcpChart
 	TCPNote                      string
+	Meta                         *Meta
 }
 
 type kindStats struct {
@@ -189,6 +196,7 @@ func build(r *Run) page {
 		Reconfigs:         r.Measurement.Reconfigurations,
 		PortsReconfigured: r.Measurement.PortsReconfigured,
 		Errors:            r.Compare,
+		Meta:              r.Meta,
 	}
 	if pg.PredMakespan > 0 {
 		pg.MakespanErr = float64(pg.MeasMakespan-pg.PredMakespan) / float64(pg.PredMakespan)

@@ -1,0 +1,49 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/ocsemu/ocsemu/emu/report"
+)
+
+func (a *app) compareCmd() *cobra.Command {
+	out := report.CompareFile
+	cmd := &cobra.Command{
+		Use:   "compare RUN RUN...",
+		Short: "Compare two or more run directories: a table here and an offline HTML page",
+		Long: `compare reads two or more run directories that emu run wrote (e.g. two
+designs, two schedulers or two seeds; results/<lab>/latest works) and
+prints, per run: lab, scheduler, mode, the makespan predicted and measured
+with its signed error, the mean and largest job completion time predicted
+and measured, the prediction's circuit reconfigurations and the mean signed
+error of each phase kind. It also writes an HTML page (compare.html in the
+current directory, or -o PATH) with the table and a bar chart of the
+makespans; the page needs no network. Every argument must be a complete
+run directory; what is missing is named.`,
+		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html",
+		Args:    cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, err := report.CompareRuns(args)
+			if err != nil {
+				return err
+			}
+			if err := t.WriteText(cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			page, err := report.RenderCompare(t)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(out, page, 0o644); err != nil {
+				return fmt.Errorf("compare: %w", err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "\npage: %s\n", out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&out, "output", "o", out, "where to write the HTML page")
+	return cmd
+}
