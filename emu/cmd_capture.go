@@ -24,7 +24,7 @@ type pcapFlags struct {
 }
 
 func (p *pcapFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&p.list, "pcap", "", "capture these ports into results/<lab>/pcap/<node>-<iface>.pcap (node:iface, comma-separated, e.g. r0s0:eth0,tor0:up0)")
+	cmd.Flags().StringVar(&p.list, "pcap", "", "capture these ports into the run's directory, <results>/<lab>/<date-time>/pcap/<node>-<iface>.pcap (node:iface, comma-separated, e.g. r0s0:eth0,tor0:up0)")
 	cmd.Flags().IntVar(&p.snaplen, "snaplen", capture.DefaultSnaplen, "bytes of each packet --pcap keeps")
 }
 

@@ -108,8 +108,11 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 			float64(c.MeasuredNs)/1e6, 100*c.RelErr, float64(c.PredEndNs)/1e6, float64(c.MeasEndNs)/1e6)
 	}
 	w.Flush()
-	fmt.Fprintf(os.Stdout, "makespan: predicted %.3f s, measured %.3f s (%+.1f%%)\n", float64(res.Prediction.MakespanNs)/1e9,
-		float64(res.Measurement.MakespanNs)/1e9, 100*float64(res.Measurement.MakespanNs-res.Prediction.MakespanNs)/float64(res.Prediction.MakespanNs))
+	if pm, mm := res.Prediction.MakespanNs, res.Measurement.MakespanNs; pm > 0 {
+		fmt.Fprintf(os.Stdout, "makespan: predicted %.3f s, measured %.3f s (%+.1f%%)\n", float64(pm)/1e9, float64(mm)/1e9, 100*float64(mm-pm)/float64(pm))
+	} else {
+		fmt.Fprintf(os.Stdout, "makespan: measured %.3f s (the model predicts none: see the unlimited-links warning)\n", float64(mm)/1e9)
+	}
 	if werr != nil {
 		return werr
 	}

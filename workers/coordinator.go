@@ -151,6 +151,11 @@ func (c *control) close() {
 	c.conn.Close()
 }
 
+// stageLead is how far ahead a barrier stage whose planned start has
+// passed is timed: the OCS must receive the change (HTTP over a unix
+// socket, on a busy machine) before that instant, or it refuses it.
+const stageLead = 10 * time.Millisecond
+
 // Coordinator hands out time zero once every rank has its connections up
 // and, in barrier mode, starts each stage when every rank has finished
 // every activity of the previous one.
@@ -226,7 +231,10 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 		ln.Close()
 	}()
 	accepted := make(chan *coordConn)
-	go acceptRanks(ln, accepted, msgs, gone)
+	done := make(chan struct{})
+	defer close(done)
+	defer c.closeConns()
+	go acceptRanks(ln, accepted, msgs, gone, done)
 
 	var bar *barrier
 	if c.Schedule != nil && c.Schedule.Mode == job.ModeBarrier {
@@ -245,7 +253,7 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 		for k := from; k < bar.stages(); k++ {
 			at := c.T0 + c.Schedule.Stages[k].StartNs
 			if k > 0 {
-				at = max(at, monoclock.Now()+int64(2*time.Millisecond))
+				at = max(at, monoclock.Now()+int64(stageLead))
 				if c.OnStage != nil {
 					if err := c.OnStage(ctx, k, at); err != nil {
 						c.Failures = append(c.Failures, fmt.Sprintf("stage %d circuits: %v", k, err))
@@ -352,6 +360,16 @@ func joinLines(s []string) string {
 	return out
 }
 
+// closeConns closes every rank connection when Run returns, so their
+// readers end.
+func (c *Coordinator) closeConns() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cc := range c.conns {
+		cc.c.Close()
+	}
+}
+
 // connMsg is one message read from a rank's connection.
 type connMsg struct {
 	cc *coordConn
@@ -361,7 +379,7 @@ type connMsg struct {
 // acceptRanks accepts rank connections until the listener closes, hands
 // each to accepted, and reads its messages into msgs; a connection whose
 // reader ends is sent to gone.
-func acceptRanks(ln net.Listener, accepted chan<- *coordConn, msgs chan<- connMsg, gone chan<- *coordConn) {
+func acceptRanks(ln net.Listener, accepted chan<- *coordConn, msgs chan<- connMsg, gone chan<- *coordConn, done <-chan struct{}) {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -369,7 +387,12 @@ func acceptRanks(ln net.Listener, accepted chan<- *coordConn, msgs chan<- connMs
 			return
 		}
 		cc := &coordConn{c: conn, enc: json.NewEncoder(conn)}
-		accepted <- cc
+		select {
+		case accepted <- cc:
+		case <-done: // Run has returned: nobody will serve this rank
+			conn.Close()
+			return
+		}
 		go func() {
 			sc := bufio.NewScanner(conn)
 			for sc.Scan() {
@@ -378,10 +401,17 @@ func acceptRanks(ln net.Listener, accepted chan<- *coordConn, msgs chan<- connMs
 					if m.Type == "bye" {
 						cc.bye.Store(true)
 					}
-					msgs <- connMsg{cc, m}
+					select {
+					case msgs <- connMsg{cc, m}:
+					case <-done:
+						return
+					}
 				}
 			}
-			gone <- cc
+			select {
+			case gone <- cc:
+			case <-done:
+			}
 		}()
 	}
 }

@@ -111,7 +111,7 @@ func Start(ctx context.Context, p Port, path string, o Options) (*Capture, error
 	}); err != nil {
 		return nil, fmt.Errorf("capture %s: %w", p, err)
 	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o644)
 	if err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("capture %s: %w", p, err)
@@ -162,11 +162,17 @@ func (c *Capture) run(ctx context.Context) (err error) {
 	buf := make([]byte, c.snaplen)
 	oob := make([]byte, unix.CmsgSpace(int(unsafe.Sizeof(unix.Timespec{}))))
 	draining := false
+	var drainUntil time.Time
 	for {
 		flags := unix.MSG_TRUNC
 		if !draining && ctx.Err() != nil {
-			// Stop: take what the socket already holds, then end.
+			// Stop: take what the socket already holds, then end; a link
+			// that keeps the socket full cannot keep the capture alive.
 			draining = true
+			drainUntil = time.Now().Add(200 * time.Millisecond)
+		}
+		if draining && time.Now().After(drainUntil) {
+			return nil
 		}
 		if draining {
 			flags |= unix.MSG_DONTWAIT

@@ -491,6 +491,11 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	if os.Geteuid() != 0 {
 		return ErrNotRoot
 	}
+	// A deploy in progress in another process owns the lab until it ends
+	// (a deploy cleaning up after itself holds the lock in this process).
+	if pid, held := Held(lab, "deploy"); held && pid != os.Getpid() {
+		return fmt.Errorf("lab %q is being deployed by pid %d: let it finish (or end it), then destroy", lab, pid)
+	}
 	log = orDiscard(log).With("lab", lab)
 	var errs []error
 	nsNames := map[string]bool{}

@@ -116,6 +116,13 @@ func removeState(lab string) error {
 		if !strings.HasPrefix(e.Name(), lab+".") {
 			continue
 		}
+		// A lock another process holds stays: unlinking it would let a
+		// third process lock a new file beside the holder.
+		if what, ok := strings.CutSuffix(strings.TrimPrefix(e.Name(), lab+"."), ".lock"); ok {
+			if pid, held := Held(lab, what); held && pid != os.Getpid() {
+				continue
+			}
+		}
 		f := filepath.Join(StateDir, e.Name())
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, fmt.Errorf("remove %s: %w", f, err))

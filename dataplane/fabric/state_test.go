@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
@@ -116,5 +119,42 @@ func TestStateInterrupted(t *testing.T) {
 	defer l.Release()
 	if st, _ := ReadState("st"); st.Status != StatusDeploying {
 		t.Errorf("with the deploy lock held: status %q, want deploying", st.Status)
+	}
+}
+
+// While another process deploys a lab (holds its deploy lock), destroy
+// refuses and leaves its lock file in place.
+func TestDestroyWaitsForAnotherDeploy(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("destroy needs root (CI runs as root)")
+	}
+	if _, err := exec.LookPath("flock"); err != nil {
+		t.Skip("needs flock(1) to hold a lock from another process")
+	}
+	dir := withStateDir(t)
+	lock := filepath.Join(dir, "busy.deploy.lock")
+	cmd := exec.Command("flock", "-x", lock, "sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	for i := 0; ; i++ { // until flock(1) holds it
+		if _, held := Held("busy", "deploy"); held {
+			break
+		}
+		if i == 500 {
+			t.Fatal("flock(1) never took the lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	err := Destroy(context.Background(), "busy", nil)
+	if err == nil || !strings.Contains(err.Error(), "being deployed") {
+		t.Errorf("Destroy during another deploy: %v", err)
+	}
+	if err := removeState("busy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(lock); err != nil {
+		t.Errorf("a lock held by another process was removed: %v", err)
 	}
 }

@@ -108,13 +108,17 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	if cl != nil {
 		wo.OnStart, wo.OnStage = circuitHooks(ctx, cl, p)
 	}
-	reportStages(ctx, wo, p, s.Fabric.HasOCS(), progress)
+	// The stage reporter stops with the workers, however they end.
+	repCtx, stopReport := context.WithCancel(ctx)
+	defer stopReport()
+	reportStages(repCtx, wo, p, s.Fabric.HasOCS(), progress)
 	launch := o.Launch
 	if launch == nil {
 		launch = workers.Launch
 	}
 	t0 := time.Now()
 	out, err := launch(ctx, wo)
+	stopReport()
 	if cl != nil {
 		_ = cl.StopSchedule(context.WithoutCancel(ctx))
 	}
