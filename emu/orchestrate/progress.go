@@ -69,14 +69,33 @@ func orNone(s string) string {
 	return s
 }
 
-// follow reports every stage of a clock-mode plan at its planned instant
-// (the OCS switches them in the kernel; this only tells the user), until
-// the last stage or until ctx ends.
+// follow reports the stages of a clock-mode plan as they come (the OCS
+// switches them in the kernel; this only tells the user), until the last
+// stage or until ctx ends. It wakes at most every r.every, not once per
+// slot, so a rotor schedule of 1 ms slots costs the workers no CPU.
 func (r *stageReporter) follow(ctx context.Context, t0 int64) {
-	for k, st := range r.p.Stages {
-		if err := monoclock.SleepUntil(ctx, t0+st.StartNs); err != nil {
+	st := r.p.Stages
+	for k := -1; ; {
+		now := monoclock.Now()
+		for k+1 < len(st) && t0+st[k+1].StartNs <= now {
+			k++
+		}
+		if k >= 0 {
+			r.stage(k, t0+st[k].StartNs, t0, time.Now())
+		}
+		if k == len(st)-1 {
 			return
 		}
-		r.stage(k, t0+st.StartNs, t0, time.Now())
+		wait := time.Duration(t0 + st[k+1].StartNs - now)
+		if k >= 0 && k+1 < len(st)-1 {
+			wait = max(wait, r.every) // the first and the last stage on time
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
 	}
 }

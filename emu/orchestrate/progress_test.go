@@ -1,11 +1,13 @@
 package orchestrate
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
@@ -44,5 +46,21 @@ func TestStageReporter(t *testing.T) {
 	}
 	if got := circuitLine(many); !strings.HasSuffix(got, "... (8 in all)") || strings.Count(got, "<->") != 6 {
 		t.Errorf("circuitLine of 8 = %q", got)
+	}
+}
+
+// In clock mode the reporter follows the plan's clock: first and last
+// stage reported, the ones between at most every r.every.
+func TestStageReporterFollows(t *testing.T) {
+	p := &plan.Plan{}
+	for k := range 40 {
+		p.Stages = append(p.Stages, plan.Stage{StartNs: int64(k) * 5e6}) // 5 ms slots, 195 ms in all
+	}
+	var lines []string
+	r := newStageReporter(p, false, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	r.every = 50 * time.Millisecond
+	r.follow(context.Background(), monoclock.Now())
+	if len(lines) < 2 || len(lines) > 8 || !strings.HasPrefix(lines[0], "stage 1/40 ") || !strings.HasPrefix(lines[len(lines)-1], "stage 40/40 ") {
+		t.Errorf("lines: %q", lines)
 	}
 }

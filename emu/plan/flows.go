@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // Flow is one transfer of a communication phase. Endpoints are server
@@ -125,14 +126,7 @@ func (j *Job) ToRs() []string {
 
 // Phases returns the job's phase sequence over all iterations.
 func (j *Job) Phases() []Key {
-	ph := scenario.Phases(j.Pattern)
-	out := make([]Key, 0, max(j.Iterations, 0)*len(ph))
-	for it := 0; it < j.Iterations; it++ {
-		for _, p := range ph {
-			out = append(out, Key{Job: j.Name, Iteration: it, Phase: p})
-		}
-	}
-	return out
+	return (&job.Job{Name: j.Name, Pattern: j.Pattern, Iterations: j.Iterations}).Phases()
 }
 
 // RackPairs returns the directed (src rack, dst rack) pairs a phase's

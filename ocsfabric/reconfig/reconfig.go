@@ -44,14 +44,14 @@ func CheckDelay(d time.Duration) error {
 // "0", and checks its bounds. A bare number other than 0 is refused for
 // lack of a unit.
 func ParseDelay(s string) (time.Duration, error) {
-	d, err := units.ParseDuration(strings.TrimSpace(s))
+	s = strings.TrimSpace(s)
+	neg := strings.HasPrefix(s, "-")
+	d, err := units.ParseDuration(strings.TrimPrefix(s, "-"))
 	if err != nil {
-		if strings.Contains(err.Error(), "negative") {
-			// A negative delay is out of range, whatever its unit.
-			v, _ := time.ParseDuration(strings.ReplaceAll(strings.TrimSpace(s), "µ", "u"))
-			return 0, CheckDelay(v)
-		}
 		return 0, err
+	}
+	if neg { // a negative delay is out of range, whatever its unit
+		return 0, CheckDelay(-d.D())
 	}
 	return d.D(), CheckDelay(d.D())
 }
