@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -151,6 +152,12 @@ func add(dst, src []int32) {
 // sending one of n chunks to the next rank of order and receiving one from
 // the previous (reduce-scatter, then all-gather). order lists ranks around
 // the ring.
+//
+// The steps are pipelined, as NCCL's ring is: the chunk a rank receives in
+// step s is the one it sends in step s+1, so each piece goes on to the next
+// rank as soon as it has arrived and been added, and the link never waits
+// for a step boundary. A rank's sends and receives are therefore two
+// streams of 2(n-1) chunks, tied by one progress record (ringProgress).
 func (c *Comm) RingAllReduce(data []int32, order []int) error {
 	n := len(order)
 	pos := -1
@@ -166,18 +173,157 @@ func (c *Comm) RingAllReduce(data []int32, order []int) error {
 		return nil
 	}
 	next, prev := order[(pos+1)%n], order[(pos-1+n)%n]
-	ch := chunks(len(data), n)
-	tmp := make([]int32, pieceElems)
-	for s := 0; s < n-1; s++ { // reduce-scatter
-		sc, rc := ch[(pos-s+n)%n], ch[(pos-s-1+2*n)%n]
-		if err := c.SendRecvAdd(next, asBytes(data[sc[0]:sc[1]]), prev, data[rc[0]:rc[1]], tmp); err != nil {
-			return fmt.Errorf("reduce-scatter step %d: %w", s, err)
-		}
+	r := newRing(len(data), n, pos)
+	errc := make(chan error, 1)
+	go func() { errc <- r.send(c, next, data) }()
+	rerr := r.recv(c, prev, data)
+	if rerr != nil {
+		r.fail(rerr)
 	}
-	for s := 0; s < n-1; s++ { // all-gather
-		sc, rc := ch[(pos+1-s+n)%n], ch[(pos-s+n)%n]
-		if err := c.SendRecv(next, asBytes(data[sc[0]:sc[1]]), prev, asBytes(data[rc[0]:rc[1]])); err != nil {
-			return fmt.Errorf("all-gather step %d: %w", s, err)
+	serr := <-errc
+	if rerr != nil {
+		return fmt.Errorf("ring all-reduce: %w", rerr)
+	}
+	if serr != nil {
+		return fmt.Errorf("ring all-reduce: %w", serr)
+	}
+	return nil
+}
+
+// ringPiece is the ring's forwarding unit: a piece goes on to the next rank
+// once it has arrived whole.
+const ringPiece = 64 << 10 // elements: 256 KiB
+
+// ring is one rank's schedule of a pipelined ring all-reduce.
+type ring struct {
+	n      int
+	chunks [][2]int
+	pos    int
+	mu     sync.Mutex
+	cond   *sync.Cond
+	// recvd counts whole receive-stream chunks done plus, in recvAt, the
+	// element offset reached in the next one; sent counts send-stream
+	// chunks written whole.
+	recvd, recvAt, sent int
+	err                 error
+}
+
+func newRing(elems, n, pos int) *ring {
+	r := &ring{n: n, chunks: chunks(elems, n), pos: pos}
+	r.cond = sync.NewCond(&r.mu)
+	return r
+}
+
+func (r *ring) steps() int { return 2 * (r.n - 1) }
+
+// recvChunk is the chunk received in step j: reduce-scatter steps add into
+// it, all-gather steps overwrite it with the finished sum.
+func (r *ring) recvChunk(j int) [2]int {
+	if j < r.n-1 {
+		return r.chunks[(r.pos-j-1+2*r.n)%r.n]
+	}
+	return r.chunks[(r.pos-(j-(r.n-1))+r.n)%r.n]
+}
+
+// sendChunk is the chunk sent in step i: the rank's own chunk first, then
+// each step the chunk received in the step before.
+func (r *ring) sendChunk(i int) [2]int {
+	if i == 0 {
+		return r.chunks[r.pos]
+	}
+	return r.recvChunk(i - 1)
+}
+
+func (r *ring) fail(err error) {
+	r.mu.Lock()
+	if r.err == nil {
+		r.err = err
+	}
+	r.cond.Broadcast()
+	r.mu.Unlock()
+}
+
+// waitRecv blocks until receive step j has reached element end (absolute).
+func (r *ring) waitRecv(j, end int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.err == nil && r.recvd <= j && !(r.recvd == j && r.recvAt >= end) {
+		r.cond.Wait()
+	}
+	return r.err
+}
+
+// waitSent blocks until send step i has been written whole.
+func (r *ring) waitSent(i int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.err == nil && r.sent <= i {
+		r.cond.Wait()
+	}
+	return r.err
+}
+
+func (r *ring) send(c *Comm, next int, data []int32) error {
+	for i := 0; i < r.steps(); i++ {
+		ch := r.sendChunk(i)
+		for off := ch[0]; off < ch[1]; off += ringPiece {
+			end := min(off+ringPiece, ch[1])
+			if i > 0 {
+				if err := r.waitRecv(i-1, end); err != nil {
+					return nil // the receiver failed and says why
+				}
+			}
+			if err := c.Send(next, asBytes(data[off:end])); err != nil {
+				r.fail(err)
+				return fmt.Errorf("step %d: %w", i, err)
+			}
+		}
+		r.mu.Lock()
+		r.sent = i + 1
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	}
+	return nil
+}
+
+func (r *ring) recv(c *Comm, prev int, data []int32) error {
+	tmp := make([]int32, ringPiece)
+	for j := 0; j < r.steps(); j++ {
+		ch := r.recvChunk(j)
+		allGather := j >= r.n-1
+		if allGather {
+			// The region is overwritten with the finished sum; the
+			// sender must be done reading it (it sent it in step j-(n-1)).
+			if err := r.waitSent(j - (r.n - 1)); err != nil {
+				return err
+			}
+		}
+		for off := ch[0]; off < ch[1]; off += ringPiece {
+			end := min(off+ringPiece, ch[1])
+			if allGather {
+				if err := c.Recv(prev, asBytes(data[off:end])); err != nil {
+					return fmt.Errorf("all-gather step %d: %w", j-(r.n-1), err)
+				}
+			} else {
+				p := tmp[:end-off]
+				if err := c.Recv(prev, asBytes(p)); err != nil {
+					return fmt.Errorf("reduce-scatter step %d: %w", j, err)
+				}
+				add(data[off:end], p)
+			}
+			r.mu.Lock()
+			r.recvAt = end
+			if end == ch[1] {
+				r.recvd, r.recvAt = j+1, 0
+			}
+			r.cond.Broadcast()
+			r.mu.Unlock()
+		}
+		if ch[0] == ch[1] { // an empty chunk (fewer elements than ranks)
+			r.mu.Lock()
+			r.recvd, r.recvAt = j+1, 0
+			r.cond.Broadcast()
+			r.mu.Unlock()
 		}
 	}
 	return nil

@@ -53,6 +53,9 @@ func TestAllReduceExact(t *testing.T) {
 		{"ring 3 uneven chunks", 3, 1001, false, nil},
 		{"ring 4 custom order", 4, 4096, false, []int{0, 2, 1, 3}},
 		{"ring fewer elements than ranks", 5, 3, false, nil},
+		// Many pieces per chunk: the pipeline forwards pieces mid-chunk.
+		{"ring 2 pipelined", 2, 5*ringPiece + 7, false, nil},
+		{"ring 4 pipelined", 4, 9*ringPiece + 3, false, []int{3, 1, 0, 2}},
 		{"hd 2", 2, 1000, true, nil},
 		{"hd 4", 4, 1003, true, nil},
 		{"hd 8", 8, 8192, true, nil},
