@@ -16,6 +16,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
 	"github.com/ocsemu/ocsemu/workers"
+	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
@@ -101,11 +102,20 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	workers.PrintStats(os.Stdout, res.Stats, res.Jobs)
 	fmt.Println()
 	fmt.Println("== measured against the flow model's prediction (error = (measured - predicted) / predicted)")
+	fmt.Println("   ideal: the papers' fluid model at line rate; calibrated: the same with TCP framing (docs/fidelity.md)")
+	cal := map[job.Key]orchestrate.Comparison{}
+	for _, c := range res.CompareCalibrated {
+		cal[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c
+	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "job\titer\tphase\tpredicted ms\tmeasured ms\terror\tpredicted end ms\tmeasured end ms\t")
+	fmt.Fprintln(w, "job\titer\tphase\tideal ms\tcalibrated ms\tmeasured ms\terror ideal\terror calibrated\tpredicted end ms\tmeasured end ms\t")
 	for _, c := range res.Compare {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%.2f\t%+.1f%%\t%.2f\t%.2f\t\n", c.Job, c.Iteration, c.Phase, float64(c.PredictedNs)/1e6,
-			float64(c.MeasuredNs)/1e6, 100*c.RelErr, float64(c.PredEndNs)/1e6, float64(c.MeasEndNs)/1e6)
+		calMs, calErr := "-", "-"
+		if k, ok := cal[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}]; ok {
+			calMs, calErr = fmt.Sprintf("%.2f", float64(k.PredictedNs)/1e6), fmt.Sprintf("%+.1f%%", 100*k.RelErr)
+		}
+		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%s\t%.2f\t%+.1f%%\t%s\t%.2f\t%.2f\t\n", c.Job, c.Iteration, c.Phase, float64(c.PredictedNs)/1e6,
+			calMs, float64(c.MeasuredNs)/1e6, 100*c.RelErr, calErr, float64(c.PredEndNs)/1e6, float64(c.MeasEndNs)/1e6)
 	}
 	w.Flush()
 	if pm, mm := res.Prediction.MakespanNs, res.Measurement.MakespanNs; pm > 0 {

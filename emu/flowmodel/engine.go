@@ -31,6 +31,10 @@ type Options struct {
 	ASAP bool
 	// DelayNs is the reconfiguration delay (dark period) of changed ports.
 	DelayNs int64
+	// Goodput, when in (0, 1), is the fraction of every link's rate that
+	// carries payload: the calibrated model's TCP framing (calibrate.go).
+	// 0 is the ideal fluid model: flows get the raw line rate.
+	Goodput float64
 }
 
 // Sim is one fluid simulation in progress.
@@ -167,21 +171,30 @@ func bytesPerSec(r scenario.Rate) float64 {
 	return float64(r) / 8
 }
 
+// payload is the share of a link's rate flows get (Options.Goodput).
+func (o Options) payload() float64 {
+	if o.Goodput > 0 && o.Goodput < 1 {
+		return o.Goodput
+	}
+	return 1
+}
+
 // New prepares a simulation of jobs on a fabric.
 func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	s := &Sim{f: f, opt: opt, byName: map[string]int{}, darkEnds: map[int64][]int32{}}
 	n := 2*f.Racks*f.ServersPerRack + f.Racks*f.UplinksPerToR + 2*f.Racks
 	s.res = make([]resource, n)
+	g := opt.payload()
 	for i := 0; i < 2*f.Racks*f.ServersPerRack; i++ {
-		s.res[i].capBps = bytesPerSec(f.Rates.Server)
+		s.res[i].capBps = g * bytesPerSec(f.Rates.Server)
 	}
 	for r := 0; r < f.Racks; r++ {
 		for u := 0; u < f.UplinksPerToR; u++ {
-			s.res[s.upTx(r, u)].capBps = bytesPerSec(f.Rates.Uplink)
+			s.res[s.upTx(r, u)].capBps = g * bytesPerSec(f.Rates.Uplink)
 		}
 		core := math.Inf(1)
 		if f.HasEPS() {
-			core = bytesPerSec(f.CoreRate())
+			core = g * bytesPerSec(f.CoreRate())
 		}
 		s.res[s.coreUp(r)].capBps = core
 		s.res[s.coreDown(r)].capBps = core
