@@ -10,6 +10,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/plan"
@@ -27,6 +28,8 @@ type preparedRun struct {
 	pred *record.Run
 	dir  string
 	temp bool // dir is removed after the run (no --results)
+	// fidelity is the run's verdict and attribution, once it ran.
+	fidelity *fidelityResult
 }
 
 // preparePlan reads the plan (or makes it with the scenario's scheduler),
@@ -86,9 +89,11 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	p, dir := r.plan, r.dir
 	a.progress("plan by %s: %d jobs, %d stages (%s mode); running it with real workers", p.Scheduler, len(p.Jobs), len(p.Stages), p.Mode)
 	exe, _ := os.Executable()
+	rec := a.startRecording(ctx, lab, s)
 	res, err := orchestrate.Run(ctx, &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify,
 		Log: a.log, Progress: a.progress})
 	if err != nil {
+		rec.stop()
 		err = fmt.Errorf("jobs: %w", err)
 		if res != nil && res.Prediction != nil {
 			err = errors.Join(err, writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction))
@@ -96,7 +101,9 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 		return err
 	}
 	// Results that could not be written fail the run, after it is shown.
-	werr := writeResults(dir, res)
+	fr, ferr := rec.finish(ctx, res, dir)
+	r.fidelity = fr
+	werr := errors.Join(writeResults(dir, res), ferr)
 	fmt.Println()
 	fmt.Println("== jobs, measured (nccl-tests style; time zero is the plan's)")
 	workers.PrintStats(os.Stdout, res.Stats, res.Jobs)
@@ -122,6 +129,13 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 		fmt.Fprintf(os.Stdout, "makespan: predicted %.3f s, measured %.3f s (%+.1f%%)\n", float64(pm)/1e9, float64(mm)/1e9, 100*float64(mm-pm)/float64(pm))
 	} else {
 		fmt.Fprintf(os.Stdout, "makespan: measured %.3f s (the model predicts none: see the unlimited-links warning)\n", float64(mm)/1e9)
+	}
+	fmt.Println()
+	fidelity.PrintAttribution(os.Stdout, fr.Attribution)
+	fmt.Println()
+	fr.Verdict.Print(os.Stdout)
+	for _, p := range fr.Problems {
+		fmt.Printf("   (not recorded: %s)\n", p)
 	}
 	if werr != nil {
 		return werr
