@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
@@ -93,7 +94,11 @@ type page struct {
 	Timeline                     timeline
 	Circuits                     []circuitRow
 	NoCircuits                   string
-	Errors                       []Comparison
+	Errors                       []errorRow
+	HasCalibrated                bool
+	Verdict                      *fidelity.Verdict
+	Attribution                  []attributionRow
+	Parts                        []string
 	ErrorStats                   []kindStats
 	TCP                          []tcpChart
 	TCPNote                      string
@@ -195,7 +200,6 @@ func build(r *Run) page {
 		MakespanErr:       math.NaN(),
 		Reconfigs:         r.Measurement.Reconfigurations,
 		PortsReconfigured: r.Measurement.PortsReconfigured,
-		Errors:            r.Compare,
 		Meta:              r.Meta,
 	}
 	if pg.PredMakespan > 0 {
@@ -214,8 +218,52 @@ func build(r *Run) page {
 	pg.Timeline = buildTimeline(r, kinds)
 	pg.Circuits, pg.NoCircuits = buildCircuits(r)
 	pg.ErrorStats = buildStats(r.Compare)
+	pg.Errors, pg.HasCalibrated = buildErrors(r)
+	if r.Data != nil {
+		pg.Verdict = &r.Data.Verdict
+		pg.Parts = fidelity.Parts
+		for _, a := range r.Data.Attribution {
+			row := attributionRow{Attribution: a}
+			for _, p := range fidelity.Parts {
+				row.PartNs = append(row.PartNs, a.Parts[p])
+			}
+			pg.Attribution = append(pg.Attribution, row)
+		}
+	}
 	pg.TCP, pg.TCPNote = buildTCP(r)
 	return pg
+}
+
+// errorRow is one phase of the error table, with the calibrated model's
+// prediction when the run has one.
+type errorRow struct {
+	Comparison
+	HasCal bool
+	CalNs  int64
+	CalErr float64
+}
+
+type attributionRow struct {
+	fidelity.Attribution
+	PartNs []int64
+}
+
+func buildErrors(r *Run) ([]errorRow, bool) {
+	cal := map[[3]any]Comparison{}
+	if r.Data != nil {
+		for _, c := range r.Data.ComparisonCalibrated {
+			cal[[3]any{c.Job, c.Iteration, c.Phase}] = c
+		}
+	}
+	var out []errorRow
+	for _, c := range r.Compare {
+		row := errorRow{Comparison: c}
+		if k, ok := cal[[3]any{c.Job, c.Iteration, c.Phase}]; ok {
+			row.HasCal, row.CalNs, row.CalErr = true, k.PredictedNs, k.RelErr
+		}
+		out = append(out, row)
+	}
+	return out, len(cal) > 0
 }
 
 // phaseKinds maps every phase kind to a colour, in first-seen order.

@@ -26,7 +26,7 @@ type RunData struct {
 	Format string `json:"format"` // DataFormat
 	// TimeZeroNs is time zero on CLOCK_MONOTONIC; every t_ns below is
 	// from it.
-	TimeZeroNs int64 `json:"time_zero_ns"`
+	TimeZeroNs int64  `json:"time_zero_ns"`
 	Axis       string `json:"axis"` // "ns from time zero"
 	// Meta is run.json: version, commit, kernel, sysctls, plan hash,
 	// scheduler (no seeds: the schedulers are deterministic), the machine
