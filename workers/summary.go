@@ -119,6 +119,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 			// from then, and count the wait before as waiting for data.
 			st.WaitDataNs = ps.EndNs - st.StartNs
 			st.StartNs = ps.EndNs
+			st.SkewNs = max(0, a.lastStart-st.StartNs) // only starts after the data count
 		}
 		if k.Phase == job.PhasePush {
 			if ps, ok := psPush[job.Key{Job: k.Job, Iteration: k.Iteration, Phase: job.PhasePull}]; ok {

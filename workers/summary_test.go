@@ -9,7 +9,8 @@ import (
 // Hand-computed: a PS job of two workers. The server has every push at
 // 250 ms (push-complete); the workers asked for the pull at 240 and 245 ms
 // and got it by 460 and 470 ms. The pull is timed from 250 ms (its data
-// exist then): 220 ms, with 10 ms of waiting for data before. The push
+// exist then): 220 ms, with 10 ms of waiting for data before, and no skew
+// (both asked before the data existed). The push
 // spans the first start to the last end, with the server's check of the
 // sum (outside the phase) and the ranks' lateness and skew.
 func TestSummarizeTimesWhatWasMeant(t *testing.T) {
@@ -28,7 +29,7 @@ func TestSummarizeTimesWhatWasMeant(t *testing.T) {
 	stats, _, run := Summarize([]job.Job{j}, o)
 	want := map[string]PhaseStat{
 		job.PhasePush: {StartNs: 40 * ms, FirstStartNs: 40 * ms, EndNs: 252 * ms, DurationNs: 212 * ms, SkewNs: 5 * ms, LatenessNs: 3 * ms, VerifyNs: 3 * ms},
-		job.PhasePull: {StartNs: 250 * ms, FirstStartNs: 240 * ms, EndNs: 470 * ms, DurationNs: 220 * ms, WaitDataNs: 10 * ms, SkewNs: 5 * ms, VerifyNs: 4 * ms, Verified: true},
+		job.PhasePull: {StartNs: 250 * ms, FirstStartNs: 240 * ms, EndNs: 470 * ms, DurationNs: 220 * ms, WaitDataNs: 10 * ms, VerifyNs: 4 * ms, Verified: true},
 	}
 	if len(stats) != 2 {
 		t.Fatalf("%d phase stats, want 2", len(stats))
