@@ -109,20 +109,28 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	workers.PrintStats(os.Stdout, res.Stats, res.Jobs)
 	fmt.Println()
 	fmt.Println("== measured against the flow model's prediction (error = (measured - predicted) / predicted)")
-	fmt.Println("   ideal: the papers' fluid model at line rate; calibrated: the same with TCP framing (docs/fidelity.md)")
-	cal := map[job.Key]orchestrate.Comparison{}
-	for _, c := range res.CompareCalibrated {
-		cal[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c
+	fmt.Println("   ideal: the papers' fluid model at line rate; calibrated: with TCP framing; tcp-aware: also slow start (docs/fidelity.md)")
+	byKey := func(cs []orchestrate.Comparison) map[job.Key]orchestrate.Comparison {
+		m := map[job.Key]orchestrate.Comparison{}
+		for _, c := range cs {
+			m[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c
+		}
+		return m
+	}
+	cal, tcp := byKey(res.CompareCalibrated), byKey(res.CompareTCPAware)
+	cell := func(m map[job.Key]orchestrate.Comparison, c orchestrate.Comparison) (string, string) {
+		if k, ok := m[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}]; ok {
+			return fmt.Sprintf("%.2f", float64(k.PredictedNs)/1e6), fmt.Sprintf("%+.1f%%", 100*k.RelErr)
+		}
+		return "-", "-"
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "job\titer\tphase\tideal ms\tcalibrated ms\tmeasured ms\terror ideal\terror calibrated\tpredicted end ms\tmeasured end ms\t")
+	fmt.Fprintln(w, "job\titer\tphase\tideal ms\tcalibrated ms\ttcp-aware ms\tmeasured ms\terror ideal\tcalibrated\ttcp-aware\tmeasured end ms\t")
 	for _, c := range res.Compare {
-		calMs, calErr := "-", "-"
-		if k, ok := cal[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}]; ok {
-			calMs, calErr = fmt.Sprintf("%.2f", float64(k.PredictedNs)/1e6), fmt.Sprintf("%+.1f%%", 100*k.RelErr)
-		}
-		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%s\t%.2f\t%+.1f%%\t%s\t%.2f\t%.2f\t\n", c.Job, c.Iteration, c.Phase, float64(c.PredictedNs)/1e6,
-			calMs, float64(c.MeasuredNs)/1e6, 100*c.RelErr, calErr, float64(c.PredEndNs)/1e6, float64(c.MeasEndNs)/1e6)
+		calMs, calErr := cell(cal, c)
+		tcpMs, tcpErr := cell(tcp, c)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%s\t%s\t%.2f\t%+.1f%%\t%s\t%s\t%.2f\t\n", c.Job, c.Iteration, c.Phase, float64(c.PredictedNs)/1e6,
+			calMs, tcpMs, float64(c.MeasuredNs)/1e6, 100*c.RelErr, calErr, tcpErr, float64(c.MeasEndNs)/1e6)
 	}
 	w.Flush()
 	if pm, mm := res.Prediction.MakespanNs, res.Measurement.MakespanNs; pm > 0 {

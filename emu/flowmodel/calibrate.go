@@ -20,10 +20,10 @@ const (
 // ParseModel reads a model name.
 func ParseModel(s string) (Model, error) {
 	switch Model(s) {
-	case Ideal, Calibrated:
+	case Ideal, Calibrated, TCPAware:
 		return Model(s), nil
 	}
-	return "", fmt.Errorf("flow model %q: want %q or %q", s, Ideal, Calibrated)
+	return "", fmt.Errorf("flow model %q: want %q, %q or %q", s, Ideal, Calibrated, TCPAware)
 }
 
 // Header sizes of a full-sized TCP/IPv4 segment on Ethernet, as the

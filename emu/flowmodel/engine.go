@@ -35,6 +35,10 @@ type Options struct {
 	// carries payload: the calibrated model's TCP framing (calibrate.go).
 	// 0 is the ideal fluid model: flows get the raw line rate.
 	Goodput float64
+	// SlowStart, when set, ramps every flow on a new or long-idle
+	// connection up from TCP's initial window (the TCP-aware model,
+	// tcpaware.go).
+	SlowStart *SlowStart
 }
 
 // Sim is one fluid simulation in progress.
@@ -57,6 +61,11 @@ type Sim struct {
 	paths    *routing.Paths
 	darkEnds map[int64][]int32
 	mark     int32 // component generation
+
+	// conns is when each connection (job, src, dst) last finished a
+	// flow: the TCP-aware model restarts a long-idle one from its
+	// initial window.
+	conns map[connKey]int64
 
 	// OnPhaseStart, if set, is called when a phase starts.
 	OnPhaseStart func(job, phaseIdx int, t int64)
@@ -97,6 +106,8 @@ type flow struct {
 	res        []int32
 	pos        []int // index in each resource's flow list
 	capRes     int32 // -1: none
+	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
+	rttNs      int64 // the RTT slow start ramps at
 	hops       int   // circuits crossed on the current path
 	noPath     bool
 	done       bool
@@ -129,6 +140,7 @@ const (
 	evComputeDone
 	evRelease
 	evDarkEnd
+	evRamp // a flow in slow start doubles its window (tcpaware.go)
 )
 
 type event struct {
@@ -339,7 +351,7 @@ func (s *Sim) startPhase(ji int) {
 	}
 	for _, pf := range fls {
 		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
-			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), capRes: -1}
+			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), capRes: -1, ssRes: -1}
 		h := fnv.New32a()
 		h.Write([]byte(pf.Src + ">" + pf.Dst))
 		fl.hash = h.Sum32()
@@ -355,6 +367,9 @@ func (s *Sim) startPhase(ji int) {
 		fl.id = len(s.flows)
 		s.flows = append(s.flows, fl)
 		s.dirtyF = append(s.dirtyF, fl)
+		if s.opt.SlowStart != nil {
+			s.startSlowStart(fl)
+		}
 	}
 }
 
@@ -394,6 +409,9 @@ func (s *Sim) route(fl *flow) {
 	}
 	if fl.capRes >= 0 {
 		rs = append(rs, fl.capRes)
+	}
+	if fl.ssRes >= 0 {
+		rs = append(rs, fl.ssRes)
 	}
 	for _, r := range rs {
 		fl.res = append(fl.res, r)
@@ -488,6 +506,8 @@ func (s *Sim) handle(e event) {
 			}
 		}
 		delete(s.darkEnds, e.t)
+	case evRamp:
+		s.ramp(e)
 	case evFlowDone:
 		fl := s.flows[e.id]
 		if fl.done || fl.version != e.version {
@@ -500,6 +520,9 @@ func (s *Sim) handle(e event) {
 		}
 		fl.done = true
 		fl.remaining = 0
+		if s.opt.SlowStart != nil {
+			s.connIdleFrom(fl)
+		}
 		for i, r := range fl.res {
 			s.detach(fl, r, fl.pos[i])
 		}

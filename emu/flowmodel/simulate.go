@@ -29,11 +29,15 @@ func Simulate(p *plan.Plan, s *scenario.Scenario) (*record.Run, error) {
 }
 
 // SimulateModel runs a checked plan through the flow model in one of its
-// modes (Ideal: the papers' fluid model; Calibrated: calibrate.go).
+// modes (Ideal: the papers' fluid model; Calibrated: calibrate.go;
+// TCPAware: tcpaware.go).
 func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, error) {
 	opt := Options{DelayNs: DelayOf(p, s)}
-	if m == Calibrated {
+	if m == Calibrated || m == TCPAware {
 		opt.Goodput = Framing(s.Fabric.MTU).Goodput()
+	}
+	if m == TCPAware {
+		opt.SlowStart = SlowStartFor(s.Fabric)
 	}
 	sim := New(s.Fabric, p.Jobs, opt)
 	stages := make([]record.Stage, len(p.Stages))
@@ -71,8 +75,8 @@ func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, er
 	}
 	run := sim.Result()
 	run.Stages = stages
-	if m == Calibrated {
-		run.Source = "flow-model-calibrated"
+	if m != Ideal {
+		run.Source = "flow-model-" + string(m)
 	}
 	run.Scenario, run.Scheduler, run.Mode = p.Scenario, p.Scheduler, p.Mode
 	return run, nil

@@ -72,9 +72,13 @@ type Result struct {
 	Compare     []Comparison        `json:"comparison"`
 	// Calibrated is the calibrated model's prediction and
 	// CompareCalibrated the measurement against it.
-	Calibrated        *record.Run      `json:"calibrated,omitempty"`
-	CompareCalibrated []Comparison     `json:"comparison_calibrated,omitempty"`
-	Outcome           *workers.Outcome `json:"-"`
+	Calibrated        *record.Run  `json:"calibrated,omitempty"`
+	CompareCalibrated []Comparison `json:"comparison_calibrated,omitempty"`
+	// TCPAware is the TCP-aware model's prediction (slow start on new and
+	// long-idle connections) and CompareTCPAware the measurement against it.
+	TCPAware        *record.Run      `json:"tcp_aware,omitempty"`
+	CompareTCPAware []Comparison     `json:"comparison_tcp_aware,omitempty"`
+	Outcome         *workers.Outcome `json:"-"`
 }
 
 // Comparison is one phase, predicted against measured.
@@ -103,6 +107,10 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		if cal, err = flowmodel.SimulateModel(p, s, flowmodel.Calibrated); err != nil {
 			return nil, fmt.Errorf("predict (calibrated model): %w", err)
 		}
+	}
+	tcp, err := flowmodel.SimulateModel(p, s, flowmodel.TCPAware)
+	if err != nil {
+		return nil, fmt.Errorf("predict (TCP-aware model): %w", err)
 	}
 
 	cl := o.OCS
@@ -149,7 +157,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
 	meas.Reconfigurations = pred.Reconfigurations
 	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), Outcome: out,
-		Calibrated: cal, CompareCalibrated: compare(cal, meas)}, nil
+		Calibrated: cal, CompareCalibrated: compare(cal, meas), TCPAware: tcp, CompareTCPAware: compare(tcp, meas)}, nil
 }
 
 // reportStages makes the run tell the user which stage it is in: barrier

@@ -241,6 +241,9 @@ type errorRow struct {
 	HasCal bool
 	CalNs  int64
 	CalErr float64
+	HasTCP bool
+	TCPNs  int64
+	TCPErr float64
 }
 
 type attributionRow struct {
@@ -249,10 +252,13 @@ type attributionRow struct {
 }
 
 func buildErrors(r *Run) ([]errorRow, bool) {
-	cal := map[[3]any]Comparison{}
+	cal, tcp := map[[3]any]Comparison{}, map[[3]any]Comparison{}
 	if r.Data != nil {
 		for _, c := range r.Data.ComparisonCalibrated {
 			cal[[3]any{c.Job, c.Iteration, c.Phase}] = c
+		}
+		for _, c := range r.Data.ComparisonTCPAware {
+			tcp[[3]any{c.Job, c.Iteration, c.Phase}] = c
 		}
 	}
 	var out []errorRow
@@ -260,6 +266,9 @@ func buildErrors(r *Run) ([]errorRow, bool) {
 		row := errorRow{Comparison: c}
 		if k, ok := cal[[3]any{c.Job, c.Iteration, c.Phase}]; ok {
 			row.HasCal, row.CalNs, row.CalErr = true, k.PredictedNs, k.RelErr
+		}
+		if k, ok := tcp[[3]any{c.Job, c.Iteration, c.Phase}]; ok {
+			row.HasTCP, row.TCPNs, row.TCPErr = true, k.PredictedNs, k.RelErr
 		}
 		out = append(out, row)
 	}

@@ -43,9 +43,11 @@ type RunData struct {
 
 	Prediction           *record.Run            `json:"prediction"`
 	Calibrated           *record.Run            `json:"prediction_calibrated,omitempty"`
+	TCPAware             *record.Run            `json:"prediction_tcp_aware,omitempty"`
 	Measurement          *record.Run            `json:"measurement"`
 	Comparison           []record.Comparison    `json:"comparison"`
 	ComparisonCalibrated []record.Comparison    `json:"comparison_calibrated,omitempty"`
+	ComparisonTCPAware   []record.Comparison    `json:"comparison_tcp_aware,omitempty"`
 	Verdict              fidelity.Verdict       `json:"verdict"`
 	Attribution          []fidelity.Attribution `json:"attribution"`
 }
