@@ -103,3 +103,41 @@ func writeAttributionCSV(path string, as []fidelity.Attribution) error {
 		return cw.Error()
 	})
 }
+
+// modelsHeader is comparison_models.csv's first row: each phase predicted
+// by the three modes of the flow model beside the measurement, errors as
+// fractions ((measured - predicted) / predicted).
+var modelsHeader = []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "tcp_aware_ms", "measured_ms",
+	"rel_err_ideal", "rel_err_calibrated", "rel_err_tcp_aware"}
+
+func writeModelsCSV(path string, res *orchestrate.Result) error {
+	type key struct {
+		job   string
+		it    int
+		phase string
+	}
+	index := func(cs []orchestrate.Comparison) map[key]orchestrate.Comparison {
+		m := map[key]orchestrate.Comparison{}
+		for _, c := range cs {
+			m[key{c.Job, c.Iteration, c.Phase}] = c
+		}
+		return m
+	}
+	cal, tcp := index(res.CompareCalibrated), index(res.CompareTCPAware)
+	return writeCSVFile(path, func(w io.Writer) error {
+		cw := csv.NewWriter(w)
+		if err := cw.Write(modelsHeader); err != nil {
+			return err
+		}
+		for _, c := range res.Compare {
+			k := key{c.Job, c.Iteration, c.Phase}
+			pc, pt := cal[k], tcp[k]
+			if err := cw.Write([]string{c.Job, strconv.Itoa(c.Iteration), c.Phase, nsToMs(c.PredictedNs), nsToMs(pc.PredictedNs), nsToMs(pt.PredictedNs),
+				nsToMs(c.MeasuredNs), fmtFloat(c.RelErr), fmtFloat(pc.RelErr), fmtFloat(pt.RelErr)}); err != nil {
+				return err
+			}
+		}
+		cw.Flush()
+		return cw.Error()
+	})
+}

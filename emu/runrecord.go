@@ -4,8 +4,8 @@ package main
 // the ranks' records: host CPU per 100 ms, every shaper's counters per
 // 100 ms (tc -s qdisc over netlink), and, on OCS fabrics, the OCS port
 // counters and events, fetched before the lab is torn down. recorder.finish
-// judges the run and writes fidelity.json, attribution.csv and the run's
-// data file (rundata.go).
+// judges the run and writes fidelity.json, attribution.csv,
+// comparison_models.csv and the run's data file (rundata.go).
 
 import (
 	"bufio"
@@ -158,6 +158,7 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	return fr, errors.Join(
 		writeJSONFile(filepath.Join(dir, "fidelity.json"), fr),
 		writeAttributionCSV(filepath.Join(dir, "attribution.csv"), fr.Attribution),
+		writeModelsCSV(filepath.Join(dir, "comparison_models.csv"), res),
 		writeRunData(dir, res, in, qd, events, fr),
 	)
 }

@@ -39,7 +39,7 @@ type SlowStart struct {
 const (
 	InitialWindowSegments = 10              // Linux's default initcwnd
 	RTOMinNs              = 200 * 1_000_000 // Linux's tcp_rto_min
-	BaseRTTNs             = 100 * 1_000     // a veth hop's RTT: pingall measures 0.10-0.22 ms across a lab here
+	BaseRTTNs             = 100 * 1_000     // a veth path's RTT: pingall measures 0.10-0.44 ms across a lab here
 )
 
 // ShaperQueueNs is how long the tbf queue emu puts on a link of rate bit/s
