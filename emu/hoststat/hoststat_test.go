@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -110,6 +111,7 @@ func TestSamplerFakeProc(t *testing.T) {
 		}
 	}
 	write("stat", "cpu  0 0 0 1000 0 0 0 0\n")
+	write("loadavg", "0.5 0.4 0.3 1/3 200\n")
 	write("100/stat", "100 (emu) S 1 0 0 0 0 0 0 0 0 0 10 0 0 0")
 	write("101/stat", "101 (emu worker) S 100 0 0 0 0 0 0 0 0 0 10 0 0 0")
 	write("200/stat", "200 (hog) R 1 0 0 0 0 0 0 0 0 0 0 0 0 0")
@@ -168,5 +170,96 @@ func TestSamplerSeesOwnLoad(t *testing.T) {
 	}
 	if ours/float64(len(smp)) <= 0 {
 		t.Errorf("a busy loop of this process is not counted as ours: %+v (%d)", smp, x)
+	}
+}
+
+// BenchmarkRead is one reading of the real /proc: a walk of every process
+// (every RescanEvery-th reading) and the readings of ours in between.
+func BenchmarkRead(b *testing.B) {
+	if _, err := os.Stat("/proc/stat"); err != nil {
+		b.Skip("no /proc/stat")
+	}
+	for _, tc := range []struct {
+		name  string
+		reads int
+	}{{"walk", 0}, {"ours", 1}} {
+		b.Run(tc.name, func(b *testing.B) {
+			s := &Sampler{Proc: "/proc", Root: os.Getpid(), ours: map[int]uint64{}}
+			if _, _, err := s.read(); err != nil {
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				s.reads = tc.reads
+				if _, _, err := s.read(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// A process of ours that appears between walks is found at the next
+// reading, because the machine's thread count changed: its time is never
+// foreign.
+func TestSamplerFindsNewChildAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	write := func(path, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, path)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, path), []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("stat", "cpu  0 0 0 1000 0 0 0 0\n")
+	write("loadavg", "0.5 0.4 0.3 1/2 200\n")
+	write("100/stat", "100 (emu) S 1 0 0 0 0 0 0 0 0 0 0 0 0 0")
+	s := &Sampler{Proc: dir, Root: 100, ours: map[int]uint64{}}
+	c0, o0, err := s.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A rank starts and uses 50 of 100 ticks; the walk is 9 readings away.
+	write("stat", "cpu  50 0 0 1050 0 0 0 0\n")
+	write("loadavg", "0.5 0.4 0.3 1/3 201\n")
+	write("101/stat", "101 (emu worker) S 100 0 0 0 0 0 0 0 0 0 50 0 0 0")
+	c1, o1, err := s.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := Interval(c0, c1, o0, o1, 0); math.Abs(got.Ours-0.5) > 1e-9 || got.Foreign != 0 {
+		t.Errorf("a new child's time: %+v, want ours 0.5, foreign 0", got)
+	}
+}
+
+// On the real /proc, a busy child started after sampling began is ours:
+// not one sample counts it as foreign for long.
+func TestSamplerCountsLateChildAsOurs(t *testing.T) {
+	if _, err := os.Stat("/proc/loadavg"); err != nil {
+		t.Skip("no /proc/loadavg")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Sampler{Every: 50 * time.Millisecond}
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	time.Sleep(120 * time.Millisecond)
+	child := exec.Command("sh", "-c", "while :; do :; done")
+	if err := child.Start(); err != nil {
+		t.Skipf("cannot start a shell: %v", err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	_ = child.Process.Kill()
+	_ = child.Wait()
+	cancel()
+	<-done
+	var ours float64
+	n := 0
+	for _, v := range s.Samples()[3:] { // the samples after the child started
+		ours += v.Ours
+		n++
+	}
+	if n == 0 || ours/float64(n) < 0.05 {
+		t.Errorf("a busy child of ours: mean ours share %.3f over %d samples, want clearly above 0 (%+v)", ours/float64(max(n, 1)), n, s.Samples())
 	}
 }
