@@ -16,7 +16,8 @@ import (
 
 // A run with a data file: the data file reads back as written, and the
 // report shows its verdict (every line, its status and why), the
-// calibrated column and the attribution table.
+// calibrated and TCP-aware columns, a TCP-aware row per job in the
+// timeline, and the attribution table.
 func TestReportShowsVerdictAndAttribution(t *testing.T) {
 	dir := copyRun(t, "testdata/quickstart")
 	var cmp struct {
@@ -39,6 +40,11 @@ func TestReportShowsVerdictAndAttribution(t *testing.T) {
 		Series:      Series{HostCPU: []hoststat.Sample{{TNs: 100e6, Busy: 1, Foreign: 0.48}}},
 		Measurement: &record.Run{}, Prediction: &record.Run{},
 	}
+	var tcp record.Run
+	if err := readJSON(filepath.Join(dir, "prediction.json"), &tcp); err != nil {
+		t.Fatal(err)
+	}
+	d.TCPAware = &tcp
 	if err := WriteRunData(dir, d); err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +59,7 @@ func TestReportShowsVerdictAndAttribution(t *testing.T) {
 	}
 	html := render(t, dir)
 	for _, want := range []string{"Fidelity verdict: <span class=\"v-fail\">fail", "other processes took 48.0% of all CPUs", "a &lt;hog&gt; competed",
-		"<th>calibrated ms</th>", "<table id=\"attribution\">", "<tr class=\"attr\"><td class=\"l\">ring</td><td>1</td>", "<td>25.00</td>"} {
+		"<th>calibrated ms</th>", "<th>TCP-aware ms</th>", "<table id=\"attribution\">", ">ring TCP-aware</text>", "ring TCP-aware: iteration 0 allreduce", "<tr class=\"attr\"><td class=\"l\">ring</td><td>1</td>", "<td>25.00</td>"} {
 		if !strings.Contains(html, want) {
 			t.Errorf("report lacks %q", want)
 		}
