@@ -146,6 +146,9 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 				a.progress("lab destroyed in %.2fs", sum.DestroySec)
 			}
 			printSummary(sum)
+			if prepared != nil && prepared.fidelity != nil {
+				fmt.Println(verdictLine(prepared.fidelity.Verdict))
+			}
 			if r, err := kcheck.Load(); err != nil || r.VethGbps <= 0 {
 				fmt.Println("   hint        run `emu doctor` once: it measures this machine, so emu can warn when a scenario asks for more than it can carry")
 			}

@@ -10,12 +10,14 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
 	"github.com/ocsemu/ocsemu/workers"
+	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
@@ -26,6 +28,8 @@ type preparedRun struct {
 	pred *record.Run
 	dir  string
 	temp bool // dir is removed after the run (no --results)
+	// fidelity is the run's verdict and attribution, once it ran.
+	fidelity *fidelityResult
 }
 
 // preparePlan reads the plan (or makes it with the scenario's scheduler),
@@ -85,9 +89,11 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	p, dir := r.plan, r.dir
 	a.progress("plan by %s: %d jobs, %d stages (%s mode); running it with real workers", p.Scheduler, len(p.Jobs), len(p.Stages), p.Mode)
 	exe, _ := os.Executable()
+	rec := a.startRecording(ctx, lab, s)
 	res, err := orchestrate.Run(ctx, &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify,
 		Log: a.log, Progress: a.progress})
 	if err != nil {
+		rec.stop()
 		err = fmt.Errorf("jobs: %w", err)
 		if res != nil && res.Prediction != nil {
 			err = errors.Join(err, writeJSONFile(filepath.Join(dir, "prediction.json"), res.Prediction))
@@ -95,23 +101,49 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 		return err
 	}
 	// Results that could not be written fail the run, after it is shown.
-	werr := writeResults(dir, res)
+	fr, ferr := rec.finish(ctx, res, dir)
+	r.fidelity = fr
+	werr := errors.Join(writeResults(dir, res), ferr)
 	fmt.Println()
 	fmt.Println("== jobs, measured (nccl-tests style; time zero is the plan's)")
 	workers.PrintStats(os.Stdout, res.Stats, res.Jobs)
 	fmt.Println()
 	fmt.Println("== measured against the flow model's prediction (error = (measured - predicted) / predicted)")
+	fmt.Println("   ideal: the papers' fluid model at line rate; calibrated: with TCP framing; tcp-aware: also slow start (docs/fidelity.md)")
+	byKey := func(cs []orchestrate.Comparison) map[job.Key]orchestrate.Comparison {
+		m := map[job.Key]orchestrate.Comparison{}
+		for _, c := range cs {
+			m[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c
+		}
+		return m
+	}
+	cal, tcp := byKey(res.CompareCalibrated), byKey(res.CompareTCPAware)
+	cell := func(m map[job.Key]orchestrate.Comparison, c orchestrate.Comparison) (string, string) {
+		if k, ok := m[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}]; ok {
+			return fmt.Sprintf("%.2f", float64(k.PredictedNs)/1e6), fmt.Sprintf("%+.1f%%", 100*k.RelErr)
+		}
+		return "-", "-"
+	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "job\titer\tphase\tpredicted ms\tmeasured ms\terror\tpredicted end ms\tmeasured end ms\t")
+	fmt.Fprintln(w, "job\titer\tphase\tideal ms\tcalibrated ms\ttcp-aware ms\tmeasured ms\terror ideal\tcalibrated\ttcp-aware\tmeasured end ms\t")
 	for _, c := range res.Compare {
-		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%.2f\t%+.1f%%\t%.2f\t%.2f\t\n", c.Job, c.Iteration, c.Phase, float64(c.PredictedNs)/1e6,
-			float64(c.MeasuredNs)/1e6, 100*c.RelErr, float64(c.PredEndNs)/1e6, float64(c.MeasEndNs)/1e6)
+		calMs, calErr := cell(cal, c)
+		tcpMs, tcpErr := cell(tcp, c)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%s\t%s\t%.2f\t%+.1f%%\t%s\t%s\t%.2f\t\n", c.Job, c.Iteration, c.Phase, float64(c.PredictedNs)/1e6,
+			calMs, tcpMs, float64(c.MeasuredNs)/1e6, 100*c.RelErr, calErr, tcpErr, float64(c.MeasEndNs)/1e6)
 	}
 	w.Flush()
 	if pm, mm := res.Prediction.MakespanNs, res.Measurement.MakespanNs; pm > 0 {
 		fmt.Fprintf(os.Stdout, "makespan: predicted %.3f s, measured %.3f s (%+.1f%%)\n", float64(pm)/1e9, float64(mm)/1e9, 100*float64(mm-pm)/float64(pm))
 	} else {
 		fmt.Fprintf(os.Stdout, "makespan: measured %.3f s (the model predicts none: see the unlimited-links warning)\n", float64(mm)/1e9)
+	}
+	fmt.Println()
+	fidelity.PrintAttribution(os.Stdout, fr.Attribution)
+	fmt.Println()
+	fr.Verdict.Print(os.Stdout)
+	for _, p := range fr.Problems {
+		fmt.Printf("   (not recorded: %s)\n", p)
 	}
 	if werr != nil {
 		return werr

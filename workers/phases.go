@@ -3,6 +3,7 @@ package workers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/workers/collective"
@@ -37,25 +38,54 @@ func (r *rank) prepare() *buffers {
 	return b
 }
 
+// ackWait bounds how long a rank waits, after its phase, for TCP to have
+// every byte it sent acknowledged (the mark is 0 when that takes longer).
+const ackWait = 2 * time.Millisecond
+
+// pendingCheck is a finished phase's verification, run outside the
+// phase's time (checkPending), and its record, written once checked.
+type pendingCheck struct {
+	rec   PhaseRecord
+	check func() error
+	where string
+}
+
 // work runs a worker rank's phases in order, each when its gate opens.
+// A phase's time is its communication only: the result is verified
+// afterwards (timed on its own, VerifyNs) while the next compute phase
+// waits, or before the next gate opens, or after the last phase.
 func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 	j := &r.spec.Job
 	data, base, send, recv := b.data, b.base, b.send, b.recv
 	me := r.spec.Rank
+	var pending *pendingCheck
+	prevEnd := t0
 	for q, key := range j.Phases() {
 		where := fmt.Sprintf("job %s rank %d iteration %d phase %s", j.Name, me, key.Iteration, key.Phase)
-		if err := r.gate(ctx, t0, q); err != nil {
+		if key.Phase != job.PhaseCompute {
+			// Check the last result in the idle time before this gate.
+			if err := r.checkPending(&pending); err != nil {
+				return err
+			}
+		}
+		gateAt, err := r.gate(ctx, t0, q)
+		if err != nil {
 			return fmt.Errorf("%s: gate: %w", where, err)
 		}
 		it := key.Iteration
-		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: key.Phase, Rank: me, StartNs: monoclock.Now()}
+		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: key.Phase, Rank: me, StartNs: monoclock.Now(),
+			GateNs: max(gateAt, prevEnd)}
 		sent0 := r.comm.Sent()
-		var err error
+		r.comm.ResetTiming()
+		var check func() error
 		switch key.Phase {
 		case job.PhaseCompute:
-			// Fill the gradient first (that is the "compute" output), then
-			// wait out the rest of the compute time.
+			// Check the previous result, fill the gradient (the "compute"
+			// output), then wait out the rest of the compute time.
 			// Iteration 0's data were made before time zero.
+			if err = r.checkPending(&pending); err != nil {
+				return err
+			}
 			if it > 0 && j.Pattern == job.PatternAllToAll {
 				for p := range send {
 					collective.Tokens(send[p], me, p, it)
@@ -68,49 +98,86 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		case job.PhasePush:
 			err = r.comm.Push(r.ps, data)
 		case job.PhasePull:
-			if err = r.comm.Pull(r.ps, data); err == nil && r.spec.Verify {
-				err = collective.CheckSum(data, r.n, it)
-				rec.Verified = err == nil
-			}
+			err = r.comm.Pull(r.ps, data)
+			check = func() error { return collective.CheckSum(data, r.n, it) }
 		case job.PhaseAllReduce:
 			if j.Pattern == job.PatternHD {
 				err = r.comm.HDAllReduce(data)
 			} else {
 				err = r.comm.RingAllReduce(data, ringOrder(j))
 			}
-			if err == nil && r.spec.Verify {
-				err = collective.CheckSum(data, r.n, it)
-				rec.Verified = err == nil
-			}
+			check = func() error { return collective.CheckSum(data, r.n, it) }
 		case job.PhaseAllToAll:
-			if err = r.comm.AllToAll(send, recv); err == nil && r.spec.Verify {
+			err = r.comm.AllToAll(send, recv)
+			check = func() error {
 				for p := range recv {
-					if err = collective.CheckTokens(recv[p], p, me, it); err != nil {
-						break
+					if err := collective.CheckTokens(recv[p], p, me, it); err != nil {
+						return err
 					}
 				}
-				rec.Verified = err == nil
+				return nil
 			}
 		}
 		rec.EndNs = monoclock.Now()
+		prevEnd = rec.EndNs
 		rec.Bytes = r.comm.Sent() - sent0
 		if err != nil {
 			rec.Note = "failed: " + err.Error()
 			_ = r.record(rec) // the phase's own error is the one to report
 			return fmt.Errorf("%s: %w", where, err)
 		}
+		r.ctl.send(Msg{Type: "done", Job: j.Name, Rank: me, Iteration: it, Phase: key.Phase, EndNs: rec.EndNs})
+		r.markTransfer(&rec, key.Phase)
+		if check != nil && r.spec.Verify {
+			pending = &pendingCheck{rec: rec, check: check, where: where}
+			continue
+		}
 		if err := r.record(rec); err != nil {
 			return err
 		}
-		r.ctl.send(Msg{Type: "done", Job: j.Name, Rank: me, Iteration: it, Phase: key.Phase, EndNs: rec.EndNs})
 	}
-	return nil
+	return r.checkPending(&pending)
+}
+
+// markTransfer copies the communication's byte marks into rec and, if the
+// rank sent data, waits briefly for TCP to have it all acknowledged.
+func (r *rank) markTransfer(rec *PhaseRecord, phase string) {
+	if phase == job.PhaseCompute {
+		return
+	}
+	tm := r.comm.Timing()
+	rec.FirstRecvNs, rec.LastRecvNs, rec.LastSendNs = tm.FirstRecvNs, tm.LastRecvNs, tm.LastSendNs
+	if rec.Bytes > 0 {
+		rec.LastAckNs = r.comm.WaitAcked(r.peers(), ackWait)
+	}
+}
+
+// checkPending runs a finished phase's verification, times it, and
+// writes that phase's record.
+func (r *rank) checkPending(pp **pendingCheck) error {
+	p := *pp
+	if p == nil {
+		return nil
+	}
+	*pp = nil
+	t := monoclock.Now()
+	err := p.check()
+	p.rec.VerifyNs = monoclock.Now() - t
+	p.rec.Verified = err == nil
+	if err != nil {
+		p.rec.Note = "failed: verification: " + err.Error()
+		_ = r.record(p.rec)
+		return fmt.Errorf("%s: %w", p.where, err)
+	}
+	return r.record(p.rec)
 }
 
 // gate blocks until phase q may start: time zero in the built-in
 // schedule; the planned time in clock mode; the stage's start (from the
 // coordinator) and the planned time in barrier mode.
-func (r *rank) gate(ctx context.Context, t0 int64, q int) error {
+//
+// It returns the instant the gate opened.
+func (r *rank) gate(ctx context.Context, t0 int64, q int) (int64, error) {
 	at := t0
 	if r.spec.Mode != "" && q < len(r.spec.Gates) {
 		g := r.spec.Gates[q]
@@ -120,47 +187,63 @@ func (r *rank) gate(ctx context.Context, t0 int64, q int) error {
 		if r.spec.Mode == "barrier" {
 			start, err := r.ctl.waitStage(ctx, g.Stage)
 			if err != nil {
-				return err
+				return 0, err
 			}
 			at = max(at, start)
 		}
 	}
 	if at > monoclock.Now() {
-		return monoclock.SleepUntil(ctx, at)
+		return at, monoclock.SleepUntil(ctx, at)
 	}
-	return nil
+	return at, nil
 }
 
 // servePS runs a job's CPU parameter server: every iteration it receives
-// all pushes and really sums them, then answers every pull.
+// all pushes and really sums them, then answers every pull. Its push
+// record ends when the last push has arrived (push-complete); its pull
+// record starts when it serves the sum (serve-start). The sum is checked
+// after the pulls are served, timed on its own (the push record's
+// VerifyNs), so the check delays no worker.
 func (r *rank) servePS(ctx context.Context, t0 int64) error {
 	j := &r.spec.Job
 	sum := make([]int32, int(j.Bytes/4))
 	for it := 0; it < j.Iterations; it++ {
-		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePush, Rank: PSRank, StartNs: monoclock.Now()}
+		push := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePush, Rank: PSRank, StartNs: monoclock.Now()}
+		r.comm.ResetTiming()
 		if err := r.comm.ServePush(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase push: %w", j.Name, it, err)
 		}
-		rec.EndNs = monoclock.Now()
-		if r.spec.Verify {
-			if err := collective.CheckSum(sum, r.n, it); err != nil {
-				return fmt.Errorf("job %s parameter server iteration %d: sum is wrong: %w", j.Name, it, err)
-			}
-			rec.Verified = true
-		}
-		if err := r.record(rec); err != nil {
-			return err
-		}
-		rec = PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePull, Rank: PSRank, StartNs: monoclock.Now()}
+		push.EndNs = monoclock.Now()
+		tm := r.comm.Timing()
+		push.FirstRecvNs, push.LastRecvNs, push.LastSendNs = tm.FirstRecvNs, tm.LastRecvNs, tm.LastSendNs
+		pull := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePull, Rank: PSRank, StartNs: monoclock.Now(),
+			GateNs: push.EndNs}
 		sent0 := r.comm.Sent()
+		r.comm.ResetTiming()
 		if err := r.comm.ServePull(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase pull: %w", j.Name, it, err)
 		}
-		rec.EndNs, rec.Bytes = monoclock.Now(), r.comm.Sent()-sent0
-		if err := r.record(rec); err != nil {
+		pull.EndNs, pull.Bytes = monoclock.Now(), r.comm.Sent()-sent0
+		tm = r.comm.Timing()
+		pull.FirstRecvNs, pull.LastRecvNs, pull.LastSendNs = tm.FirstRecvNs, tm.LastRecvNs, tm.LastSendNs
+		pull.LastAckNs = r.comm.WaitAcked(r.peers(), ackWait)
+		if r.spec.Verify {
+			t := monoclock.Now()
+			err := collective.CheckSum(sum, r.n, it)
+			push.VerifyNs = monoclock.Now() - t
+			if err != nil {
+				return fmt.Errorf("job %s parameter server iteration %d: sum is wrong: %w", j.Name, it, err)
+			}
+			push.Verified = true
+		}
+		if err := r.record(push); err != nil {
+			return err
+		}
+		if err := r.record(pull); err != nil {
 			return err
 		}
 	}
+	_ = ctx
 	_ = t0
 	return nil
 }

@@ -93,6 +93,19 @@ type PhaseRecord struct {
 	Bytes     int64  `json:"bytes"` // sent by this rank
 	Verified  bool   `json:"verified,omitempty"`
 	Note      string `json:"note,omitempty"`
+	// What the phase's time is made of (CLOCK_MONOTONIC ns, 0: does not
+	// apply). GateNs is when the rank could start: its gate opened and its
+	// previous phase had ended, so StartNs - GateNs is the rank's own
+	// lateness. The byte marks are the rank's transfers (collective.Timing);
+	// LastAckNs is when TCP had every byte the rank sent acknowledged.
+	// VerifyNs is how long checking the result took: it runs outside the
+	// phase, while the next compute phase waits or after the job.
+	GateNs      int64 `json:"gate_ns,omitempty"`
+	FirstRecvNs int64 `json:"first_recv_ns,omitempty"`
+	LastRecvNs  int64 `json:"last_recv_ns,omitempty"`
+	LastSendNs  int64 `json:"last_send_ns,omitempty"`
+	LastAckNs   int64 `json:"last_ack_ns,omitempty"`
+	VerifyNs    int64 `json:"verify_ns,omitempty"`
 }
 
 // TCPSample is one TCP_INFO reading of one connection.
@@ -107,6 +120,20 @@ type TCPSample struct {
 	Retrans     uint32 `json:"retrans_total"`
 	DeliveryBps uint64 `json:"delivery_rate_bps"`
 	BytesAcked  uint64 `json:"bytes_acked"`
+	// What loss recovery did (the attribution reads them): the congestion
+	// state (0 open, 1 disorder, 2 CWR, 3 recovery, 4 loss), the
+	// retransmission timeout and its backoff, segments the kernel counts
+	// lost now, bytes retransmitted so far, and RTO events, recoveries
+	// and time spent in RTO recovery (kernel 6.7 and later; 0 before).
+	CAState       uint8  `json:"ca_state"`
+	RTOUs         uint32 `json:"rto_us"`
+	Backoff       uint8  `json:"backoff,omitempty"`
+	Lost          uint32 `json:"lost,omitempty"`
+	BytesRetrans  uint64 `json:"bytes_retrans,omitempty"`
+	RTTVarUs      uint32 `json:"rtt_var_us,omitempty"`
+	TotalRTO      uint16 `json:"total_rto,omitempty"`
+	RTORecoveries uint16 `json:"total_rto_recoveries,omitempty"`
+	RTOTimeMs     uint32 `json:"total_rto_time_ms,omitempty"`
 }
 
 // rank is one running rank.
@@ -456,32 +483,44 @@ func (r *rank) sampleTCP(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
+			r.sampleTCPOnce() // the totals as the rank ends
 			return
 		case <-t.C:
 		}
-		for p, c := range r.comm.Conns {
-			sc, ok := c.(syscall.Conn)
-			if !ok || c == nil {
-				continue
-			}
-			raw, err := sc.SyscallConn()
-			if err != nil {
-				continue
-			}
-			var info *unix.TCPInfo
-			_ = raw.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
-			if err != nil || info == nil {
-				continue
-			}
-			peer := p
-			if p == r.ps {
-				peer = PSRank
-			}
-			if r.record(TCPSample{Type: "tcp", Job: r.spec.Job.Name, Rank: r.spec.Rank, Peer: peer, TNs: monoclock.Now(),
-				CwndSegs: info.Snd_cwnd, RTTUs: info.Rtt, Retrans: info.Total_retrans,
-				DeliveryBps: info.Delivery_rate * 8, BytesAcked: info.Bytes_acked}) != nil {
-				return // Run reports the error when the rank ends
-			}
+		if !r.sampleTCPOnce() {
+			return
 		}
 	}
+}
+
+// sampleTCPOnce records one TCP_INFO sample of every connection; false
+// when records can no longer be written.
+func (r *rank) sampleTCPOnce() bool {
+	for p, c := range r.comm.Conns {
+		sc, ok := c.(syscall.Conn)
+		if !ok || c == nil {
+			continue
+		}
+		raw, err := sc.SyscallConn()
+		if err != nil {
+			continue
+		}
+		var info *unix.TCPInfo
+		_ = raw.Control(func(fd uintptr) { info, err = unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO) })
+		if err != nil || info == nil {
+			continue
+		}
+		peer := p
+		if p == r.ps {
+			peer = PSRank
+		}
+		if r.record(TCPSample{Type: "tcp", Job: r.spec.Job.Name, Rank: r.spec.Rank, Peer: peer, TNs: monoclock.Now(),
+			CwndSegs: info.Snd_cwnd, RTTUs: info.Rtt, Retrans: info.Total_retrans,
+			DeliveryBps: info.Delivery_rate * 8, BytesAcked: info.Bytes_acked,
+			CAState: info.Ca_state, RTOUs: info.Rto, Backoff: info.Backoff, Lost: info.Lost, BytesRetrans: info.Bytes_retrans,
+			RTTVarUs: info.Rttvar, TotalRTO: info.Total_rto, RTORecoveries: info.Total_rto_recoveries, RTOTimeMs: info.Total_rto_time}) != nil {
+			return false // Run reports the error when the rank ends
+		}
+	}
+	return true
 }

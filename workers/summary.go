@@ -46,6 +46,14 @@ type PhaseStat struct {
 	AlgBwBps   float64 `json:"algbw_bps,omitempty"`
 	BusBwBps   float64 `json:"busbw_bps,omitempty"`
 	Verified   bool    `json:"verified"`
+	// FirstStartNs is the first rank's start; StartNs differs from it for
+	// a pull, which is timed from when its data exist (the server's
+	// push-complete). The rest are record.Phase's measured parts.
+	FirstStartNs int64 `json:"first_start_ns"`
+	WaitDataNs   int64 `json:"wait_data_ns,omitempty"`
+	SkewNs       int64 `json:"skew_ns,omitempty"`
+	LatenessNs   int64 `json:"lateness_ns,omitempty"`
+	VerifyNs     int64 `json:"verify_ns,omitempty"`
 }
 
 // JobStat is one job's completion.
@@ -64,9 +72,18 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 	}
 	type acc struct {
 		PhaseStat
-		verified int
+		verified  int
+		lastStart int64
 	}
 	m := map[job.Key]*acc{}
+	// The parameter server's records: when each push completed (the sum
+	// exists) and how long it checked the sum.
+	psPush := map[job.Key]PhaseRecord{}
+	for _, r := range o.Phases {
+		if r.Rank == PSRank && r.Phase == job.PhasePush {
+			psPush[job.Key{Job: r.Job, Iteration: r.Iteration, Phase: job.PhasePull}] = r
+		}
+	}
 	for _, r := range o.Phases {
 		if r.Rank == PSRank {
 			continue
@@ -80,7 +97,12 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		a.Ranks++
 		a.DurationNs = max(a.DurationNs, r.EndNs-r.StartNs)
 		a.StartNs = min(a.StartNs, r.StartNs)
+		a.lastStart = max(a.lastStart, r.StartNs)
 		a.EndNs = max(a.EndNs, r.EndNs)
+		if r.GateNs > 0 {
+			a.LatenessNs = max(a.LatenessNs, r.StartNs-r.GateNs)
+		}
+		a.VerifyNs = max(a.VerifyNs, r.VerifyNs)
 		if r.Verified {
 			a.verified++
 		}
@@ -91,6 +113,21 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 	for k, a := range m {
 		j := byJob[k.Job]
 		st := a.PhaseStat
+		st.SkewNs = a.lastStart - st.StartNs
+		if ps, ok := psPush[k]; ok && ps.EndNs > st.StartNs {
+			// A pull's data exist once the server has every push: time it
+			// from then, and count the wait before as waiting for data.
+			st.WaitDataNs = ps.EndNs - st.StartNs
+			st.StartNs = ps.EndNs
+			st.SkewNs = max(0, a.lastStart-st.StartNs) // only starts after the data count
+		}
+		if k.Phase == job.PhasePush {
+			if ps, ok := psPush[job.Key{Job: k.Job, Iteration: k.Iteration, Phase: job.PhasePull}]; ok {
+				st.VerifyNs = max(st.VerifyNs, ps.VerifyNs)
+			}
+		}
+		st.FirstStartNs = a.StartNs
+		st.FirstStartNs -= o.T0
 		st.StartNs -= o.T0
 		st.EndNs -= o.T0
 		st.Verified = a.verified == a.Ranks && a.verified > 0
@@ -108,7 +145,8 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		}
 		stats = append(stats, st)
 		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
-			StartNs: st.StartNs, EndNs: st.EndNs, DurationNs: st.DurationNs})
+			StartNs: st.StartNs, EndNs: st.EndNs, DurationNs: st.DurationNs,
+			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, VerifyNs: st.VerifyNs})
 		if j != nil {
 			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
 		}

@@ -31,6 +31,14 @@ type Options struct {
 	ASAP bool
 	// DelayNs is the reconfiguration delay (dark period) of changed ports.
 	DelayNs int64
+	// Goodput, when in (0, 1), is the fraction of every link's rate that
+	// carries payload: the calibrated model's TCP framing (calibrate.go).
+	// 0 is the ideal fluid model: flows get the raw line rate.
+	Goodput float64
+	// SlowStart, when set, ramps every flow on a new or long-idle
+	// connection up from TCP's initial window (the TCP-aware model,
+	// tcpaware.go).
+	SlowStart *SlowStart
 }
 
 // Sim is one fluid simulation in progress.
@@ -53,6 +61,11 @@ type Sim struct {
 	paths    *routing.Paths
 	darkEnds map[int64][]int32
 	mark     int32 // component generation
+
+	// conns is when each connection (job, src, dst) last finished a
+	// flow: the TCP-aware model restarts a long-idle one from its
+	// initial window.
+	conns map[connKey]int64
 
 	// OnPhaseStart, if set, is called when a phase starts.
 	OnPhaseStart func(job, phaseIdx int, t int64)
@@ -93,6 +106,8 @@ type flow struct {
 	res        []int32
 	pos        []int // index in each resource's flow list
 	capRes     int32 // -1: none
+	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
+	rttNs      int64 // the RTT slow start ramps at
 	hops       int   // circuits crossed on the current path
 	noPath     bool
 	done       bool
@@ -125,6 +140,7 @@ const (
 	evComputeDone
 	evRelease
 	evDarkEnd
+	evRamp // a flow in slow start doubles its window (tcpaware.go)
 )
 
 type event struct {
@@ -167,21 +183,30 @@ func bytesPerSec(r scenario.Rate) float64 {
 	return float64(r) / 8
 }
 
+// payload is the share of a link's rate flows get (Options.Goodput).
+func (o Options) payload() float64 {
+	if o.Goodput > 0 && o.Goodput < 1 {
+		return o.Goodput
+	}
+	return 1
+}
+
 // New prepares a simulation of jobs on a fabric.
 func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	s := &Sim{f: f, opt: opt, byName: map[string]int{}, darkEnds: map[int64][]int32{}}
 	n := 2*f.Racks*f.ServersPerRack + f.Racks*f.UplinksPerToR + 2*f.Racks
 	s.res = make([]resource, n)
+	g := opt.payload()
 	for i := 0; i < 2*f.Racks*f.ServersPerRack; i++ {
-		s.res[i].capBps = bytesPerSec(f.Rates.Server)
+		s.res[i].capBps = g * bytesPerSec(f.Rates.Server)
 	}
 	for r := 0; r < f.Racks; r++ {
 		for u := 0; u < f.UplinksPerToR; u++ {
-			s.res[s.upTx(r, u)].capBps = bytesPerSec(f.Rates.Uplink)
+			s.res[s.upTx(r, u)].capBps = g * bytesPerSec(f.Rates.Uplink)
 		}
 		core := math.Inf(1)
 		if f.HasEPS() {
-			core = bytesPerSec(f.CoreRate())
+			core = g * bytesPerSec(f.CoreRate())
 		}
 		s.res[s.coreUp(r)].capBps = core
 		s.res[s.coreDown(r)].capBps = core
@@ -326,7 +351,7 @@ func (s *Sim) startPhase(ji int) {
 	}
 	for _, pf := range fls {
 		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
-			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), capRes: -1}
+			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), capRes: -1, ssRes: -1}
 		h := fnv.New32a()
 		h.Write([]byte(pf.Src + ">" + pf.Dst))
 		fl.hash = h.Sum32()
@@ -342,6 +367,9 @@ func (s *Sim) startPhase(ji int) {
 		fl.id = len(s.flows)
 		s.flows = append(s.flows, fl)
 		s.dirtyF = append(s.dirtyF, fl)
+		if s.opt.SlowStart != nil {
+			s.startSlowStart(fl)
+		}
 	}
 }
 
@@ -381,6 +409,9 @@ func (s *Sim) route(fl *flow) {
 	}
 	if fl.capRes >= 0 {
 		rs = append(rs, fl.capRes)
+	}
+	if fl.ssRes >= 0 {
+		rs = append(rs, fl.ssRes)
 	}
 	for _, r := range rs {
 		fl.res = append(fl.res, r)
@@ -475,6 +506,8 @@ func (s *Sim) handle(e event) {
 			}
 		}
 		delete(s.darkEnds, e.t)
+	case evRamp:
+		s.ramp(e)
 	case evFlowDone:
 		fl := s.flows[e.id]
 		if fl.done || fl.version != e.version {
@@ -487,6 +520,9 @@ func (s *Sim) handle(e event) {
 		}
 		fl.done = true
 		fl.remaining = 0
+		if s.opt.SlowStart != nil {
+			s.connIdleFrom(fl)
+		}
 		for i, r := range fl.res {
 			s.detach(fl, r, fl.pos[i])
 		}

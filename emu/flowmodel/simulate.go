@@ -25,7 +25,21 @@ func DelayOf(p *plan.Plan, s *scenario.Scenario) int64 {
 // they must. Barrier mode: stage k starts at its start_ns or when stage
 // k-1's activities have all finished, whichever is later.
 func Simulate(p *plan.Plan, s *scenario.Scenario) (*record.Run, error) {
-	sim := New(s.Fabric, p.Jobs, Options{DelayNs: DelayOf(p, s)})
+	return SimulateModel(p, s, Ideal)
+}
+
+// SimulateModel runs a checked plan through the flow model in one of its
+// modes (Ideal: the papers' fluid model; Calibrated: calibrate.go;
+// TCPAware: tcpaware.go).
+func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, error) {
+	opt := Options{DelayNs: DelayOf(p, s)}
+	if m == Calibrated || m == TCPAware {
+		opt.Goodput = Framing(s.Fabric.MTU).Goodput()
+	}
+	if m == TCPAware {
+		opt.SlowStart = SlowStartFor(s.Fabric)
+	}
+	sim := New(s.Fabric, p.Jobs, opt)
 	stages := make([]record.Stage, len(p.Stages))
 	for si := range p.Stages {
 		st := &p.Stages[si]
@@ -61,6 +75,9 @@ func Simulate(p *plan.Plan, s *scenario.Scenario) (*record.Run, error) {
 	}
 	run := sim.Result()
 	run.Stages = stages
+	if m != Ideal {
+		run.Source = "flow-model-" + string(m)
+	}
 	run.Scenario, run.Scheduler, run.Mode = p.Scenario, p.Scheduler, p.Mode
 	return run, nil
 }

@@ -58,6 +58,9 @@ type Options struct {
 	// Prediction is the flow model's prediction of Plan, if the caller
 	// has made it already (before deploying); nil: Run makes it.
 	Prediction *record.Run
+	// Calibrated is the calibrated flow model's prediction
+	// (flowmodel.Calibrated); nil: Run makes it.
+	Calibrated *record.Run
 }
 
 // Result is the prediction, the measurement and their comparison.
@@ -67,7 +70,15 @@ type Result struct {
 	Stats       []workers.PhaseStat `json:"phases"`
 	Jobs        []workers.JobStat   `json:"jobs"`
 	Compare     []Comparison        `json:"comparison"`
-	Outcome     *workers.Outcome    `json:"-"`
+	// Calibrated is the calibrated model's prediction and
+	// CompareCalibrated the measurement against it.
+	Calibrated        *record.Run  `json:"calibrated,omitempty"`
+	CompareCalibrated []Comparison `json:"comparison_calibrated,omitempty"`
+	// TCPAware is the TCP-aware model's prediction (slow start on new and
+	// long-idle connections) and CompareTCPAware the measurement against it.
+	TCPAware        *record.Run      `json:"tcp_aware,omitempty"`
+	CompareTCPAware []Comparison     `json:"comparison_tcp_aware,omitempty"`
+	Outcome         *workers.Outcome `json:"-"`
 }
 
 // Comparison is one phase, predicted against measured.
@@ -91,6 +102,16 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		}
 	}
 	progress("prediction: makespan %.3fs, %d reconfigurations", float64(pred.MakespanNs)/1e9, pred.Reconfigurations)
+	cal := o.Calibrated
+	if cal == nil {
+		if cal, err = flowmodel.SimulateModel(p, s, flowmodel.Calibrated); err != nil {
+			return nil, fmt.Errorf("predict (calibrated model): %w", err)
+		}
+	}
+	tcp, err := flowmodel.SimulateModel(p, s, flowmodel.TCPAware)
+	if err != nil {
+		return nil, fmt.Errorf("predict (TCP-aware model): %w", err)
+	}
 
 	cl := o.OCS
 	if cl == nil && s.Fabric.HasOCS() && len(p.Stages) > 0 {
@@ -135,7 +156,8 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	}
 	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
 	meas.Reconfigurations = pred.Reconfigurations
-	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), Outcome: out}, nil
+	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), Outcome: out,
+		Calibrated: cal, CompareCalibrated: compare(cal, meas), TCPAware: tcp, CompareTCPAware: compare(tcp, meas)}, nil
 }
 
 // reportStages makes the run tell the user which stage it is in: barrier

@@ -147,6 +147,20 @@ func TestRunComparesMeasuredWithPredicted(t *testing.T) {
 					t.Errorf("%s/%d/%s: error %+.3f, want %+.3f", c.Job, c.Iteration, c.Phase, c.RelErr, want)
 				}
 			}
+			// The calibrated model predicts every phase too, communication
+			// longer than the ideal model by the framing, compute the same.
+			if r.Calibrated == nil || len(r.CompareCalibrated) != len(r.Compare) {
+				t.Fatalf("calibrated prediction %v, %d rows against %d", r.Calibrated != nil, len(r.CompareCalibrated), len(r.Compare))
+			}
+			for i, c := range r.CompareCalibrated {
+				id := r.Compare[i]
+				if c.Job != id.Job || c.Iteration != id.Iteration || c.Phase != id.Phase || c.MeasuredNs != id.MeasuredNs {
+					t.Errorf("row %d: calibrated %+v against ideal %+v", i, c, id)
+				}
+				if c.Phase != "compute" && c.PredictedNs <= id.PredictedNs {
+					t.Errorf("%s/%d/%s: calibrated %d ns not longer than ideal %d ns", c.Job, c.Iteration, c.Phase, c.PredictedNs, id.PredictedNs)
+				}
+			}
 			if len(wo.Jobs) != len(p.Jobs) || wo.Schedule == nil || len(wo.Schedule.Stages) != len(p.Stages) {
 				t.Errorf("workers got %d jobs and %v, want %d jobs and %d stages", len(wo.Jobs), wo.Schedule, len(p.Jobs), len(p.Stages))
 			}

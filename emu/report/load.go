@@ -69,6 +69,9 @@ type Run struct {
 	// hold no phase to recover it from.
 	ZeroNs int64
 	ZeroOK bool
+	// Data is the run's data file (DataFile): the fidelity verdict, the
+	// attribution and the calibrated model; nil for runs before it.
+	Data *RunData
 }
 
 // Load reads and checks a run directory. Every missing file is named.
@@ -119,6 +122,11 @@ func Load(dir string) (*Run, error) {
 			return nil, err
 		}
 	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	if r.Data, err = ReadRunData(dir); errors.Is(err, fs.ErrNotExist) {
+		r.Data = nil
+	} else if err != nil {
 		return nil, err
 	}
 	phases, err := r.readRecords(filepath.Join(dir, "records"))

@@ -17,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
@@ -93,7 +94,11 @@ type page struct {
 	Timeline                     timeline
 	Circuits                     []circuitRow
 	NoCircuits                   string
-	Errors                       []Comparison
+	Errors                       []errorRow
+	HasCalibrated                bool
+	Verdict                      *fidelity.Verdict
+	Attribution                  []attributionRow
+	Parts                        []string
 	ErrorStats                   []kindStats
 	TCP                          []tcpChart
 	TCPNote                      string
@@ -195,7 +200,6 @@ func build(r *Run) page {
 		MakespanErr:       math.NaN(),
 		Reconfigs:         r.Measurement.Reconfigurations,
 		PortsReconfigured: r.Measurement.PortsReconfigured,
-		Errors:            r.Compare,
 		Meta:              r.Meta,
 	}
 	if pg.PredMakespan > 0 {
@@ -214,8 +218,61 @@ func build(r *Run) page {
 	pg.Timeline = buildTimeline(r, kinds)
 	pg.Circuits, pg.NoCircuits = buildCircuits(r)
 	pg.ErrorStats = buildStats(r.Compare)
+	pg.Errors, pg.HasCalibrated = buildErrors(r)
+	if r.Data != nil {
+		pg.Verdict = &r.Data.Verdict
+		pg.Parts = fidelity.Parts
+		for _, a := range r.Data.Attribution {
+			row := attributionRow{Attribution: a}
+			for _, p := range fidelity.Parts {
+				row.PartNs = append(row.PartNs, a.Parts[p])
+			}
+			pg.Attribution = append(pg.Attribution, row)
+		}
+	}
 	pg.TCP, pg.TCPNote = buildTCP(r)
 	return pg
+}
+
+// errorRow is one phase of the error table, with the calibrated model's
+// prediction when the run has one.
+type errorRow struct {
+	Comparison
+	HasCal bool
+	CalNs  int64
+	CalErr float64
+	HasTCP bool
+	TCPNs  int64
+	TCPErr float64
+}
+
+type attributionRow struct {
+	fidelity.Attribution
+	PartNs []int64
+}
+
+func buildErrors(r *Run) ([]errorRow, bool) {
+	cal, tcp := map[[3]any]Comparison{}, map[[3]any]Comparison{}
+	if r.Data != nil {
+		for _, c := range r.Data.ComparisonCalibrated {
+			cal[[3]any{c.Job, c.Iteration, c.Phase}] = c
+		}
+		for _, c := range r.Data.ComparisonTCPAware {
+			tcp[[3]any{c.Job, c.Iteration, c.Phase}] = c
+		}
+	}
+	var out []errorRow
+	for _, c := range r.Compare {
+		row := errorRow{Comparison: c}
+		if k, ok := cal[[3]any{c.Job, c.Iteration, c.Phase}]; ok {
+			row.HasCal, row.CalNs, row.CalErr = true, k.PredictedNs, k.RelErr
+		}
+		if k, ok := tcp[[3]any{c.Job, c.Iteration, c.Phase}]; ok {
+			row.HasTCP, row.TCPNs, row.TCPErr = true, k.PredictedNs, k.RelErr
+		}
+		out = append(out, row)
+	}
+	return out, len(cal) > 0
 }
 
 // phaseKinds maps every phase kind to a colour, in first-seen order.
@@ -235,9 +292,21 @@ func phaseKinds(r *Run) map[string]string {
 
 func buildTimeline(r *Run, colour map[string]string) timeline {
 	const rowH, gap, top = 18.0, 10.0, 30.0
+	// Rows per job: the ideal prediction, the TCP-aware one when the run's
+	// data file has it, and the measurement.
+	type row struct {
+		kind     string
+		run      *record.Run
+		measured bool
+	}
+	rows := []row{{"predicted", r.Prediction, false}}
+	if r.Data != nil && r.Data.TCPAware != nil {
+		rows = append(rows, row{"TCP-aware", r.Data.TCPAware, false})
+	}
+	rows = append(rows, row{"measured", r.Measurement, true})
 	end := max(r.Prediction.MakespanNs, r.Measurement.MakespanNs)
-	for _, run := range []*record.Run{r.Prediction, r.Measurement} {
-		for _, p := range run.Phases {
+	for _, rw := range rows {
+		for _, p := range rw.run.Phases {
 			end = max(end, p.EndNs)
 		}
 	}
@@ -245,10 +314,10 @@ func buildTimeline(r *Run, colour map[string]string) timeline {
 	tl := timeline{Width: chartLeft + chartWidth + 20}
 	y := top
 	for _, job := range jobOrder(r) {
-		for i, run := range []*record.Run{r.Prediction, r.Measurement} {
-			kind := [2]string{"predicted", "measured"}[i]
+		for i, rw := range rows {
+			kind := rw.kind
 			tl.Labels = append(tl.Labels, label{X: chartLeft - 6, Y: y + rowH*0.7, Text: job + " " + kind})
-			for _, p := range jobPhases(run, job) {
+			for _, p := range jobPhases(rw.run, job) {
 				dur := p.EndNs - p.StartNs
 				title := fmt.Sprintf("%s %s: iteration %d %s, %s to %s ms (%s ms)", job, kind, p.Iteration, p.Phase,
 					trimFloat(float64(p.StartNs)/1e6, 2), trimFloat(float64(p.EndNs)/1e6, 2), trimFloat(float64(dur)/1e6, 2))
@@ -256,13 +325,14 @@ func buildTimeline(r *Run, colour map[string]string) timeline {
 					title += fmt.Sprintf("; slowest rank %s ms", trimFloat(float64(p.DurationNs)/1e6, 2))
 				}
 				tl.Rects = append(tl.Rects, rect{X: ax.X(p.StartNs), Y: y, W: ax.W(p.StartNs, p.EndNs), H: rowH, Fill: colour[p.Phase], Title: title})
-				if i == 0 {
+				switch {
+				case i == 0:
 					tl.PredRects++
-				} else {
+				case rw.measured:
 					tl.MeasRects++
 				}
 			}
-			for _, st := range stageStarts(r, i == 1) {
+			for _, st := range stageStarts(r, rw.measured) {
 				x := ax.X(st)
 				tl.Stages = append(tl.Stages, line{X1: x, Y1: y - 2, X2: x, Y2: y + rowH + 2})
 			}

@@ -28,6 +28,7 @@ type Comm struct {
 	// several peers at once (all-to-all, the server's per-worker loops),
 	// so it is atomic.
 	sent atomic.Int64
+	tm   timing
 }
 
 // Sent returns the bytes this rank has written so far.
@@ -79,6 +80,7 @@ func (c *Comm) Send(peer int, b []byte) error {
 	if err != nil {
 		return &PeerError{peer, "send to", err}
 	}
+	maxStore(&c.tm.lastSend, clock())
 	return nil
 }
 
@@ -92,9 +94,20 @@ func (c *Comm) Recv(peer int, b []byte) error {
 		return err
 	}
 	_ = cn.SetReadDeadline(c.deadline())
-	if _, err := io.ReadFull(cn, b); err != nil {
+	// The first read is timed on its own: it marks the first byte in.
+	n, err := cn.Read(b)
+	if n > 0 {
+		c.tm.firstRecv.CompareAndSwap(0, clock())
+	}
+	if n == len(b) {
+		err = nil // io.ReadFull's rule: a full buffer is a success
+	} else if err == nil {
+		_, err = io.ReadFull(cn, b[n:])
+	}
+	if err != nil {
 		return &PeerError{peer, "receive from", err}
 	}
+	c.tm.recv(clock())
 	return nil
 }
 

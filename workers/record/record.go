@@ -17,6 +17,16 @@ type Phase struct {
 	// rank's end, which also counts skew between ranks.
 	DurationNs int64   `json:"duration_ns,omitempty"`
 	Bytes      float64 `json:"bytes,omitempty"`
+	// Measured only (emulation), what the time is made of, ns:
+	// WaitDataNs is how long the first rank waited for the phase's data to
+	// exist (a pull's sum at the server; the phase is timed from then),
+	// SkewNs the spread of the ranks' starts, LatenessNs the largest time
+	// a rank started after it could (gate open and previous phase done),
+	// VerifyNs the longest verification of the result (outside the phase).
+	WaitDataNs int64 `json:"wait_data_ns,omitempty"`
+	SkewNs     int64 `json:"skew_ns,omitempty"`
+	LatenessNs int64 `json:"lateness_ns,omitempty"`
+	VerifyNs   int64 `json:"verify_ns,omitempty"`
 }
 
 // Stage is when one plan stage ran.

@@ -1,0 +1,71 @@
+package fabric
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/vishvananda/netlink"
+)
+
+// QdiscStat is one root qdisc's counters (what `tc -s qdisc` shows), read
+// over netlink in the node's namespace.
+type QdiscStat struct {
+	Node       string `json:"node"`
+	Iface      string `json:"iface"`
+	Kind       string `json:"kind"` // tbf, noqueue, ...
+	RateBps    uint64 `json:"rate_bytes_per_s,omitempty"`
+	Bytes      uint64 `json:"bytes"`
+	Packets    uint32 `json:"packets"`
+	Drops      uint32 `json:"drops"`
+	Overlimits uint32 `json:"overlimits"`
+	Requeues   uint32 `json:"requeues"`
+	Backlog    uint32 `json:"backlog_bytes"`
+}
+
+// QdiscStats reads the root qdisc of every interface of every node of the
+// lab (loopback left out), sorted by node and interface.
+func (l *Lab) QdiscStats() ([]QdiscStat, error) {
+	var out []QdiscStat
+	for _, n := range l.Topo.Nodes {
+		h, err := l.Handle(n.Name)
+		if err != nil {
+			return nil, fmt.Errorf("qdisc stats of %s: %w", n.Name, err)
+		}
+		links, err := h.LinkList()
+		if err != nil {
+			return nil, fmt.Errorf("qdisc stats of %s: links: %w", n.Name, err)
+		}
+		for _, ln := range links {
+			if ln.Attrs().Flags&0x8 != 0 || ln.Attrs().Name == "lo" { // IFF_LOOPBACK
+				continue
+			}
+			qs, err := h.QdiscList(ln)
+			if err != nil {
+				return nil, fmt.Errorf("qdisc stats of %s:%s: %w", n.Name, ln.Attrs().Name, err)
+			}
+			for _, q := range qs {
+				a := q.Attrs()
+				if a.Parent != netlink.HANDLE_ROOT {
+					continue
+				}
+				st := QdiscStat{Node: n.Name, Iface: ln.Attrs().Name, Kind: q.Type()}
+				if t, ok := q.(*netlink.Tbf); ok {
+					st.RateBps = t.Rate
+				}
+				if s := a.Statistics; s != nil {
+					if s.Basic != nil {
+						st.Bytes, st.Packets = s.Basic.Bytes, s.Basic.Packets
+					}
+					if s.Queue != nil {
+						st.Drops, st.Overlimits, st.Requeues, st.Backlog = s.Queue.Drops, s.Queue.Overlimits, s.Queue.Requeues, s.Queue.Backlog
+					}
+				}
+				out = append(out, st)
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return out[i].Node < out[j].Node || out[i].Node == out[j].Node && out[i].Iface < out[j].Iface
+	})
+	return out, nil
+}

@@ -1,0 +1,192 @@
+package fidelity
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"text/tabwriter"
+
+	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// AttributeAbove is the |error| against the calibrated model above which
+// a phase is explained.
+const AttributeAbove = 0.05
+
+// The parts of a phase's time beyond the ideal model's, in the order
+// they are assigned. Each is a measured figure, capped so that the parts
+// never claim more than the difference; what no part explains is the
+// residual.
+const (
+	PartFraming  = "framing"  // the calibrated model's time - the ideal's (TCP headers)
+	PartLateness = "lateness" // the latest rank's start after it could start
+	PartSkew     = "skew"     // the rest of the spread of the ranks' starts
+	PartRTO      = "rto"      // time in RTO recovery on the job's connections (TCP_INFO)
+	PartLoss     = "loss"     // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
+	PartCPU      = "cpu"      // wall time x the share of all CPUs other processes held
+	PartResidual = "residual"
+)
+
+// Parts lists the parts in order.
+var Parts = []string{PartFraming, PartLateness, PartSkew, PartRTO, PartLoss, PartCPU, PartResidual}
+
+// Attribution is one phase's decomposition: measured - ideal = the sum of
+// Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
+// pull is timed from when its data exist, and results are checked after
+// the phase); they are shown so nothing is hidden.
+type Attribution struct {
+	Job          string           `json:"job"`
+	Iteration    int              `json:"iteration"`
+	Phase        string           `json:"phase"`
+	IdealNs      int64            `json:"ideal_ns"`
+	CalibratedNs int64            `json:"calibrated_ns"`
+	MeasuredNs   int64            `json:"measured_ns"`
+	RelErr       float64          `json:"rel_err_calibrated"`
+	Parts        map[string]int64 `json:"parts_ns"`
+	DataWaitNs   int64            `json:"data_wait_ns"`
+	VerifyNs     int64            `json:"verify_ns"`
+}
+
+// Attribute decomposes every communication phase whose |error| against
+// the calibrated model exceeds AttributeAbove. t0 is time zero
+// (CLOCK_MONOTONIC), to place TCP and host samples against the phases.
+func Attribute(in *Inputs, t0 int64) []Attribution {
+	meas := map[job.Key]record.Phase{}
+	if in.Measurement != nil {
+		for _, p := range in.Measurement.Phases {
+			meas[job.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase}] = p
+		}
+	}
+	ideal := map[job.Key]record.Comparison{}
+	for _, c := range in.Ideal {
+		ideal[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c
+	}
+	var out []Attribution
+	for _, c := range in.Calibrated {
+		k := job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
+		if c.Phase == job.PhaseCompute || math.Abs(c.RelErr) <= AttributeAbove {
+			continue
+		}
+		id, ok := ideal[k]
+		m := meas[k]
+		if !ok {
+			continue
+		}
+		a := Attribution{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase, IdealNs: id.PredictedNs, CalibratedNs: c.PredictedNs,
+			MeasuredNs: c.MeasuredNs, RelErr: c.RelErr, Parts: map[string]int64{}, DataWaitNs: m.WaitDataNs, VerifyNs: m.VerifyNs}
+		from, to := t0+m.StartNs, t0+m.EndNs
+		rto, retrans := in.tcpDuring(c.Job, from, to)
+		var lossNs int64
+		if in.LinkPayloadBps > 0 {
+			lossNs = int64(float64(retrans) / in.LinkPayloadBps * 1e9)
+		}
+		gap := a.MeasuredNs - a.IdealNs
+		parts := []struct {
+			name string
+			ns   int64
+		}{
+			{PartFraming, a.CalibratedNs - a.IdealNs},
+			{PartLateness, m.LatenessNs},
+			{PartSkew, max(0, m.SkewNs-m.LatenessNs)},
+			{PartRTO, rto},
+			{PartLoss, lossNs},
+			{PartCPU, in.foreignDuring(from, to)},
+		}
+		left := gap
+		for _, p := range parts {
+			v := p.ns
+			if p.name != PartFraming { // framing is the model's own figure, never capped
+				v = max(0, min(v, left))
+			}
+			a.Parts[p.name] = v
+			left -= v
+		}
+		a.Parts[PartResidual] = left
+		out = append(out, a)
+	}
+	return out
+}
+
+// tcpDuring sums, over a job's connections, the time spent in RTO
+// recovery and the bytes retransmitted between from and to (differences
+// of the samples nearest before and at the end of the window).
+func (in *Inputs) tcpDuring(jobName string, from, to int64) (rtoNs int64, retrans uint64) {
+	type conn struct{ rank, peer int }
+	first, last := map[conn]int{}, map[conn]int{}
+	for i, s := range in.TCP {
+		if s.Job != jobName {
+			continue
+		}
+		c := conn{s.Rank, s.Peer}
+		if s.TNs <= from {
+			if j, ok := first[c]; !ok || in.TCP[j].TNs < s.TNs {
+				first[c] = i
+			}
+		}
+		if s.TNs <= to+int64(50e6) { // the sample after the end still belongs to it at 50 ms sampling
+			if j, ok := last[c]; !ok || in.TCP[j].TNs < s.TNs {
+				last[c] = i
+			}
+		}
+	}
+	var worstRTO int64
+	for c, li := range last {
+		l := in.TCP[li]
+		var f = l
+		f.RTOTimeMs, f.BytesRetrans = 0, 0
+		if fi, ok := first[c]; ok {
+			f = in.TCP[fi]
+		}
+		if l.RTOTimeMs > f.RTOTimeMs {
+			worstRTO = max(worstRTO, int64(l.RTOTimeMs-f.RTOTimeMs)*1e6)
+		}
+		if l.BytesRetrans > f.BytesRetrans {
+			retrans += l.BytesRetrans - f.BytesRetrans
+		}
+	}
+	return worstRTO, retrans
+}
+
+// foreignDuring is the wall time between from and to, weighted by the
+// share of all CPUs other processes held in each host sample.
+func (in *Inputs) foreignDuring(from, to int64) int64 {
+	var ns float64
+	for i, s := range in.Host {
+		start := s.TNs - int64(100e6)
+		if i > 0 {
+			start = in.Host[i-1].TNs
+		}
+		lo, hi := max(start, from), min(s.TNs, to)
+		if hi > lo {
+			ns += float64(hi-lo) * s.Foreign
+		}
+	}
+	return int64(ns)
+}
+
+// PrintAttribution writes one row per attributed phase, ms.
+func PrintAttribution(w io.Writer, as []Attribution) {
+	if len(as) == 0 {
+		fmt.Fprintf(w, "== attribution: every communication phase is within %.0f%% of the calibrated model\n", 100*AttributeAbove)
+		return
+	}
+	fmt.Fprintf(w, "== attribution of phases off by more than %.0f%% (ms; measured - ideal = the parts)\n", 100*AttributeAbove)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "job\titer\tphase\tideal\tcalibrated\tmeasured\terror\t")
+	for _, p := range Parts {
+		fmt.Fprintf(tw, "%s\t", p)
+	}
+	fmt.Fprint(tw, "data wait*\tverify*\t\n")
+	for _, a := range as {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t%.2f\t%+.1f%%\t", a.Job, a.Iteration, a.Phase, ms(a.IdealNs), ms(a.CalibratedNs), ms(a.MeasuredNs), 100*a.RelErr)
+		for _, p := range Parts {
+			fmt.Fprintf(tw, "%.2f\t", ms(a.Parts[p]))
+		}
+		fmt.Fprintf(tw, "%.2f\t%.2f\t\n", ms(a.DataWaitNs), ms(a.VerifyNs))
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "   * outside the measured time: a pull is timed from when its data exist; results are checked after the phase")
+}
+
+func ms(ns int64) float64 { return float64(ns) / 1e6 }

@@ -1,0 +1,422 @@
+// Package fidelity judges whether a run's emulation can be trusted, and
+// explains where each phase's time went. Every line of the verdict is a
+// measured figure with pass, warn or fail (or n/a with the reason it
+// cannot be measured yet); the run's verdict is its worst line. It is
+// pure: the inputs are what the run recorded (hoststat samples, shaper
+// counters, TCP_INFO samples, OCS counters and events, the measurement
+// and the calibrated model's comparison).
+package fidelity
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/ocsemu/ocsemu/emu/hoststat"
+	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// Status of one verdict line.
+type Status string
+
+const (
+	Pass Status = "pass"
+	Warn Status = "warn"
+	Fail Status = "fail"
+	NA   Status = "n/a" // cannot be measured (yet); the figure says why
+)
+
+func (s Status) rank() int {
+	switch s {
+	case Warn:
+		return 1
+	case Fail:
+		return 2
+	}
+	return 0
+}
+
+// Line is one check: a figure and what it means.
+type Line struct {
+	Check  string  `json:"check"`
+	Status Status  `json:"status"`
+	Figure string  `json:"figure"` // the measured figure, in words
+	Value  float64 `json:"value"`  // the figure the status is decided on
+	Why    string  `json:"why,omitempty"`
+}
+
+// Verdict is every line and the worst status.
+type Verdict struct {
+	Status Status `json:"status"`
+	Lines  []Line `json:"lines"`
+}
+
+// Thresholds (docs/fidelity.md explains each).
+const (
+	// CPU headroom: 1 - the 95th percentile of busy CPU share.
+	HeadroomPass, HeadroomWarn = 0.20, 0.05
+	// Foreign load: the mean share of all CPUs other processes took.
+	ForeignPass, ForeignWarn = 0.05, 0.15
+	// Link efficiency: achieved over configured rate, median over the
+	// sample intervals in which a shaped link had a queue throughout.
+	EfficiencyPass, EfficiencyWarn = 0.97, 0.90
+	// Loss: retransmitted bytes over bytes sent.
+	LossPass, LossWarn = 0.001, 0.01
+	// Lateness: the largest time a rank started a phase after it could.
+	LatenessPassNs, LatenessWarnNs = 1e6, 5e6
+	// Model accuracy against the calibrated model: median and max |error|
+	// of communication phases.
+	AccuracyMedianPass, AccuracyMaxPass = 0.05, 0.10
+	AccuracyMedianWarn, AccuracyMaxWarn = 0.10, 0.20
+)
+
+// LinkSample is one reading of a shaped link's egress queue.
+type LinkSample struct {
+	TNs          int64
+	Bytes        uint64
+	BacklogBytes uint32
+}
+
+// Link is a shaped link's readings over the run.
+type Link struct {
+	Name    string // node:iface
+	RateBps uint64 // bytes/s the shaper allows
+	Samples []LinkSample
+}
+
+// OCS is what the OCS process counted during the run (nil: no OCS).
+type OCS struct {
+	DarkBytes, UnpatchedBytes     uint64
+	DarkPackets, UnpatchedPackets uint64
+	// RouteLagNs is, per reconfiguration, how long after the circuits
+	// changed the routes matched them (0: the same instant).
+	RouteLagNs []int64
+}
+
+// TCPSample is what the verdict and the attribution read of one TCP_INFO
+// sample (workers.TCPSample; this package stays free of the workers'
+// kernel code).
+type TCPSample struct {
+	Job          string
+	Rank, Peer   int
+	TNs          int64
+	Retrans      uint32 // segments retransmitted so far
+	BytesRetrans uint64
+	TotalRTO     uint16
+	RTOTimeMs    uint32
+}
+
+// Inputs is what a run recorded.
+type Inputs struct {
+	Host []hoststat.Sample
+	// HostErr is why host sampling failed, if it did.
+	HostErr     string
+	Links       []Link
+	ShaperDrops uint64
+	TCP         []TCPSample
+	// BytesSent is every byte the ranks sent (phase records).
+	BytesSent   int64
+	OCS         *OCS
+	Measurement *record.Run
+	// Ideal and Calibrated are the measurement against the two models.
+	Ideal, Calibrated []record.Comparison
+	// LinkPayloadBps is the server links' payload rate in bytes/s (the
+	// calibrated model's), to turn retransmitted bytes into time.
+	LinkPayloadBps float64
+}
+
+// Judge makes the verdict.
+func Judge(in *Inputs) Verdict {
+	lines := []Line{
+		headroom(in), foreign(in), efficiency(in), loss(in), ocsDrops(in), routeAgreement(in), lateness(in), accuracy(in),
+	}
+	v := Verdict{Status: Pass, Lines: lines}
+	for _, l := range lines {
+		if l.Status.rank() > v.Status.rank() {
+			v.Status = l.Status
+		}
+	}
+	return v
+}
+
+func grade(v, pass, warn float64, higherBetter bool) Status {
+	if higherBetter {
+		switch {
+		case v >= pass:
+			return Pass
+		case v >= warn:
+			return Warn
+		}
+		return Fail
+	}
+	switch {
+	case v <= pass:
+		return Pass
+	case v <= warn:
+		return Warn
+	}
+	return Fail
+}
+
+func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
+
+// quantile is the nearest-rank quantile of xs (sorted copy).
+func quantile(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	v := slices.Clone(xs)
+	slices.Sort(v)
+	r := int(math.Ceil(p*float64(len(v)) - 1e-9))
+	return v[max(1, min(len(v), r))-1]
+}
+
+func headroom(in *Inputs) Line {
+	l := Line{Check: "host CPU headroom"}
+	if len(in.Host) == 0 {
+		l.Status, l.Figure = Fail, "not measured"
+		l.Why = "no host CPU samples: " + orNone(in.HostErr)
+		return l
+	}
+	var busy []float64
+	for _, s := range in.Host {
+		busy = append(busy, s.Busy)
+	}
+	p95 := quantile(busy, 0.95)
+	l.Value = 1 - p95
+	l.Status = grade(l.Value, HeadroomPass, HeadroomWarn, true)
+	l.Figure = fmt.Sprintf("%s idle at the 95th percentile of busy (busy p95 %s, %d samples of 100 ms)", pct(l.Value), pct(p95), len(busy))
+	if l.Status != Pass {
+		l.Why = fmt.Sprintf("the CPUs were nearly saturated: packets, timers and ranks wait for a CPU (want >= %s idle)", pct(HeadroomPass))
+	}
+	return l
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none recorded"
+	}
+	return s
+}
+
+func foreign(in *Inputs) Line {
+	l := Line{Check: "foreign load"}
+	if len(in.Host) == 0 {
+		l.Status, l.Figure, l.Why = Fail, "not measured", "no host CPU samples: "+orNone(in.HostErr)
+		return l
+	}
+	var sum, peak, ours, soft float64
+	for _, s := range in.Host {
+		sum += s.Foreign
+		peak = max(peak, s.Foreign)
+		ours += s.Ours
+		soft += s.SoftIRQ
+	}
+	n := float64(len(in.Host))
+	l.Value = sum / n
+	l.Status = grade(l.Value, ForeignPass, ForeignWarn, false)
+	l.Figure = fmt.Sprintf("other processes took %s of all CPUs on average (peak %s); emu %s, softirq %s", pct(l.Value), pct(peak), pct(ours/n), pct(soft/n))
+	if l.Status != Pass {
+		l.Why = fmt.Sprintf("processes that are not part of this run competed for the CPUs (want < %s): stop them or expect slower phases", pct(ForeignPass))
+	}
+	return l
+}
+
+// efficiency is achieved/configured rate over intervals in which a
+// shaped link had a queue at both ends: there the shaper should send at
+// its rate, unless the machine cannot keep up.
+func efficiency(in *Inputs) Line {
+	l := Line{Check: "link efficiency on busy links"}
+	var eff []float64
+	for _, lk := range in.Links {
+		if lk.RateBps == 0 {
+			continue
+		}
+		for i := 1; i < len(lk.Samples); i++ {
+			a, b := lk.Samples[i-1], lk.Samples[i]
+			dt := float64(b.TNs-a.TNs) / 1e9
+			if a.BacklogBytes == 0 || b.BacklogBytes == 0 || dt <= 0 || b.Bytes < a.Bytes {
+				continue
+			}
+			eff = append(eff, float64(b.Bytes-a.Bytes)/dt/float64(lk.RateBps))
+		}
+	}
+	if len(eff) == 0 {
+		l.Status, l.Figure = NA, "no shaped link had a queue through a whole sample interval"
+		return l
+	}
+	l.Value = quantile(eff, 0.5)
+	l.Status = grade(l.Value, EfficiencyPass, EfficiencyWarn, true)
+	l.Figure = fmt.Sprintf("median %s of the configured rate (p10 %s) over %d busy link intervals", pct(l.Value), pct(quantile(eff, 0.1)), len(eff))
+	if l.Status != Pass {
+		l.Why = "shapers with a queue sent below their rate: the machine did not keep the links busy"
+	}
+	return l
+}
+
+// lastPerConn is each connection's last TCP sample.
+func lastPerConn(tcp []TCPSample) map[[3]any]TCPSample {
+	out := map[[3]any]TCPSample{}
+	for _, s := range tcp {
+		k := [3]any{s.Job, s.Rank, s.Peer}
+		if o, ok := out[k]; !ok || s.TNs >= o.TNs {
+			out[k] = s
+		}
+	}
+	return out
+}
+
+func loss(in *Inputs) Line {
+	l := Line{Check: "loss and RTOs"}
+	var retrans uint64
+	var segs, rtos, rtoMs uint64
+	for _, s := range lastPerConn(in.TCP) {
+		retrans += s.BytesRetrans
+		segs += uint64(s.Retrans)
+		rtos += uint64(s.TotalRTO)
+		rtoMs += uint64(s.RTOTimeMs)
+	}
+	if in.BytesSent <= 0 {
+		l.Status, l.Figure = NA, "no bytes sent"
+		return l
+	}
+	l.Value = float64(retrans) / float64(in.BytesSent)
+	l.Status = grade(l.Value, LossPass, LossWarn, false)
+	l.Figure = fmt.Sprintf("%.3f%% of bytes retransmitted (%d segments, %d B of %d B), %d RTOs (%d ms in RTO recovery), %d shaper drops",
+		100*l.Value, segs, retrans, in.BytesSent, rtos, rtoMs, in.ShaperDrops)
+	if rtos > 0 && l.Status == Pass {
+		l.Status = Warn
+	}
+	if l.Status != Pass {
+		l.Why = "TCP lost data and recovered; the fluid models have no loss, so affected phases run longer"
+	}
+	return l
+}
+
+func ocsDrops(in *Inputs) Line {
+	l := Line{Check: "OCS drops of plan traffic"}
+	if in.OCS == nil {
+		l.Status, l.Figure = NA, "no OCS in this fabric"
+		return l
+	}
+	o := in.OCS
+	l.Value = float64(o.UnpatchedBytes + o.DarkBytes)
+	l.Figure = fmt.Sprintf("%d B (%d packets) into unpatched ports, %d B (%d packets) into dark ports", o.UnpatchedBytes, o.UnpatchedPackets, o.DarkBytes, o.DarkPackets)
+	switch {
+	case o.UnpatchedBytes > 0:
+		l.Status, l.Why = Fail, "traffic was routed onto ports with no circuit: routes and circuits disagreed"
+	case o.DarkBytes > 0:
+		l.Status, l.Why = Warn, "traffic hit ports during their dark period; the model pauses such flows instead"
+	default:
+		l.Status = Pass
+	}
+	return l
+}
+
+func routeAgreement(in *Inputs) Line {
+	l := Line{Check: "route/circuit agreement"}
+	if in.OCS == nil {
+		l.Status, l.Figure = NA, "no OCS in this fabric"
+		return l
+	}
+	if len(in.OCS.RouteLagNs) == 0 {
+		l.Status, l.Figure = NA, "no reconfiguration during the run"
+		return l
+	}
+	lag := make([]float64, len(in.OCS.RouteLagNs))
+	for i, v := range in.OCS.RouteLagNs {
+		lag[i] = float64(v)
+	}
+	l.Value = quantile(lag, 1)
+	l.Figure = fmt.Sprintf("routes followed the circuits %.2f ms later at most (median %.2f ms, %d reconfigurations); per-flow kernel paths: n/a until the shared per-flow path function records them",
+		l.Value/1e6, quantile(lag, 0.5)/1e6, len(lag))
+	switch {
+	case l.Value == 0:
+		l.Status = Pass
+	default:
+		l.Status = Warn
+		l.Why = "during the lag, flows on a removed circuit send into a dead port and flows onto an added one wait for routes"
+	}
+	return l
+}
+
+func lateness(in *Inputs) Line {
+	l := Line{Check: "phase lateness"}
+	if in.Measurement == nil || len(in.Measurement.Phases) == 0 {
+		l.Status, l.Figure = NA, "no phases measured"
+		return l
+	}
+	var late []float64
+	worst := ""
+	for _, p := range in.Measurement.Phases {
+		if v := float64(p.LatenessNs); len(late) == 0 || v > l.Value {
+			l.Value, worst = v, fmt.Sprintf("%s iteration %d %s", p.Job, p.Iteration, p.Phase)
+		}
+		late = append(late, float64(p.LatenessNs))
+	}
+	l.Status = grade(l.Value, LatenessPassNs, LatenessWarnNs, false)
+	l.Figure = fmt.Sprintf("ranks started at most %.2f ms after they could (median %.3f ms over %d phases; worst %s)", l.Value/1e6, quantile(late, 0.5)/1e6, len(late), worst)
+	if l.Status != Pass {
+		l.Why = "ranks woke late for their gates: a busy CPU delays timers"
+	}
+	return l
+}
+
+// CommErrors are the signed errors of communication phases.
+func CommErrors(cs []record.Comparison) []float64 {
+	var out []float64
+	for _, c := range cs {
+		if c.Phase != job.PhaseCompute && c.PredictedNs > 0 {
+			out = append(out, c.RelErr)
+		}
+	}
+	return out
+}
+
+func accuracy(in *Inputs) Line {
+	l := Line{Check: "model accuracy"}
+	errs := CommErrors(in.Calibrated)
+	if len(errs) == 0 {
+		l.Status, l.Figure = NA, "no communication phase predicted"
+		return l
+	}
+	abs := make([]float64, len(errs))
+	for i, e := range errs {
+		abs[i] = math.Abs(e)
+	}
+	med, mx := quantile(abs, 0.5), slices.Max(abs)
+	l.Value = med
+	l.Status = grade(med, AccuracyMedianPass, AccuracyMedianWarn, false)
+	if s := grade(mx, AccuracyMaxPass, AccuracyMaxWarn, false); s.rank() > l.Status.rank() {
+		l.Status = s
+	}
+	l.Figure = fmt.Sprintf("|error| against the calibrated model: median %s, max %s over %d communication phases", pct(med), pct(mx), len(errs))
+	if ie := CommErrors(in.Ideal); len(ie) > 0 {
+		ia := make([]float64, len(ie))
+		for i, e := range ie {
+			ia[i] = math.Abs(e)
+		}
+		l.Figure += fmt.Sprintf(" (ideal model: median %s, max %s)", pct(quantile(ia, 0.5)), pct(slices.Max(ia)))
+	}
+	if l.Status != Pass {
+		l.Why = "the attribution says where the difference went (attribution.csv)"
+	}
+	return l
+}
+
+// Print writes the verdict, one line per check.
+func (v Verdict) Print(w io.Writer) {
+	fmt.Fprintf(w, "== fidelity verdict: %s\n", strings.ToUpper(string(v.Status)))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, l := range v.Lines {
+		fmt.Fprintf(tw, "   %s\t%s\t%s\n", l.Status, l.Check, l.Figure)
+		if l.Why != "" {
+			fmt.Fprintf(tw, "   \t\t-> %s\n", l.Why)
+		}
+	}
+	tw.Flush()
+}

@@ -1,0 +1,220 @@
+package fidelity
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/emu/hoststat"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+func line(v Verdict, check string) Line {
+	for _, l := range v.Lines {
+		if l.Check == check {
+			return l
+		}
+	}
+	return Line{}
+}
+
+func hostAt(busy, foreign float64, n int) []hoststat.Sample {
+	var out []hoststat.Sample
+	for i := 0; i < n; i++ {
+		out = append(out, hoststat.Sample{TNs: int64(i+1) * 100e6, Busy: busy, Foreign: foreign, Ours: busy - foreign})
+	}
+	return out
+}
+
+func TestJudgeHost(t *testing.T) {
+	tests := []struct {
+		name               string
+		host               []hoststat.Sample
+		headroom, foreignS Status
+	}{
+		{"quiet", hostAt(0.5, 0.01, 10), Pass, Pass},
+		{"busy but ours", hostAt(0.9, 0.02, 10), Warn, Pass},
+		{"a hog on one of two CPUs", hostAt(1, 0.5, 10), Fail, Fail},
+		{"some foreign load", hostAt(0.6, 0.1, 10), Pass, Warn},
+		{"not sampled", nil, Fail, Fail},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := Judge(&Inputs{Host: tt.host, HostErr: "no /proc"})
+			if h := line(v, "host CPU headroom"); h.Status != tt.headroom {
+				t.Errorf("headroom %s (%s), want %s", h.Status, h.Figure, tt.headroom)
+			}
+			f := line(v, "foreign load")
+			if f.Status != tt.foreignS {
+				t.Errorf("foreign %s (%s), want %s", f.Status, f.Figure, tt.foreignS)
+			}
+			if f.Status == Fail && f.Why == "" {
+				t.Error("a failing line must say why")
+			}
+			want := tt.headroom
+			if tt.foreignS.rank() > want.rank() {
+				want = tt.foreignS
+			}
+			if v.Status != want {
+				t.Errorf("verdict %s, want %s: the other lines are n/a here, so the host lines decide", v.Status, want)
+			}
+		})
+	}
+}
+
+func TestJudgeEfficiency(t *testing.T) {
+	// 1 Gbit/s = 125e6 B/s; 100 ms intervals.
+	mk := func(perInterval uint64, backlog uint32) Link {
+		l := Link{Name: "r0s0:eth0", RateBps: 125e6}
+		for i := 0; i < 5; i++ {
+			l.Samples = append(l.Samples, LinkSample{TNs: int64(i) * 100e6, Bytes: uint64(i) * perInterval, BacklogBytes: backlog})
+		}
+		return l
+	}
+	tests := []struct {
+		name string
+		link Link
+		want Status
+		val  float64
+	}{
+		{"full rate with a queue", mk(12.5e6, 1000), Pass, 1},
+		{"95% with a queue", mk(11.875e6, 1000), Warn, 0.95},
+		{"half rate with a queue", mk(6.25e6, 1000), Fail, 0.5},
+		{"no queue: not a busy link", mk(1e6, 0), NA, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := line(Judge(&Inputs{Links: []Link{tt.link}}), "link efficiency on busy links")
+			if l.Status != tt.want || (tt.want != NA && (l.Value < tt.val-1e-9 || l.Value > tt.val+1e-9)) {
+				t.Errorf("got %s %.4f (%s), want %s %.4f", l.Status, l.Value, l.Figure, tt.want, tt.val)
+			}
+		})
+	}
+}
+
+func TestJudgeLossOCSLatenessAccuracy(t *testing.T) {
+	tcp := func(retrans uint64, rtos uint16) []TCPSample {
+		return []TCPSample{{Job: "j", Rank: 0, Peer: 1, TNs: 1, BytesRetrans: 0}, {Job: "j", Rank: 0, Peer: 1, TNs: 2, BytesRetrans: retrans, TotalRTO: rtos}}
+	}
+	comm := func(errs ...float64) []record.Comparison {
+		var out []record.Comparison
+		for _, e := range errs {
+			out = append(out, record.Comparison{Job: "j", Phase: "allreduce", PredictedNs: 100, RelErr: e})
+		}
+		return append(out, record.Comparison{Job: "j", Phase: "compute", PredictedNs: 100, RelErr: 5}) // compute never counts
+	}
+	tests := []struct {
+		name  string
+		in    Inputs
+		check string
+		want  Status
+	}{
+		{"no loss", Inputs{TCP: tcp(0, 0), BytesSent: 1e6}, "loss and RTOs", Pass},
+		{"0.5% retransmitted", Inputs{TCP: tcp(5000, 0), BytesSent: 1e6}, "loss and RTOs", Warn},
+		{"2% retransmitted", Inputs{TCP: tcp(20000, 0), BytesSent: 1e6}, "loss and RTOs", Fail},
+		{"an RTO is never a pass", Inputs{TCP: tcp(10, 1), BytesSent: 1e6}, "loss and RTOs", Warn},
+		{"eps fabric", Inputs{}, "OCS drops of plan traffic", NA},
+		{"clean OCS", Inputs{OCS: &OCS{}}, "OCS drops of plan traffic", Pass},
+		{"dark drops", Inputs{OCS: &OCS{DarkBytes: 1500, DarkPackets: 1}}, "OCS drops of plan traffic", Warn},
+		{"unpatched drops", Inputs{OCS: &OCS{UnpatchedBytes: 68968, UnpatchedPackets: 47}}, "OCS drops of plan traffic", Fail},
+		{"routes in the same instant", Inputs{OCS: &OCS{RouteLagNs: []int64{0, 0}}}, "route/circuit agreement", Pass},
+		{"routes lag", Inputs{OCS: &OCS{RouteLagNs: []int64{400e3, 2.5e6}}}, "route/circuit agreement", Warn},
+		{"no reconfiguration", Inputs{OCS: &OCS{}}, "route/circuit agreement", NA},
+		{"on time", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 200e3}}}}, "phase lateness", Pass},
+		{"3 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 200e3}, {LatenessNs: 3e6}}}}, "phase lateness", Warn},
+		{"8 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 8e6}}}}, "phase lateness", Fail},
+		{"accurate", Inputs{Calibrated: comm(0.01, -0.04, 0.09)}, "model accuracy", Pass},
+		{"median fine, one outlier", Inputs{Calibrated: comm(0.01, 0.02, 0.15)}, "model accuracy", Warn},
+		{"far off", Inputs{Calibrated: comm(0.2, 0.3, -0.25)}, "model accuracy", Fail},
+		{"nothing predicted", Inputs{}, "model accuracy", NA},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l := line(Judge(&tt.in), tt.check)
+			if l.Status != tt.want {
+				t.Errorf("%s: %s (%s), want %s", tt.check, l.Status, l.Figure, tt.want)
+			}
+			if l.Figure == "" {
+				t.Error("every line carries a figure")
+			}
+		})
+	}
+}
+
+func TestVerdictIsWorstLineAndPrints(t *testing.T) {
+	v := Judge(&Inputs{Host: hostAt(1, 0.5, 5)})
+	if v.Status != Fail {
+		t.Fatalf("verdict %s with a hog", v.Status)
+	}
+	var b bytes.Buffer
+	v.Print(&b)
+	out := b.String()
+	for _, want := range []string{"fidelity verdict: FAIL", "fail  foreign load", "other processes took 50.0% of all CPUs", "->"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("printed verdict lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A hand-computed decomposition: ideal 200 ms, calibrated 209 ms,
+// measured 240 ms. The ranks started 4 ms apart, one of them 1 ms late;
+// a connection spent 10 ms in RTO recovery and 125 kB were retransmitted
+// (1 ms at 125 MB/s); other processes held 20% of the CPUs for the whole
+// 240 ms (48 ms, capped at what is left: 15 ms). Residual 0.
+func TestAttributeByHand(t *testing.T) {
+	const ms = int64(1e6)
+	t0 := int64(1000 * ms)
+	meas := &record.Run{Phases: []record.Phase{{Job: "j", Iteration: 0, Phase: "allreduce", StartNs: 0, EndNs: 240 * ms,
+		LatenessNs: 1 * ms, SkewNs: 4 * ms, VerifyNs: 6 * ms}}}
+	in := &Inputs{
+		Measurement:    meas,
+		Ideal:          []record.Comparison{{Job: "j", Phase: "allreduce", PredictedNs: 200 * ms, MeasuredNs: 240 * ms, RelErr: 0.2}},
+		Calibrated:     []record.Comparison{{Job: "j", Phase: "allreduce", PredictedNs: 209 * ms, MeasuredNs: 240 * ms, RelErr: 31.0 / 209}},
+		LinkPayloadBps: 125e6,
+		TCP: []TCPSample{
+			{Job: "j", Rank: 0, Peer: 1, TNs: t0 - 10*ms},
+			{Job: "j", Rank: 0, Peer: 1, TNs: t0 + 240*ms, RTOTimeMs: 10, BytesRetrans: 125000},
+			{Job: "other", Rank: 0, Peer: 1, TNs: t0 + 240*ms, RTOTimeMs: 99, BytesRetrans: 9e6},
+		},
+		Host: []hoststat.Sample{{TNs: t0 + 100*ms, Foreign: 0.2}, {TNs: t0 + 200*ms, Foreign: 0.2}, {TNs: t0 + 300*ms, Foreign: 0.2}},
+	}
+	as := Attribute(in, t0)
+	if len(as) != 1 {
+		t.Fatalf("%d attributions, want 1", len(as))
+	}
+	a := as[0]
+	want := map[string]int64{PartFraming: 9 * ms, PartLateness: 1 * ms, PartSkew: 3 * ms, PartRTO: 10 * ms, PartLoss: 1 * ms, PartCPU: 16 * ms, PartResidual: 0}
+	var sum int64
+	for _, p := range Parts {
+		if a.Parts[p] != want[p] {
+			t.Errorf("%s = %.3f ms, want %.3f", p, float64(a.Parts[p])/1e6, float64(want[p])/1e6)
+		}
+		sum += a.Parts[p]
+	}
+	if sum != a.MeasuredNs-a.IdealNs {
+		t.Errorf("parts sum to %d, want measured - ideal = %d", sum, a.MeasuredNs-a.IdealNs)
+	}
+	if a.VerifyNs != 6*ms {
+		t.Errorf("verification %d, want 6 ms (outside the phase)", a.VerifyNs)
+	}
+	// A phase within 5% of the calibrated model is not attributed.
+	in.Calibrated[0].RelErr = 0.04
+	if got := Attribute(in, t0); len(got) != 0 {
+		t.Errorf("a phase within 5%% was attributed: %+v", got)
+	}
+}
+
+// A faster-than-predicted phase: nothing positive to claim; the residual
+// takes the (negative) difference beyond framing.
+func TestAttributeFaster(t *testing.T) {
+	const ms = int64(1e6)
+	in := &Inputs{
+		Measurement: &record.Run{Phases: []record.Phase{{Job: "j", Phase: "pull", EndNs: 180 * ms, SkewNs: 2 * ms}}},
+		Ideal:       []record.Comparison{{Job: "j", Phase: "pull", PredictedNs: 200 * ms, MeasuredNs: 180 * ms}},
+		Calibrated:  []record.Comparison{{Job: "j", Phase: "pull", PredictedNs: 209 * ms, MeasuredNs: 180 * ms, RelErr: -29.0 / 209}},
+	}
+	a := Attribute(in, 0)[0]
+	if a.Parts[PartFraming] != 9*ms || a.Parts[PartSkew] != 0 || a.Parts[PartResidual] != -29*ms {
+		t.Errorf("parts %v", a.Parts)
+	}
+}

@@ -1,0 +1,119 @@
+package report
+
+import (
+	"compress/gzip"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/ocsemu/ocsemu/emu/fidelity"
+	"github.com/ocsemu/ocsemu/emu/hoststat"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// DataFile is the run's one self-describing data file: gzipped JSON with
+// every series on one time axis (ns from time zero) and the run's
+// metadata, made for plotting and for handing on (Flent's idea).
+const (
+	DataFile   = "run-data.json.gz"
+	DataFormat = "emu-run-data/1"
+)
+
+// RunData is DataFile's content.
+type RunData struct {
+	Format string `json:"format"` // DataFormat
+	// TimeZeroNs is time zero on CLOCK_MONOTONIC; every t_ns below is
+	// from it.
+	TimeZeroNs int64  `json:"time_zero_ns"`
+	Axis       string `json:"axis"` // "ns from time zero"
+	// Meta is run.json: version, commit, kernel, sysctls, plan hash,
+	// scheduler (no seeds: the schedulers are deterministic), the machine
+	// capacity `emu doctor` measured.
+	Meta *Meta `json:"meta,omitempty"`
+	// Scenario is the scenario's fabric and jobs as used (scenario.yaml).
+	Scenario string `json:"scenario_yaml,omitempty"`
+	// Qdiscs are the lab's root qdiscs (tc -s qdisc) when the workers
+	// started and when they ended.
+	QdiscsBefore json.RawMessage `json:"qdiscs_before,omitempty"`
+	QdiscsAfter  json.RawMessage `json:"qdiscs_after,omitempty"`
+
+	Series Series `json:"series"`
+
+	Prediction           *record.Run            `json:"prediction"`
+	Calibrated           *record.Run            `json:"prediction_calibrated,omitempty"`
+	TCPAware             *record.Run            `json:"prediction_tcp_aware,omitempty"`
+	Measurement          *record.Run            `json:"measurement"`
+	Comparison           []record.Comparison    `json:"comparison"`
+	ComparisonCalibrated []record.Comparison    `json:"comparison_calibrated,omitempty"`
+	ComparisonTCPAware   []record.Comparison    `json:"comparison_tcp_aware,omitempty"`
+	Verdict              fidelity.Verdict       `json:"verdict"`
+	Attribution          []fidelity.Attribution `json:"attribution"`
+}
+
+// Series are the run's time series, t_ns from time zero.
+type Series struct {
+	HostCPU []hoststat.Sample `json:"host_cpu"`
+	// Shapers: one per shaped link, its counters per 100 ms.
+	Shapers []ShaperSeries `json:"shapers"`
+	// TCP and RankPhases are the ranks' records as written (JSON
+	// objects), times moved to the axis.
+	TCP        []json.RawMessage `json:"tcp"`
+	RankPhases []json.RawMessage `json:"rank_phases"`
+	OCSEvents  []json.RawMessage `json:"ocs_events,omitempty"`
+}
+
+// ShaperSeries is one shaped link over the run.
+type ShaperSeries struct {
+	Link    string   `json:"link"` // node:iface
+	RateBps uint64   `json:"rate_bytes_per_s"`
+	TNs     []int64  `json:"t_ns"`
+	Bytes   []uint64 `json:"bytes"`
+	Backlog []uint32 `json:"backlog_bytes"`
+}
+
+// WriteRunData writes d gzipped into dir.
+func WriteRunData(dir string, d *RunData) error {
+	d.Format, d.Axis = DataFormat, "ns from time zero"
+	path := filepath.Join(dir, DataFile)
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	zw := gzip.NewWriter(f)
+	err = json.NewEncoder(zw).Encode(d)
+	if cerr := zw.Close(); err == nil {
+		err = cerr
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+// ReadRunData reads dir's data file; os.ErrNotExist when the run has
+// none (runs before it existed).
+func ReadRunData(dir string) (*RunData, error) {
+	path := filepath.Join(dir, DataFile)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	var d RunData
+	if err := json.NewDecoder(io.LimitReader(zr, 1<<30)).Decode(&d); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if d.Format != DataFormat {
+		return nil, fmt.Errorf("%s: format %q, this emu reads %q", path, d.Format, DataFormat)
+	}
+	return &d, nil
+}

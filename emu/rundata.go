@@ -1,0 +1,143 @@
+package main
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/ocsemu/ocsemu/emu/fidelity"
+	"github.com/ocsemu/ocsemu/emu/orchestrate"
+	"github.com/ocsemu/ocsemu/emu/report"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
+)
+
+// writeRunData writes the run's data file (report.DataFile): every series
+// moved onto the axis of time zero, with the run's metadata.
+func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd []qdiscReading, events []ocs.Event, fr *fidelityResult) error {
+	t0 := res.Outcome.T0
+	d := &report.RunData{TimeZeroNs: t0, Prediction: res.Prediction, Calibrated: res.Calibrated, Measurement: res.Measurement,
+		Comparison: res.Compare, ComparisonCalibrated: res.CompareCalibrated, TCPAware: res.TCPAware, ComparisonTCPAware: res.CompareTCPAware, Verdict: fr.Verdict, Attribution: fr.Attribution}
+	if data, err := os.ReadFile(filepath.Join(dir, report.MetaFile)); err == nil {
+		var m report.Meta
+		if json.Unmarshal(data, &m) == nil {
+			d.Meta = &m
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(dir, "scenario.yaml")); err == nil {
+		d.Scenario = string(data)
+	}
+	if len(qd) > 0 {
+		d.QdiscsBefore, _ = json.Marshal(qd[0].Stats)
+		d.QdiscsAfter, _ = json.Marshal(qd[len(qd)-1].Stats)
+	}
+	for _, s := range in.Host {
+		s.TNs -= t0
+		d.Series.HostCPU = append(d.Series.HostCPU, s)
+	}
+	for _, l := range in.Links {
+		ss := report.ShaperSeries{Link: l.Name, RateBps: l.RateBps}
+		for _, smp := range l.Samples {
+			ss.TNs = append(ss.TNs, smp.TNs-t0)
+			ss.Bytes = append(ss.Bytes, smp.Bytes)
+			ss.Backlog = append(ss.Backlog, smp.BacklogBytes)
+		}
+		d.Series.Shapers = append(d.Series.Shapers, ss)
+	}
+	for _, t := range res.Outcome.TCP {
+		t.TNs -= t0
+		raw, _ := json.Marshal(t)
+		d.Series.TCP = append(d.Series.TCP, raw)
+	}
+	for _, p := range res.Outcome.Phases {
+		for _, v := range []*int64{&p.StartNs, &p.EndNs, &p.GateNs, &p.FirstRecvNs, &p.LastRecvNs, &p.LastSendNs, &p.LastAckNs} {
+			if *v != 0 {
+				*v -= t0
+			}
+		}
+		raw, _ := json.Marshal(p)
+		d.Series.RankPhases = append(d.Series.RankPhases, raw)
+	}
+	for _, ev := range events {
+		for _, v := range []*int64{&ev.Scheduled, &ev.Effective, &ev.DarkUntil, &ev.RoutesDoneNs} {
+			if *v != 0 {
+				*v -= t0
+			}
+		}
+		raw, _ := json.Marshal(ev)
+		d.Series.OCSEvents = append(d.Series.OCSEvents, raw)
+	}
+	return report.WriteRunData(dir, d)
+}
+
+// attributionHeader is attribution.csv's first row: the phase, the three
+// times and the error against the calibrated model, each part (ms), and
+// the two times outside the measured one.
+func attributionHeader() []string {
+	h := []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "measured_ms", "rel_err_calibrated"}
+	for _, p := range fidelity.Parts {
+		h = append(h, p+"_ms")
+	}
+	return append(h, "data_wait_ms", "verify_ms")
+}
+
+func writeAttributionCSV(path string, as []fidelity.Attribution) error {
+	return writeCSVFile(path, func(w io.Writer) error {
+		cw := csv.NewWriter(w)
+		if err := cw.Write(attributionHeader()); err != nil {
+			return err
+		}
+		for _, a := range as {
+			row := []string{a.Job, strconv.Itoa(a.Iteration), a.Phase, nsToMs(a.IdealNs), nsToMs(a.CalibratedNs), nsToMs(a.MeasuredNs), fmtFloat(a.RelErr)}
+			for _, p := range fidelity.Parts {
+				row = append(row, nsToMs(a.Parts[p]))
+			}
+			row = append(row, nsToMs(a.DataWaitNs), nsToMs(a.VerifyNs))
+			if err := cw.Write(row); err != nil {
+				return err
+			}
+		}
+		cw.Flush()
+		return cw.Error()
+	})
+}
+
+// modelsHeader is comparison_models.csv's first row: each phase predicted
+// by the three modes of the flow model beside the measurement, errors as
+// fractions ((measured - predicted) / predicted).
+var modelsHeader = []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "tcp_aware_ms", "measured_ms",
+	"rel_err_ideal", "rel_err_calibrated", "rel_err_tcp_aware"}
+
+func writeModelsCSV(path string, res *orchestrate.Result) error {
+	type key struct {
+		job   string
+		it    int
+		phase string
+	}
+	index := func(cs []orchestrate.Comparison) map[key]orchestrate.Comparison {
+		m := map[key]orchestrate.Comparison{}
+		for _, c := range cs {
+			m[key{c.Job, c.Iteration, c.Phase}] = c
+		}
+		return m
+	}
+	cal, tcp := index(res.CompareCalibrated), index(res.CompareTCPAware)
+	return writeCSVFile(path, func(w io.Writer) error {
+		cw := csv.NewWriter(w)
+		if err := cw.Write(modelsHeader); err != nil {
+			return err
+		}
+		for _, c := range res.Compare {
+			k := key{c.Job, c.Iteration, c.Phase}
+			pc, pt := cal[k], tcp[k]
+			if err := cw.Write([]string{c.Job, strconv.Itoa(c.Iteration), c.Phase, nsToMs(c.PredictedNs), nsToMs(pc.PredictedNs), nsToMs(pt.PredictedNs),
+				nsToMs(c.MeasuredNs), fmtFloat(c.RelErr), fmtFloat(pc.RelErr), fmtFloat(pt.RelErr)}); err != nil {
+				return err
+			}
+		}
+		cw.Flush()
+		return cw.Error()
+	})
+}

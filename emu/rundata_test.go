@@ -1,0 +1,39 @@
+package main
+
+import (
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/emu/fidelity"
+	"github.com/ocsemu/ocsemu/emu/orchestrate"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+func TestAttributionAndModelsCSV(t *testing.T) {
+	dir := t.TempDir()
+	a := fidelity.Attribution{Job: "ring", Iteration: 1, Phase: "allreduce", IdealNs: 200e6, CalibratedNs: 209e6, MeasuredNs: 240e6, RelErr: 0.125,
+		Parts: map[string]int64{fidelity.PartFraming: 9e6, fidelity.PartSkew: 3e6, fidelity.PartCPU: 28e6}, DataWaitNs: 0, VerifyNs: 6e6}
+	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a}); err != nil {
+		t.Fatal(err)
+	}
+	rows := readCSV(t, filepath.Join(dir, "attribution.csv"))
+	want := [][]string{attributionHeader(),
+		{"ring", "1", "allreduce", "200.000000", "209.000000", "240.000000", "0.125", "9.000000", "0.000000", "3.000000", "0.000000", "0.000000", "28.000000", "0.000000", "0.000000", "6.000000"}}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("attribution.csv:\n got %q\nwant %q", rows, want)
+	}
+	row := func(pred int64, err float64) record.Comparison {
+		return record.Comparison{Job: "ps", Iteration: 0, Phase: "pull", PredictedNs: pred, MeasuredNs: 210e6, RelErr: err}
+	}
+	res := &orchestrate.Result{Compare: []record.Comparison{row(200e6, 0.05)}, CompareCalibrated: []record.Comparison{row(209e6, 0.5/209)},
+		CompareTCPAware: []record.Comparison{row(250e6, -0.16)}}
+	if err := writeModelsCSV(filepath.Join(dir, "m.csv"), res); err != nil {
+		t.Fatal(err)
+	}
+	rows = readCSV(t, filepath.Join(dir, "m.csv"))
+	if len(rows) != 2 || !reflect.DeepEqual(rows[0], modelsHeader) ||
+		!reflect.DeepEqual(rows[1][:7], []string{"ps", "0", "pull", "200.000000", "209.000000", "250.000000", "210.000000"}) || rows[1][9] != "-0.16" {
+		t.Errorf("comparison_models.csv: %q", rows)
+	}
+}

@@ -1,0 +1,255 @@
+package main
+
+// What a run records for the fidelity verdict and the attribution, besides
+// the ranks' records: host CPU per 100 ms, every shaper's counters per
+// 100 ms (tc -s qdisc over netlink), and, on OCS fabrics, the OCS port
+// counters and events, fetched before the lab is torn down. recorder.finish
+// judges the run and writes fidelity.json, attribution.csv,
+// comparison_models.csv and the run's data file (rundata.go).
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
+	"github.com/ocsemu/ocsemu/emu/fidelity"
+	"github.com/ocsemu/ocsemu/emu/flowmodel"
+	"github.com/ocsemu/ocsemu/emu/hoststat"
+	"github.com/ocsemu/ocsemu/emu/orchestrate"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
+)
+
+// sampleEvery is how often the host and the shapers are read.
+const sampleEvery = 100 * time.Millisecond
+
+// qdiscReading is every shaper's counters at one instant.
+type qdiscReading struct {
+	TNs   int64              `json:"t_ns"`
+	Stats []fabric.QdiscStat `json:"qdiscs"`
+}
+
+// recorder samples while the workers run.
+type recorder struct {
+	lab    *fabric.Lab
+	s      *scenario.Scenario
+	host   *hoststat.Sampler
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	qdiscs  []qdiscReading
+	qdErr   error
+	ocs     *ocs.Client
+	ocsPre  []ocs.PortCounters
+	ocsErr  error
+	started int64
+}
+
+// startRecording begins sampling; stop it with finish.
+func (a *app) startRecording(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario) *recorder {
+	r := &recorder{lab: lab, s: s, host: &hoststat.Sampler{Every: sampleEvery}}
+	if s.Fabric.HasOCS() {
+		r.ocs = ocs.NewClient(fabric.LabFile(s.Name, "ocs.sock"))
+		r.ocsPre, r.ocsErr = r.ocs.Counters(ctx)
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	r.cancel = cancel
+	r.wg.Add(2)
+	go func() { defer r.wg.Done(); r.host.Run(sctx) }()
+	go func() { defer r.wg.Done(); r.sampleQdiscs(sctx) }()
+	return r
+}
+
+func (r *recorder) sampleQdiscs(ctx context.Context) {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	for {
+		st, err := r.lab.QdiscStats()
+		now := monoclock.Now()
+		r.mu.Lock()
+		if err != nil {
+			if r.qdErr == nil {
+				r.qdErr = err
+			}
+		} else {
+			r.qdiscs = append(r.qdiscs, qdiscReading{TNs: now, Stats: st})
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// fidelityResult is what fidelity.json holds.
+type fidelityResult struct {
+	Verdict     fidelity.Verdict       `json:"verdict"`
+	Attribution []fidelity.Attribution `json:"attribution"`
+	// Problems are what could not be recorded (the verdict says so too).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// stop ends sampling without judging (the run failed).
+func (r *recorder) stop() {
+	r.cancel()
+	r.wg.Wait()
+}
+
+// finish stops sampling, reads the OCS, judges the run and writes
+// fidelity.json, attribution.csv and the data file into dir.
+func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir string) (*fidelityResult, error) {
+	r.stop()
+	fr := &fidelityResult{}
+	t0 := res.Outcome.T0
+	end := t0 + res.Measurement.MakespanNs
+	in := &fidelity.Inputs{Measurement: res.Measurement, Ideal: res.Compare, Calibrated: res.CompareCalibrated}
+	for _, t := range res.Outcome.TCP {
+		in.TCP = append(in.TCP, fidelity.TCPSample{Job: t.Job, Rank: t.Rank, Peer: t.Peer, TNs: t.TNs, Retrans: t.Retrans,
+			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs})
+	}
+	if f := r.s.Fabric; f.Rates.Server != scenario.Unlimited {
+		in.LinkPayloadBps = float64(f.Rates.Server) / 8 * flowmodel.Framing(f.MTU).Goodput()
+	}
+	for _, p := range res.Outcome.Phases {
+		in.BytesSent += p.Bytes
+	}
+	for _, smp := range r.host.Samples() {
+		if smp.TNs > t0 && smp.TNs-sampleEvery.Nanoseconds() < end {
+			in.Host = append(in.Host, smp)
+		}
+	}
+	if err := r.host.Err(); err != nil {
+		in.HostErr = err.Error()
+		fr.Problems = append(fr.Problems, err.Error())
+	}
+	r.mu.Lock()
+	qd, qdErr := r.qdiscs, r.qdErr
+	r.mu.Unlock()
+	if qdErr != nil {
+		fr.Problems = append(fr.Problems, "shaper counters: "+qdErr.Error())
+	}
+	in.Links, in.ShaperDrops = linksOf(qd, t0, end)
+	var events []ocs.Event
+	if r.ocs != nil {
+		o, evs, err := r.readOCS(ctx, t0, end)
+		if err != nil {
+			fr.Problems = append(fr.Problems, err.Error())
+		}
+		in.OCS, events = o, evs
+	}
+	fr.Verdict = fidelity.Judge(in)
+	fr.Attribution = fidelity.Attribute(in, t0)
+	if dir == "" {
+		return fr, nil
+	}
+	return fr, errors.Join(
+		writeJSONFile(filepath.Join(dir, "fidelity.json"), fr),
+		writeAttributionCSV(filepath.Join(dir, "attribution.csv"), fr.Attribution),
+		writeModelsCSV(filepath.Join(dir, "comparison_models.csv"), res),
+		writeRunData(dir, res, in, qd, events, fr),
+	)
+}
+
+// linksOf turns the shaper readings within [t0, end] into per-link
+// series (tbf only: the shaped links), and sums the drops over the run.
+func linksOf(qd []qdiscReading, t0, end int64) ([]fidelity.Link, uint64) {
+	idx := map[string]int{}
+	var links []fidelity.Link
+	first, last := map[string]uint32{}, map[string]uint32{}
+	for _, rd := range qd {
+		if rd.TNs < t0-sampleEvery.Nanoseconds() || rd.TNs > end+sampleEvery.Nanoseconds() {
+			continue
+		}
+		for _, q := range rd.Stats {
+			if q.Kind != "tbf" {
+				continue
+			}
+			name := q.Node + ":" + q.Iface
+			i, ok := idx[name]
+			if !ok {
+				i = len(links)
+				idx[name] = i
+				links = append(links, fidelity.Link{Name: name, RateBps: q.RateBps})
+				first[name] = q.Drops
+			}
+			last[name] = q.Drops
+			links[i].Samples = append(links[i].Samples, fidelity.LinkSample{TNs: rd.TNs, Bytes: q.Bytes, BacklogBytes: q.Backlog})
+		}
+	}
+	var drops uint64
+	for n, d := range last {
+		drops += uint64(d - first[n])
+	}
+	return links, drops
+}
+
+// readOCS fetches the port counters (the difference since the workers
+// started) and the events of the run from the lab's event log.
+func (r *recorder) readOCS(ctx context.Context, t0, end int64) (*fidelity.OCS, []ocs.Event, error) {
+	post, err := r.ocs.Counters(ctx)
+	if err != nil || r.ocsErr != nil {
+		return nil, nil, fmt.Errorf("OCS counters: %w", errors.Join(err, r.ocsErr))
+	}
+	o := &fidelity.OCS{}
+	pre := map[string]ocs.PortCounters{}
+	for _, c := range r.ocsPre {
+		pre[c.Iface] = c
+	}
+	for _, c := range post {
+		b := pre[c.Iface]
+		o.DarkBytes += c.DarkBytes - b.DarkBytes
+		o.DarkPackets += c.DarkPackets - b.DarkPackets
+		o.UnpatchedBytes += c.UnpatchedBytes - b.UnpatchedBytes
+		o.UnpatchedPackets += c.UnpatchedPackets - b.UnpatchedPackets
+	}
+	data, err := os.ReadFile(fabric.LabFile(r.s.Name, "ocs-events.jsonl"))
+	if err != nil {
+		return o, nil, fmt.Errorf("OCS events: %w", err)
+	}
+	var evs []ocs.Event
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev ocs.Event
+		if json.Unmarshal(sc.Bytes(), &ev) != nil {
+			continue
+		}
+		if ev.Effective < t0 || ev.Effective > end {
+			continue
+		}
+		evs = append(evs, ev)
+		if ev.RoutesChanged > 0 && ev.RoutesDoneNs > 0 {
+			o.RouteLagNs = append(o.RouteLagNs, max(0, ev.RoutesDoneNs-ev.Effective))
+		}
+	}
+	return o, evs, nil
+}
+
+// verdictLine is the summary's fidelity line: the verdict and the checks
+// that did not pass.
+func verdictLine(v fidelity.Verdict) string {
+	var bad []string
+	for _, l := range v.Lines {
+		if l.Status == fidelity.Warn || l.Status == fidelity.Fail {
+			bad = append(bad, fmt.Sprintf("%s %s", l.Check, l.Status))
+		}
+	}
+	line := "   fidelity    " + strings.ToUpper(string(v.Status))
+	if len(bad) > 0 {
+		line += ": " + strings.Join(bad, ", ")
+	}
+	return line
+}

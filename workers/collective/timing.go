@@ -1,0 +1,104 @@
+package collective
+
+import (
+	"net"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Timing is when a phase's bytes moved, as one rank saw them: every field
+// is CLOCK_MONOTONIC ns, 0 when nothing of that kind happened since the
+// last Reset.
+type Timing struct {
+	FirstRecvNs int64 // the first byte received from any peer
+	LastRecvNs  int64 // the last byte received
+	LastSendNs  int64 // the last write handed to the kernel
+}
+
+// clock is CLOCK_MONOTONIC in ns (time.Now's monotonic reading is not
+// comparable across processes, CLOCK_MONOTONIC is).
+func clock() int64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}
+
+// timing holds Comm's marks; atomic because transfers run concurrently.
+type timing struct {
+	firstRecv, lastRecv, lastSend atomic.Int64
+}
+
+func (t *timing) recv(now int64) {
+	t.firstRecv.CompareAndSwap(0, now) // a read that returned nothing first
+	maxStore(&t.lastRecv, now)
+}
+
+func maxStore(a *atomic.Int64, v int64) {
+	for {
+		old := a.Load()
+		if v <= old || a.CompareAndSwap(old, v) {
+			return
+		}
+	}
+}
+
+// ResetTiming starts a new phase's marks.
+func (c *Comm) ResetTiming() {
+	c.tm.firstRecv.Store(0)
+	c.tm.lastRecv.Store(0)
+	c.tm.lastSend.Store(0)
+}
+
+// Timing returns the marks since the last ResetTiming.
+func (c *Comm) Timing() Timing {
+	return Timing{FirstRecvNs: c.tm.firstRecv.Load(), LastRecvNs: c.tm.lastRecv.Load(), LastSendNs: c.tm.lastSend.Load()}
+}
+
+// WaitAcked waits until the kernel holds no unacknowledged byte on any of
+// the given peers' connections (SIOCOUTQ is 0) and returns that instant,
+// or 0 when some connection still had bytes in flight after limit: the
+// last byte acknowledged, as TCP saw it.
+func (c *Comm) WaitAcked(peers []int, limit time.Duration) int64 {
+	deadline := clock() + int64(limit)
+	for {
+		pending := false
+		for _, p := range peers {
+			if p < 0 || p >= len(c.Conns) || c.Conns[p] == nil {
+				continue
+			}
+			if n, ok := outq(c.Conns[p]); ok && n > 0 {
+				pending = true
+				break
+			}
+		}
+		now := clock()
+		if !pending {
+			return now
+		}
+		if now > deadline {
+			return 0
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+}
+
+// outq is the bytes a TCP socket has not had acknowledged yet.
+func outq(cn net.Conn) (int, bool) {
+	sc, ok := cn.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var n int
+	var ierr error
+	if err := raw.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); err != nil || ierr != nil {
+		return 0, false
+	}
+	return n, true
+}

@@ -1,0 +1,49 @@
+package workers
+
+import (
+	"testing"
+
+	"github.com/ocsemu/ocsemu/workers/job"
+)
+
+// Hand-computed: a PS job of two workers. The server has every push at
+// 250 ms (push-complete); the workers asked for the pull at 240 and 245 ms
+// and got it by 460 and 470 ms. The pull is timed from 250 ms (its data
+// exist then): 220 ms, with 10 ms of waiting for data before, and no skew
+// (both asked before the data existed). The push
+// spans the first start to the last end, with the server's check of the
+// sum (outside the phase) and the ranks' lateness and skew.
+func TestSummarizeTimesWhatWasMeant(t *testing.T) {
+	const ms = int64(1e6)
+	t0 := 1000 * ms
+	j := job.Job{Name: "ps", Pattern: job.PatternPS, Workers: []string{"a", "b"}, PS: "c", Bytes: 8 << 20, Iterations: 1}
+	at := func(x int64) int64 { return t0 + x*ms }
+	o := &Outcome{T0: t0, Phases: []PhaseRecord{
+		{Job: "ps", Phase: job.PhasePush, Rank: 0, GateNs: at(40), StartNs: at(40), EndNs: at(251)},
+		{Job: "ps", Phase: job.PhasePush, Rank: 1, GateNs: at(42), StartNs: at(45), EndNs: at(252)},
+		{Job: "ps", Phase: job.PhasePush, Rank: PSRank, StartNs: at(0), EndNs: at(250), VerifyNs: 3 * ms},
+		{Job: "ps", Phase: job.PhasePull, Rank: 0, GateNs: at(240), StartNs: at(240), EndNs: at(460), Verified: true, VerifyNs: 2 * ms},
+		{Job: "ps", Phase: job.PhasePull, Rank: 1, GateNs: at(245), StartNs: at(245), EndNs: at(470), Verified: true, VerifyNs: 4 * ms},
+		{Job: "ps", Phase: job.PhasePull, Rank: PSRank, GateNs: at(250), StartNs: at(250), EndNs: at(470)},
+	}}
+	stats, _, run := Summarize([]job.Job{j}, o)
+	want := map[string]PhaseStat{
+		job.PhasePush: {StartNs: 40 * ms, FirstStartNs: 40 * ms, EndNs: 252 * ms, DurationNs: 212 * ms, SkewNs: 5 * ms, LatenessNs: 3 * ms, VerifyNs: 3 * ms},
+		job.PhasePull: {StartNs: 250 * ms, FirstStartNs: 240 * ms, EndNs: 470 * ms, DurationNs: 220 * ms, WaitDataNs: 10 * ms, VerifyNs: 4 * ms, Verified: true},
+	}
+	if len(stats) != 2 {
+		t.Fatalf("%d phase stats, want 2", len(stats))
+	}
+	for _, s := range stats {
+		w := want[s.Phase]
+		if s.StartNs != w.StartNs || s.FirstStartNs != w.FirstStartNs || s.EndNs != w.EndNs || s.DurationNs != w.DurationNs ||
+			s.WaitDataNs != w.WaitDataNs || s.SkewNs != w.SkewNs || s.LatenessNs != w.LatenessNs || s.VerifyNs != w.VerifyNs || s.Verified != w.Verified {
+			t.Errorf("%s:\n got %+v\nwant %+v", s.Phase, s, w)
+		}
+	}
+	for _, p := range run.Phases {
+		if p.Phase == job.PhasePull && (p.StartNs != 250*ms || p.WaitDataNs != 10*ms || p.DurationNs != 220*ms) {
+			t.Errorf("measurement's pull %+v: want it timed from 250 ms", p)
+		}
+	}
+}
