@@ -35,6 +35,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
+	"github.com/ocsemu/ocsemu/dataplane/tcprio"
 )
 
 // MaxIfindex bounds the ifindex of OCS ports inside one OCS namespace.
@@ -207,7 +208,7 @@ func (s *Switch) Attach(h *netlink.Handle, link netlink.Link) error {
 	}
 	f := &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
-			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1},
+			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.FastPath},
 		Fd: s.prog.FD(), Name: filterName, DirectAction: true,
 	}
 	if err := h.FilterReplace(f); err != nil {
