@@ -12,10 +12,11 @@ package flowmodel
 import (
 	"container/heap"
 	"fmt"
-	"hash/fnv"
 	"math"
+	"net/netip"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
@@ -327,9 +328,7 @@ func (s *Sim) startPhase(ji int) {
 	for _, pf := range fls {
 		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
 			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), capRes: -1}
-		h := fnv.New32a()
-		h.Write([]byte(pf.Src + ">" + pf.Dst))
-		fl.hash = h.Sum32()
+		fl.hash = routing.AddrHash(endpointAddr(pf.Src), endpointAddr(pf.Dst))
 		capBits := js.caps[q].all
 		if c, ok := js.caps[q].flows[[2]string{pf.Src, pf.Dst}]; ok && (capBits == 0 || c < capBits) {
 			capBits = c
@@ -390,18 +389,19 @@ func (s *Sim) route(fl *flow) {
 }
 
 // path follows the routing table hop by hop, choosing among equal next
-// hops by the flow's hash, as ECMP does.
+// hops with routing.Pick and the flow's routing.AddrHash, which the ToR's
+// kernel path program computes too: the emulation sends the flow the same
+// way.
 func (s *Sim) path(fl *flow) ([]int32, bool) {
 	if !s.f.HasOCS() {
 		return nil, false
 	}
 	var out []int32
 	for cur := fl.srcRack; cur != fl.dstRack; {
-		hops := s.paths.Next(cur, fl.dstRack)
-		if len(hops) == 0 || len(out) > s.f.Racks {
+		h, ok := routing.Pick(s.paths.Next(cur, fl.dstRack), fl.hash)
+		if !ok || len(out) > s.f.Racks {
 			return nil, false
 		}
-		h := hops[int(fl.hash)%len(hops)]
 		out = append(out, s.upTx(cur, h.Uplink))
 		cur = h.Via
 	}
@@ -497,4 +497,16 @@ func (s *Sim) handle(e event) {
 			s.endPhase(fl.job)
 		}
 	}
+}
+
+// endpointAddr is the address a flow endpoint sends from and to: a
+// server's address, or a ToR's router address (in-network aggregation).
+func endpointAddr(endpoint string) netip.Addr {
+	if r, i, ok := names.ParseServer(endpoint); ok {
+		return topo.ServerAddr(r, i)
+	}
+	if r, ok := names.ParseToR(endpoint); ok {
+		return topo.ToRAddr(r)
+	}
+	return netip.Addr{}
 }

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
 	"testing"
 
@@ -88,5 +89,50 @@ func TestPathsMatchesCompute(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestFlowHash(t *testing.T) {
+	// Pinned values (computed independently, in Python): the BPF program
+	// (ocsfabric/torpath) computes the same function; a change here must
+	// change both.
+	for _, c := range []struct {
+		src, dst string
+		want     uint32
+	}{
+		{"10.0.0.1", "10.0.1.1", 0x7ba6ea1b},
+		{"10.0.1.1", "10.0.0.1", 0x0ea439bc},
+		{"10.0.0.2", "10.0.3.2", 0x0f14e97f},
+		{"10.255.0.0", "10.255.0.2", 0x94e55581},
+		{"0.0.0.0", "0.0.0.0", 0},
+	} {
+		got := AddrHash(netip.MustParseAddr(c.src), netip.MustParseAddr(c.dst))
+		if got != c.want {
+			t.Errorf("AddrHash(%s, %s) = %#x, want %#x", c.src, c.dst, got, c.want)
+		}
+	}
+}
+
+func TestPickSpreadsPairs(t *testing.T) {
+	hops := []Hop{{Uplink: 0, Via: 1}, {Uplink: 1, Via: 1}, {Uplink: 2, Via: 1}}
+	count := make([]int, len(hops))
+	for s := range 8 {
+		for d := range 8 {
+			src := netip.AddrFrom4([4]byte{10, 0, byte(s), 1})
+			dst := netip.AddrFrom4([4]byte{10, 0, byte(d), 2})
+			h, ok := Pick(hops, AddrHash(src, dst))
+			if !ok {
+				t.Fatal("Pick over 3 hops gave none")
+			}
+			count[h.Uplink]++
+		}
+	}
+	for u, c := range count {
+		if c < 10 { // 64 pairs over 3 uplinks: about 21 each
+			t.Errorf("uplink %d took %d of 64 pairs: %v", u, c, count)
+		}
+	}
+	if _, ok := Pick(nil, 7); ok {
+		t.Error("Pick over no hops gave one")
 	}
 }
