@@ -368,9 +368,9 @@ func printEvent(ev ocs.Event) {
 	for _, u := range ev.Dark {
 		dark = append(dark, u.String())
 	}
-	fmt.Printf("event %d: %d circuits; %d ports dark for %v (%s); routes followed %v after the switch (%d changed); %d rack pairs unreachable\n",
+	fmt.Printf("event %d: %d circuits; %d ports dark for %v (%s); ToR paths switched with the circuits (skew %v); netlink routes followed %v after (%d changed); %d rack pairs unreachable\n",
 		ev.Seq, len(ev.Circuits), len(ev.Dark), time.Duration(ev.DelayNs), strings.Join(dark, " "),
-		time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, ev.Unreachable)
+		time.Duration(ev.PathSkewNs), time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, ev.Unreachable)
 }
 
 func writeJSONLine(v any) error {

@@ -396,16 +396,45 @@ func (s *Sim) path(fl *flow) ([]int32, bool) {
 	if !s.f.HasOCS() {
 		return nil, false
 	}
-	var out []int32
-	for cur := fl.srcRack; cur != fl.dstRack; {
-		h, ok := routing.Pick(s.paths.Next(cur, fl.dstRack), fl.hash)
-		if !ok || len(out) > s.f.Racks {
+	ups, ok := hopPath(s.paths, s.f.Racks, fl.srcRack, fl.dstRack, fl.hash)
+	if !ok {
+		return nil, false
+	}
+	out := make([]int32, len(ups))
+	for i, u := range ups {
+		out[i] = s.upTx(u.Rack, u.Port)
+	}
+	return out, true
+}
+
+// hopPath follows the next hops from rack src to rack dst, choosing
+// with routing.Pick and the flow's hash at every ToR, and returns the
+// uplinks the flow leaves on.
+func hopPath(p *routing.Paths, racks, src, dst int, hash uint32) ([]circuit.Uplink, bool) {
+	var out []circuit.Uplink
+	for cur := src; cur != dst; {
+		h, ok := routing.Pick(p.Next(cur, dst), hash)
+		if !ok || len(out) > racks {
 			return nil, false
 		}
-		out = append(out, s.upTx(cur, h.Uplink))
+		out = append(out, circuit.Uplink{Rack: cur, Port: h.Uplink})
 		cur = h.Via
 	}
 	return out, true
+}
+
+// FlowPath returns the circuit path the model gives a flow between two
+// endpoints (servers "r0s1" or ToRs "tor2") over a circuit configuration:
+// the uplink it leaves each ToR on. ok is false when there is no circuit
+// path. The ToRs' kernel path program (ocsfabric/torpath) chooses the
+// same uplinks; a kernel test (emu/paths_linux_test.go) compares them on
+// real frames.
+func FlowPath(racks int, cfg circuit.Config, src, dst string) (uplinks []circuit.Uplink, ok bool) {
+	sr, dr := plan.Rack(src), plan.Rack(dst)
+	if sr < 0 || dr < 0 || sr >= racks || dr >= racks {
+		return nil, false
+	}
+	return hopPath(routing.NewPaths(racks, cfg), racks, sr, dr, routing.AddrHash(endpointAddr(src), endpointAddr(dst)))
 }
 
 // detach removes a flow from a resource's list (swap-remove).

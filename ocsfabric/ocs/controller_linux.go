@@ -44,8 +44,16 @@ type Event struct {
 	Dark          []circuit.Uplink  `json:"dark,omitempty"`
 	Circuits      []circuit.Circuit `json:"circuits,omitempty"`
 	Slot          int               `json:"slot,omitempty"`
-	RoutesChanged int               `json:"routes_changed"`
-	RoutesDoneNs  int64             `json:"routes_done_ns,omitempty"` // when routes matched the circuits
+	// PathsNs is when the ToRs' kernel paths (ocsfabric/torpath) switched
+	// to the new circuits: the same generation switch as the circuits'.
+	PathsNs int64 `json:"paths_ns,omitempty"`
+	// PathSkewNs is how far apart the ToR paths and the circuits switched:
+	// 0 when both were written before the instant.
+	PathSkewNs int64 `json:"path_skew_ns"`
+	// RoutesChanged and RoutesDoneNs are the netlink routes, which only
+	// traffic the ToRs originate themselves still follows.
+	RoutesChanged int   `json:"routes_changed"`
+	RoutesDoneNs  int64 `json:"routes_done_ns,omitempty"` // when routes matched the circuits
 	Unreachable   int               `json:"unreachable_pairs"`
 	Error         string            `json:"error,omitempty"`
 }
@@ -63,6 +71,7 @@ type Controller struct {
 	log    *slog.Logger
 	delay  time.Duration // scenario's reconfiguration delay
 	router *Router
+	paths  *torPaths
 
 	switches []*fastpath.Switch
 	ifindex  map[circuit.Uplink]uint32 // OCS-side port of each uplink
@@ -125,6 +134,18 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 	t, unreach := routing.Compute(f.Racks, c.cur)
 	if f.HasEPS() {
 		unreach = nil // the packet core reaches every rack
+	}
+	if c.paths, err = newTorPaths(c); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("ToR paths: %w", err)
+	}
+	if err := c.paths.stage(t, 0); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("initial ToR paths: %w", err)
+	}
+	if err := c.paths.commit(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("initial ToR paths: %w", err)
 	}
 	if _, err := r.Apply(t); err != nil {
 		c.Close()
@@ -259,6 +280,9 @@ func (c *Controller) Close() {
 	for _, s := range c.switches {
 		s.Close()
 	}
+	if c.paths != nil {
+		c.paths.close()
+	}
 	c.evMu.Lock()
 	if c.evFile != nil {
 		c.evFile.Close()
@@ -366,6 +390,16 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 		newDark[u] = e.DarkUntil
 		perSwitch[sw][c.ifindex[u]] = e
 	}
+	// The ToRs' paths and the circuits switch at the same instant: both
+	// are written into their spare generation, armed for at.
+	t, unreach := routing.Compute(c.layout.Racks, cfg)
+	if c.lab.Topo.Spec.HasEPS() {
+		unreach = nil // the packet core reaches every rack
+	}
+	if err := c.paths.stage(t, uint64(at)); err != nil {
+		return Event{}, fmt.Errorf("ToR paths: %w", err)
+	}
+	pathsArmed := int64(fastpath.Monotonic())
 	for k, sw := range c.switches {
 		if err := sw.Stage(perSwitch[k], uint64(at)); err != nil {
 			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
@@ -379,17 +413,19 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
 		}
 	}
+	if err := c.paths.commit(); err != nil {
+		return Event{}, fmt.Errorf("ToR paths: %w", err)
+	}
 	c.cur = circuit.Config{Circuits: append([]circuit.Circuit(nil), cfg.Circuits...)}
 	c.dark = newDark
 	ev := Event{Kind: kind, Scheduled: at, Effective: max(at, staged), DelayNs: int64(delay),
 		Dark: darkSet, Circuits: c.cur.Circuits, Slot: slot}
 	ev.LateNs = ev.Effective - ev.Scheduled
+	// Each switch happened once its meta was armed and the instant came.
+	ev.PathsNs = max(at, pathsArmed)
+	ev.PathSkewNs = ev.Effective - ev.PathsNs
 	if len(darkSet) > 0 && delay > 0 {
 		ev.DarkUntil = int64(darkUntil)
-	}
-	t, unreach := routing.Compute(c.layout.Racks, cfg)
-	if c.lab.Topo.Spec.HasEPS() {
-		unreach = nil // the packet core reaches every rack
 	}
 	if async {
 		// In a schedule the next slot is written while this one's routes

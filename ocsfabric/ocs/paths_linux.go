@@ -1,0 +1,123 @@
+package ocs
+
+import (
+	"fmt"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
+	"github.com/ocsemu/ocsemu/ocsfabric/torpath"
+)
+
+// torPaths holds the kernel path program of every ToR of a lab: the
+// uplink choice per destination rack, staged with the circuits for the
+// same kernel-timed instant (ocsfabric/torpath).
+type torPaths struct {
+	racks   int
+	tors    []*torpath.ToR
+	uplinks [][]uint32     // [rack][uplink] ifindex in the ToR's namespace
+	core    []*torpath.Hop // [rack] the packet core, on hybrid fabrics
+}
+
+// newTorPaths loads a program per ToR and attaches it to the ingress of
+// every server port and uplink, replacing an earlier OCS process's.
+func newTorPaths(c *Controller) (*torPaths, error) {
+	t := c.lab.Topo
+	f := t.Spec
+	p := &torPaths{racks: f.Racks, uplinks: make([][]uint32, f.Racks), core: make([]*torpath.Hop, f.Racks)}
+	maxHops := f.UplinksPerToR
+	if f.HasEPS() {
+		maxHops++
+	}
+	for rack := 0; rack < f.Racks; rack++ {
+		tor, err := torpath.New(torpath.Config{Rack: rack, Racks: f.Racks, MaxHops: maxHops})
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.tors = append(p.tors, tor)
+		node := names.ToRName(rack)
+		h, err := c.lab.Handle(node)
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		for _, l := range t.Links {
+			if l.B.Node != node && l.A.Node != node {
+				continue
+			}
+			e := l.A
+			if l.B.Node == node {
+				e = l.B
+			}
+			link, err := nlsafe.Retry1(h.LinkByName, e.Iface)
+			if err != nil {
+				p.close()
+				return nil, fmt.Errorf("%s:%s: %w", node, e.Iface, err)
+			}
+			switch l.Kind {
+			case topo.LinkServer, topo.LinkUplink:
+				if err := tor.Attach(h, link); err != nil {
+					p.close()
+					return nil, err
+				}
+			case topo.LinkCore:
+				p.core[rack] = &torpath.Hop{Dst: l.B.MAC, Src: topo.ToRMAC(rack), Ifindex: uint32(link.Attrs().Index)}
+			}
+		}
+		p.uplinks[rack] = make([]uint32, f.UplinksPerToR)
+		for u := range p.uplinks[rack] {
+			idx, ok := c.router.uplink[[2]int{rack, u}]
+			if !ok {
+				p.close()
+				return nil, fmt.Errorf("tor%d: no uplink %d", rack, u)
+			}
+			p.uplinks[rack][u] = uint32(idx)
+		}
+	}
+	return p, nil
+}
+
+// stage writes every ToR's routes of table t into its spare generation,
+// to take effect at monotonic instant at.
+func (p *torPaths) stage(t routing.Table, at uint64) error {
+	for rack, tor := range p.tors {
+		rs, err := torpath.Routes(p.racks, t[rack], p.uplinks[rack], topo.ToRMAC, rack, p.core[rack])
+		if err != nil {
+			return err
+		}
+		if err := tor.Stage(rs, at); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *torPaths) commit() error {
+	for _, tor := range p.tors {
+		if err := tor.Commit(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// counters sums the ToRs' path counters.
+func (p *torPaths) counters() ([]torpath.Counters, error) {
+	out := make([]torpath.Counters, len(p.tors))
+	for i, tor := range p.tors {
+		c, err := tor.Counters()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+func (p *torPaths) close() {
+	for _, tor := range p.tors {
+		tor.Close()
+	}
+}
