@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
@@ -28,7 +29,7 @@ const (
 )
 
 // MaxPPM is 100%: every frame dropped.
-const MaxPPM = 1_000_000
+const MaxPPM = limits.MaxLossPPM
 
 // ParseDirection reads ingress, egress or both.
 func ParseDirection(s string) (Direction, error) {

@@ -121,3 +121,10 @@ func (p *torPaths) close() {
 		tor.Close()
 	}
 }
+
+// PathCounters returns each ToR's kernel path counters, by rack: frames
+// redirected onto an uplink (or the packet core) and frames dropped
+// because their rack had no path.
+func (c *Controller) PathCounters() ([]torpath.Counters, error) {
+	return c.paths.counters()
+}
