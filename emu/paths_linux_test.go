@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
@@ -53,7 +54,7 @@ func TestKernelPathsEqualModel(t *testing.T) {
 			if rackOf(src) == rackOf(dst) {
 				continue
 			}
-			want, ok := flowmodel.FlowPath(3, cfg, src.Name, dst.Name)
+			want, ok := flowmodel.FlowPath(3, cfg, 0, 0, nil, src.Name, dst.Name)
 			if !ok {
 				t.Fatalf("model: no path %s -> %s", src.Name, dst.Name)
 			}
@@ -161,4 +162,67 @@ func udpFlow(src, dst probe.Host, port, n int) error {
 		return fmt.Errorf("%s -> %s: %d of %d datagrams arrived", src.Name, dst.Name, c, n)
 	}
 	return nil
+}
+
+// TestKernelMakeBeforeBreak: when a circuit joins a lit one to the same
+// rack, a flow whose hash picks the new circuit stays on the lit one for
+// the dark period (no frame dropped dark) and moves over after it, where
+// the model (flowmodel.FlowPath at the same instants) puts it.
+func TestKernelMakeBeforeBreak(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	name := fabrictest.UniqueLab("bpfmbb")
+	lab := fabrictest.Deploy(t, fabrictest.Fabric(t, name,
+		"{kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 2, ocs: {switches: 1, reconfig_delay: 0ms}}"))
+	ctl, err := ocs.New(context.Background(), lab, ocs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	up := func(s string) circuit.Uplink { u, _ := circuit.ParseUplink(s); return u }
+	one := circuit.Config{Circuits: []circuit.Circuit{{A: up("tor0:0"), B: up("tor1:0")}}}
+	two := circuit.Config{Circuits: []circuit.Circuit{{A: up("tor0:0"), B: up("tor1:0")}, {A: up("tor0:1"), B: up("tor1:1")}}}
+	if _, err := ctl.Apply(context.Background(), one, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	hs := fabrictest.Hosts(lab)
+	src, dst := hs[0], hs[1]
+	if after, _ := flowmodel.FlowPath(2, two, 0, 0, nil, src.Name, dst.Name); after[0] != up("tor0:1") {
+		t.Fatalf("the test needs a flow that hashes to uplink 1, %s -> %s takes %v", src.Name, dst.Name, after)
+	}
+	ev, err := ctl.Apply(context.Background(), two, 500*time.Millisecond, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	darkUntil := func(u circuit.Uplink) int64 {
+		if slices.Contains(ev.Dark, u) {
+			return ev.DarkUntil
+		}
+		return 0
+	}
+	send := func(when string, port int) {
+		t.Helper()
+		now := monoclock.Now()
+		want, _ := flowmodel.FlowPath(2, two, ev.Effective, now, darkUntil, src.Name, dst.Name)
+		before := portPackets(t, ctl)
+		if err := udpFlow(src, dst, port, 100); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		if end := monoclock.Now(); (now < ev.DarkUntil) != (end < ev.DarkUntil) {
+			t.Skipf("%s: the flow straddled the end of the dark period; the machine is too slow for this test", when)
+		}
+		after := portPackets(t, ctl)
+		if got := after[want[0].String()] - before[want[0].String()]; got < 100 {
+			t.Errorf("%s: the model sends %s -> %s over %v, but only %d of 100 frames crossed it (%v -> %v)", when, src.Name, dst.Name, want, got, before, after)
+		}
+		t.Logf("%s: %s -> %s over %v, as the model", when, src.Name, dst.Name, want)
+	}
+	send("dark period", 9400)
+	_ = monoclock.SleepUntil(context.Background(), ev.DarkUntil)
+	send("after it", 9401)
+	cs, _ := ctl.Counters()
+	for _, c := range cs {
+		if c.DarkPackets != 0 || c.UnpatchedPackets != 0 {
+			t.Errorf("port %s dropped %d dark, %d unpatched frames", c.Uplink, c.DarkPackets, c.UnpatchedPackets)
+		}
+	}
 }

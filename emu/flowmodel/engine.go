@@ -52,6 +52,8 @@ type Sim struct {
 	// routing and of a reconfiguration follows the flows and ports
 	// involved, not the fabric's size.
 	paths    *routing.Paths
+	switchAt int64   // when the current circuits were switched in
+	litFlows []*flow // flows on hops lit at the switch (make-before-break)
 	darkEnds map[int64][]int32
 	mark     int32 // component generation
 
@@ -95,6 +97,7 @@ type flow struct {
 	pos        []int // index in each resource's flow list
 	capRes     int32 // -1: none
 	hops       int   // circuits crossed on the current path
+	lit        bool  // on hops lit at the switch until a dark period ends
 	noPath     bool
 	done       bool
 	version    int32
@@ -246,6 +249,7 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 		}
 	}
 	s.circuits = cfg
+	s.switchAt = s.now
 	s.paths = routing.NewPaths(s.f.Racks, cfg)
 	for _, fl := range s.flows {
 		if !fl.done && fl.srcRack != fl.dstRack {
@@ -396,7 +400,13 @@ func (s *Sim) path(fl *flow) ([]int32, bool) {
 	if !s.f.HasOCS() {
 		return nil, false
 	}
-	ups, ok := hopPath(s.paths, s.f.Racks, fl.srcRack, fl.dstRack, fl.hash)
+	choose := func(cur int, hops []routing.Hop) routing.Choice {
+		return routing.Choose(hops, s.switchAt, func(u int) int64 { return s.res[s.upTx(cur, u)].darkUntil })
+	}
+	ups, lit, ok := hopPath(s.paths, s.f.Racks, fl.srcRack, fl.dstRack, fl.hash, choose, s.now)
+	if fl.lit = lit; lit {
+		s.litFlows = append(s.litFlows, fl)
+	}
 	if !ok {
 		return nil, false
 	}
@@ -407,34 +417,46 @@ func (s *Sim) path(fl *flow) ([]int32, bool) {
 	return out, true
 }
 
-// hopPath follows the next hops from rack src to rack dst, choosing
-// with routing.Pick and the flow's hash at every ToR, and returns the
-// uplinks the flow leaves on.
-func hopPath(p *routing.Paths, racks, src, dst int, hash uint32) ([]circuit.Uplink, bool) {
+// hopPath follows the next hops from rack src to rack dst, choosing at
+// every ToR with its routing.Choice (choose) at time now and the flow's
+// hash, and returns the uplinks the flow leaves on; lit says whether a
+// ToR chose among the hops lit at the switch (make-before-break), so the
+// path changes when that ends.
+func hopPath(p *routing.Paths, racks, src, dst int, hash uint32, choose func(cur int, hops []routing.Hop) routing.Choice, now int64) (ups []circuit.Uplink, lit, ok bool) {
 	var out []circuit.Uplink
 	for cur := src; cur != dst; {
-		h, ok := routing.Pick(p.Next(cur, dst), hash)
+		ch := choose(cur, p.Next(cur, dst))
+		h, ok := ch.Pick(hash, now)
 		if !ok || len(out) > racks {
-			return nil, false
+			return nil, lit, false
 		}
+		lit = lit || ch.Lit != nil && now < ch.LitUntil
 		out = append(out, circuit.Uplink{Rack: cur, Port: h.Uplink})
 		cur = h.Via
 	}
-	return out, true
+	return out, lit, true
 }
 
 // FlowPath returns the circuit path the model gives a flow between two
-// endpoints (servers "r0s1" or ToRs "tor2") over a circuit configuration:
-// the uplink it leaves each ToR on. ok is false when there is no circuit
-// path. The ToRs' kernel path program (ocsfabric/torpath) chooses the
-// same uplinks; a kernel test (emu/paths_linux_test.go) compares them on
-// real frames.
-func FlowPath(racks int, cfg circuit.Config, src, dst string) (uplinks []circuit.Uplink, ok bool) {
+// endpoints (servers "r0s1" or ToRs "tor2") at time now, over a circuit
+// configuration that switched at instant at with the uplinks dark until
+// darkUntil (nil: none dark): the uplink it leaves each ToR on. ok is
+// false when there is no circuit path. The ToRs' kernel path program
+// (ocsfabric/torpath) chooses the same uplinks; a kernel test
+// (emu/paths_linux_test.go) compares them on real frames.
+func FlowPath(racks int, cfg circuit.Config, at, now int64, darkUntil func(circuit.Uplink) int64, src, dst string) (uplinks []circuit.Uplink, ok bool) {
 	sr, dr := plan.Rack(src), plan.Rack(dst)
 	if sr < 0 || dr < 0 || sr >= racks || dr >= racks {
 		return nil, false
 	}
-	return hopPath(routing.NewPaths(racks, cfg), racks, sr, dr, routing.AddrHash(endpointAddr(src), endpointAddr(dst)))
+	choose := func(cur int, hops []routing.Hop) routing.Choice {
+		if darkUntil == nil {
+			return routing.Choice{All: hops}
+		}
+		return routing.Choose(hops, at, func(u int) int64 { return darkUntil(circuit.Uplink{Rack: cur, Port: u}) })
+	}
+	ups, _, ok := hopPath(routing.NewPaths(racks, cfg), racks, sr, dr, routing.AddrHash(endpointAddr(src), endpointAddr(dst)), choose, now)
+	return ups, ok
 }
 
 // detach removes a flow from a resource's list (swap-remove).
@@ -504,6 +526,17 @@ func (s *Sim) handle(e event) {
 			}
 		}
 		delete(s.darkEnds, e.t)
+		// Flows kept off dark hops (make-before-break) take their hashed
+		// hop again once a dark period ends, as the ToRs' kernel paths do.
+		lit := s.litFlows
+		s.litFlows = nil
+		for _, fl := range lit {
+			if fl.lit && !fl.done {
+				s.advance(fl)
+				s.route(fl)
+				s.dirtyF = append(s.dirtyF, fl)
+			}
+		}
 	case evFlowDone:
 		fl := s.flows[e.id]
 		if fl.done || fl.version != e.version {

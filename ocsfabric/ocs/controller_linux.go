@@ -139,7 +139,7 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 		c.Close()
 		return nil, fmt.Errorf("ToR paths: %w", err)
 	}
-	if err := c.paths.stage(t, 0); err != nil {
+	if err := c.paths.stage(t, fastpath.Monotonic(), c.dark); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("initial ToR paths: %w", err)
 	}
@@ -396,7 +396,7 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 	if c.lab.Topo.Spec.HasEPS() {
 		unreach = nil // the packet core reaches every rack
 	}
-	if err := c.paths.stage(t, uint64(at)); err != nil {
+	if err := c.paths.stage(t, uint64(at), newDark); err != nil {
 		return Event{}, fmt.Errorf("ToR paths: %w", err)
 	}
 	pathsArmed := int64(fastpath.Monotonic())

@@ -6,6 +6,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 	"github.com/ocsemu/ocsemu/ocsfabric/torpath"
 )
@@ -80,10 +81,16 @@ func newTorPaths(c *Controller) (*torPaths, error) {
 }
 
 // stage writes every ToR's routes of table t into its spare generation,
-// to take effect at monotonic instant at.
-func (p *torPaths) stage(t routing.Table, at uint64) error {
+// to take effect at monotonic instant at. dark tells until when each
+// uplink is dark from then on: flows avoid dark hops while a lit one
+// leads to the same place (routing.Choose, make-before-break).
+func (p *torPaths) stage(t routing.Table, at uint64, dark map[circuit.Uplink]uint64) error {
 	for rack, tor := range p.tors {
-		rs, err := torpath.Routes(p.racks, t[rack], p.uplinks[rack], topo.ToRMAC, rack, p.core[rack])
+		next := make(map[int]routing.Choice, len(t[rack]))
+		for d, hops := range t[rack] {
+			next[d] = routing.Choose(hops, int64(at), func(u int) int64 { return int64(dark[circuit.Uplink{Rack: rack, Port: u}]) })
+		}
+		rs, err := torpath.Routes(p.racks, next, p.uplinks[rack], topo.ToRMAC, rack, p.core[rack])
 		if err != nil {
 			return err
 		}

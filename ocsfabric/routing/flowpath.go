@@ -49,3 +49,47 @@ func Pick(hops []Hop, h uint32) (Hop, bool) {
 	}
 	return hops[h%uint32(len(hops))], true
 }
+
+// Choice is how a ToR chooses among its next hops to one destination
+// around a reconfiguration, make-before-break: from the switch instant
+// until LitUntil, flows take only the hops that were lit at the switch
+// (Lit), so no flow waits for a dark port while another circuit to the
+// same place carries light; from LitUntil on, the earliest end of a dark
+// period among the other hops, flows take All. Lit is nil when every hop
+// or none was lit at the switch: then All is used throughout.
+type Choice struct {
+	All      []Hop
+	Lit      []Hop
+	LitUntil int64
+}
+
+// Choose makes the choice of hops (sorted by uplink) at switch instant
+// at, given when each uplink of the ToR is dark until (CLOCK_MONOTONIC
+// ns; 0 or past: lit).
+func Choose(hops []Hop, at int64, darkUntil func(uplink int) int64) Choice {
+	c := Choice{All: hops}
+	var lit []Hop
+	for _, h := range hops {
+		if d := darkUntil(h.Uplink); d > at {
+			if c.LitUntil == 0 || d < c.LitUntil {
+				c.LitUntil = d
+			}
+			continue
+		}
+		lit = append(lit, h)
+	}
+	if len(lit) > 0 && len(lit) < len(hops) {
+		c.Lit = lit
+	} else {
+		c.LitUntil = 0
+	}
+	return c
+}
+
+// Pick chooses the next hop of a flow with hash h at time now.
+func (c Choice) Pick(h uint32, now int64) (Hop, bool) {
+	if c.Lit != nil && now < c.LitUntil {
+		return Pick(c.Lit, h)
+	}
+	return Pick(c.All, h)
+}

@@ -9,9 +9,10 @@
 // frame is sent into a circuit that is gone.
 //
 // Among equal next hops, a flow (its source and destination addresses)
-// takes the hop routing.Pick(hops, routing.FlowHash(src, dst)) gives: the
-// program computes the same 32-bit hash, so the flow model and the kernel
-// route every flow alike.
+// takes the hop routing.Choice.Pick(routing.FlowHash(src, dst), now)
+// gives: the program computes the same 32-bit hash and the same choice
+// between the hops lit at the switch and all hops, so the flow model and
+// the kernel route every flow alike.
 //
 // What the program leaves to the kernel (TC_ACT_OK): frames that are not
 // IPv4 without options, frames for this rack, for addresses outside the
@@ -24,8 +25,10 @@
 //
 //   - meta: one u64, (switchAt << 1) | cur, as in fastpath.
 //   - routes: array indexed by gen*racks + destination rack: a count of
-//     hops, a flag (1: unreachable, drop), then the hops, each the 12
-//     bytes of Ethernet addresses to write and the ifindex to redirect to.
+//     hops, a flag (1: unreachable, drop), a count of lit hops and the
+//     instant until which only they are used (make-before-break,
+//     routing.Choice), then the hops and the lit hops, each the 12 bytes
+//     of Ethernet addresses to write and the ifindex to redirect to.
 //   - counters: per-CPU: redirected and dropped-unreachable packets and
 //     bytes.
 package torpath
@@ -73,7 +76,10 @@ const (
 	offDst       = 30
 )
 
-const hopSize = 16 // dst MAC, src MAC, ifindex
+const (
+	hopSize    = 16 // dst MAC, src MAC, ifindex
+	headerSize = 24 // n, flags, nLit, pad, litUntil
+)
 
 // Config sizes the program of one ToR.
 type Config struct {
@@ -90,9 +96,12 @@ type Hop struct {
 }
 
 // Route is the way to one destination rack. No hops: the frame is dropped
-// when Unreachable, else left to the kernel's routes.
+// when Unreachable, else left to the kernel's routes. Until LitUntil
+// (CLOCK_MONOTONIC ns) frames take the Lit hops instead, when there are.
 type Route struct {
 	Hops        []Hop
+	Lit         []Hop
+	LitUntil    uint64
 	Unreachable bool
 }
 
@@ -122,7 +131,7 @@ func (c Config) check() error {
 	return nil
 }
 
-func (c Config) valueSize() int { return 8 + hopSize*c.MaxHops }
+func (c Config) valueSize() int { return headerSize + 2*hopSize*c.MaxHops }
 
 // New creates the maps and loads the program of one ToR. Until the first
 // Stage, every destination is left to the kernel.
@@ -201,6 +210,7 @@ func program(cfg Config, meta, routes, counters int) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, ok),
 		asm.LoadMem(asm.R9, asm.R0, 0, asm.DWord),
 		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(asm.RFP, -24, asm.R0, asm.DWord),
 		asm.Mov.Reg(asm.R1, asm.R9),
 		asm.RSh.Imm(asm.R1, 1),
 		asm.And.Imm(asm.R9, 1),
@@ -219,12 +229,22 @@ func program(cfg Config, meta, routes, counters int) asm.Instructions {
 		asm.Mov.Reg(asm.R9, asm.R0),
 		asm.LoadMem(asm.R1, asm.R9, 0, asm.Word),
 		asm.JEq.Imm(asm.R1, 0, "nohops"),
-		// r9 = &hops[hash % n]
-		asm.Mov.Reg32(asm.R2, asm.R8),
+		// The lit hops (r1 = their count, r5 = their offset) before
+		// litUntil, else all hops.
+		asm.Mov.Imm(asm.R5, headerSize),
+		asm.LoadMem(asm.R2, asm.R9, 8, asm.Word),
+		asm.JEq.Imm(asm.R2, 0, "pick"),
+		asm.LoadMem(asm.R3, asm.R9, 16, asm.DWord),
+		asm.LoadMem(asm.R4, asm.RFP, -24, asm.DWord),
+		asm.JGE.Reg(asm.R4, asm.R3, "pick"),
+		asm.Mov.Reg(asm.R1, asm.R2),
+		asm.Mov.Imm(asm.R5, int32(headerSize+hopSize*cfg.MaxHops)),
+		// r9 = &list[hash % n]
+		asm.Mov.Reg32(asm.R2, asm.R8).WithSymbol("pick"),
 		asm.Mod.Reg32(asm.R2, asm.R1),
 		asm.JGE.Imm(asm.R2, int32(cfg.MaxHops), ok),
 		asm.LSh.Imm(asm.R2, 4),
-		asm.Add.Imm(asm.R2, 8),
+		asm.Add.Reg(asm.R2, asm.R5),
 		asm.Add.Reg(asm.R9, asm.R2),
 		// Ethernet addresses.
 		asm.Mov.Reg(asm.R1, asm.R6),
@@ -339,22 +359,35 @@ func (t *ToR) Attach(h *netlink.Handle, link netlink.Link) error {
 
 // encode lays out one route entry.
 func (t *ToR) encode(r Route) ([]byte, error) {
-	if len(r.Hops) > t.cfg.MaxHops {
-		return nil, fmt.Errorf("%d hops, at most %d", len(r.Hops), t.cfg.MaxHops)
+	if len(r.Hops) > t.cfg.MaxHops || len(r.Lit) > len(r.Hops) {
+		return nil, fmt.Errorf("%d hops (%d lit), at most %d", len(r.Hops), len(r.Lit), t.cfg.MaxHops)
 	}
 	b := make([]byte, t.cfg.valueSize())
 	binary.NativeEndian.PutUint32(b[0:], uint32(len(r.Hops)))
 	if r.Unreachable && len(r.Hops) == 0 {
 		binary.NativeEndian.PutUint32(b[4:], 1)
 	}
-	for i, h := range r.Hops {
-		if len(h.Dst) != 6 || len(h.Src) != 6 || h.Ifindex == 0 {
-			return nil, fmt.Errorf("hop %d: want two 6-byte MACs and an ifindex, got %v %v %d", i, h.Dst, h.Src, h.Ifindex)
+	if len(r.Hops) > 0 && r.LitUntil > 0 {
+		binary.NativeEndian.PutUint32(b[8:], uint32(len(r.Lit)))
+		binary.NativeEndian.PutUint64(b[16:], r.LitUntil)
+	}
+	put := func(base int, hops []Hop) error {
+		for i, h := range hops {
+			if len(h.Dst) != 6 || len(h.Src) != 6 || h.Ifindex == 0 {
+				return fmt.Errorf("hop %d: want two 6-byte MACs and an ifindex, got %v %v %d", i, h.Dst, h.Src, h.Ifindex)
+			}
+			o := base + i*hopSize
+			copy(b[o:], h.Dst)
+			copy(b[o+6:], h.Src)
+			binary.NativeEndian.PutUint32(b[o+12:], h.Ifindex)
 		}
-		o := 8 + i*hopSize
-		copy(b[o:], h.Dst)
-		copy(b[o+6:], h.Src)
-		binary.NativeEndian.PutUint32(b[o+12:], h.Ifindex)
+		return nil
+	}
+	if err := put(headerSize, r.Hops); err != nil {
+		return nil, err
+	}
+	if err := put(headerSize+hopSize*t.cfg.MaxHops, r.Lit); err != nil {
+		return nil, err
 	}
 	return b, nil
 }
@@ -439,19 +472,29 @@ func (t *ToR) Counters() (Counters, error) {
 	return c, nil
 }
 
-// Routes turns one ToR's routing next hops into kernel routes: each hop's
-// uplink ifindex (ifindex[uplink]) and the MACs of the two ToRs (every
-// uplink of a ToR carries the ToR's MAC). A destination without hops
-// gets core (when the fabric has a packet core: the frame goes there), or
-// is unreachable.
-func Routes(racks int, next map[int][]routing.Hop, ifindex []uint32, mac func(rack int) net.HardwareAddr, self int, core *Hop) (map[int]Route, error) {
+// Routes turns one ToR's routing choices (by destination rack) into
+// kernel routes: each hop's uplink ifindex (ifindex[uplink]) and the MACs
+// of the two ToRs (every uplink of a ToR carries the ToR's MAC). A
+// destination without hops gets core (when the fabric has a packet core:
+// the frame goes there), or is unreachable.
+func Routes(racks int, next map[int]routing.Choice, ifindex []uint32, mac func(rack int) net.HardwareAddr, self int, core *Hop) (map[int]Route, error) {
 	out := make(map[int]Route, racks)
+	conv := func(d int, hops []routing.Hop) ([]Hop, error) {
+		var hs []Hop
+		for _, h := range hops {
+			if h.Uplink < 0 || h.Uplink >= len(ifindex) {
+				return nil, fmt.Errorf("tor%d: route to rack %d over uplink %d: no such uplink", self, d, h.Uplink)
+			}
+			hs = append(hs, Hop{Dst: mac(h.Via), Src: mac(self), Ifindex: ifindex[h.Uplink]})
+		}
+		return hs, nil
+	}
 	for d := 0; d < racks; d++ {
 		if d == self {
 			continue
 		}
-		hops := next[d]
-		if len(hops) == 0 {
+		ch := next[d]
+		if len(ch.All) == 0 {
 			if core != nil {
 				out[d] = Route{Hops: []Hop{*core}}
 			} else {
@@ -459,14 +502,28 @@ func Routes(racks int, next map[int][]routing.Hop, ifindex []uint32, mac func(ra
 			}
 			continue
 		}
-		r := Route{Hops: make([]Hop, 0, len(hops))}
-		for _, h := range hops {
-			if h.Uplink < 0 || h.Uplink >= len(ifindex) {
-				return nil, fmt.Errorf("tor%d: route to rack %d over uplink %d: no such uplink", self, d, h.Uplink)
+		var r Route
+		var err error
+		if r.Hops, err = conv(d, ch.All); err != nil {
+			return nil, err
+		}
+		if ch.Lit != nil && ch.LitUntil > 0 {
+			if r.Lit, err = conv(d, ch.Lit); err != nil {
+				return nil, err
 			}
-			r.Hops = append(r.Hops, Hop{Dst: mac(h.Via), Src: mac(self), Ifindex: ifindex[h.Uplink]})
+			r.LitUntil = uint64(ch.LitUntil)
 		}
 		out[d] = r
 	}
 	return out, nil
+}
+
+// Choices are the routing choices of every destination of one ToR with no
+// port dark: all next hops, always.
+func Choices(next map[int][]routing.Hop) map[int]routing.Choice {
+	out := make(map[int]routing.Choice, len(next))
+	for d, hs := range next {
+		out[d] = routing.Choice{All: hs}
+	}
+	return out
 }

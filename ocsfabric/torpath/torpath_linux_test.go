@@ -74,7 +74,7 @@ func TestProgramPicksModelHop(t *testing.T) {
 		2: {{Uplink: 0, Via: 2}, {Uplink: 2, Via: 3}},
 		3: {{Uplink: 1, Via: 3}},
 	}
-	rs, err := Routes(racks, next, []uint32{11, 12, 13}, topo.ToRMAC, self, nil)
+	rs, err := Routes(racks, Choices(next), []uint32{11, 12, 13}, topo.ToRMAC, self, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +160,8 @@ func TestGenerationSwitchesAtInstant(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tor.Close()
-	first, _ := Routes(3, map[int][]routing.Hop{1: {{Uplink: 0, Via: 1}}}, []uint32{5}, topo.ToRMAC, 0, nil)
-	second, _ := Routes(3, map[int][]routing.Hop{1: {{Uplink: 0, Via: 2}}, 2: {{Uplink: 0, Via: 2}}}, []uint32{5}, topo.ToRMAC, 0, nil)
+	first, _ := Routes(3, Choices(map[int][]routing.Hop{1: {{Uplink: 0, Via: 1}}}), []uint32{5}, topo.ToRMAC, 0, nil)
+	second, _ := Routes(3, Choices(map[int][]routing.Hop{1: {{Uplink: 0, Via: 2}}, 2: {{Uplink: 0, Via: 2}}}), []uint32{5}, topo.ToRMAC, 0, nil)
 	if err := tor.Stage(first, 0); err != nil {
 		t.Fatal(err)
 	}
@@ -202,4 +202,47 @@ func TestConfigRefused(t *testing.T) {
 			t.Errorf("config %+v accepted", c)
 		}
 	}
+}
+
+// TestMakeBeforeBreak: until LitUntil frames take only the lit hops
+// (routing.Choice.Pick), then every hop.
+func TestMakeBeforeBreak(t *testing.T) {
+	skipUnlessRoot(t)
+	tor, err := New(Config{Rack: 0, Racks: 4, MaxHops: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tor.Close()
+	all := []routing.Hop{{Uplink: 0, Via: 1}, {Uplink: 1, Via: 2}, {Uplink: 2, Via: 3}}
+	now := monoclock.Now()
+	darkUntil := map[int]int64{0: now + int64(300*time.Millisecond), 2: now + int64(200*time.Millisecond)}
+	ch := routing.Choose(all, now, func(u int) int64 { return darkUntil[u] })
+	rs, err := Routes(4, map[int]routing.Choice{1: ch}, []uint32{11, 12, 13}, topo.ToRMAC, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tor.Stage(rs, 0); err != nil {
+		t.Fatal(err)
+	}
+	_ = tor.Commit()
+	check := func(when string, at int64) {
+		t.Helper()
+		for s := range 20 {
+			src, dst := topo.ServerAddr(0, s), topo.ServerAddr(1, 0)
+			want, _ := ch.Pick(routing.AddrHash(src, dst), at)
+			out := make([]byte, 128)
+			if _, err := tor.prog.Run(&ebpf.RunOptions{Data: frame(src, dst, 64), DataOut: out}); err != nil {
+				t.Fatal(err)
+			}
+			if got := net.HardwareAddr(out[0:6]).String(); got != topo.ToRMAC(want.Via).String() {
+				t.Errorf("%s: %s took %s, want via tor%d", when, src, got, want.Via)
+			}
+		}
+	}
+	if monoclock.Now() >= ch.LitUntil {
+		t.Skip("the machine was too slow to test inside the dark period")
+	}
+	check("dark period", monoclock.Now())
+	_ = monoclock.SleepUntil(t.Context(), ch.LitUntil)
+	check("after it", monoclock.Now())
 }
