@@ -40,10 +40,10 @@ type Event struct {
 	LateNs    int64 `json:"late_ns"`
 	DelayNs   int64 `json:"delay_ns"`
 	// DarkUntil is when the changed ports carry light again.
-	DarkUntil     int64             `json:"dark_until_ns,omitempty"`
-	Dark          []circuit.Uplink  `json:"dark,omitempty"`
-	Circuits      []circuit.Circuit `json:"circuits,omitempty"`
-	Slot          int               `json:"slot,omitempty"`
+	DarkUntil int64             `json:"dark_until_ns,omitempty"`
+	Dark      []circuit.Uplink  `json:"dark,omitempty"`
+	Circuits  []circuit.Circuit `json:"circuits,omitempty"`
+	Slot      int               `json:"slot,omitempty"`
 	// PathsNs is when the ToRs' kernel paths (ocsfabric/torpath) switched
 	// to the new circuits: the same generation switch as the circuits'.
 	PathsNs int64 `json:"paths_ns,omitempty"`
@@ -52,10 +52,10 @@ type Event struct {
 	PathSkewNs int64 `json:"path_skew_ns"`
 	// RoutesChanged and RoutesDoneNs are the netlink routes, which only
 	// traffic the ToRs originate themselves still follows.
-	RoutesChanged int   `json:"routes_changed"`
-	RoutesDoneNs  int64 `json:"routes_done_ns,omitempty"` // when routes matched the circuits
-	Unreachable   int               `json:"unreachable_pairs"`
-	Error         string            `json:"error,omitempty"`
+	RoutesChanged int    `json:"routes_changed"`
+	RoutesDoneNs  int64  `json:"routes_done_ns,omitempty"` // when routes matched the circuits
+	Unreachable   int    `json:"unreachable_pairs"`
+	Error         string `json:"error,omitempty"`
 }
 
 // Options configure a Controller.
