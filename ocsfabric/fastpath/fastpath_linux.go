@@ -304,6 +304,14 @@ func (s *Switch) Stage(entries map[uint32]Entry, at uint64) error {
 	if s.pending {
 		return errors.New("a configuration is already staged")
 	}
+	if err := s.writeLocked(entries); err != nil {
+		return err
+	}
+	s.pending = true
+	return s.armLocked(at)
+}
+
+func (s *Switch) writeLocked(entries map[uint32]Entry) error {
 	spare := s.cur ^ 1
 	keys := make([]uint32, 0, len(entries))
 	vals := make([]Entry, 0, len(entries))
@@ -321,13 +329,44 @@ func (s *Switch) Stage(entries map[uint32]Entry, at uint64) error {
 			}
 		}
 	}
+	return nil
+}
+
+// Write writes a whole configuration into the spare generation without
+// arming it; Arm then sets its switch instant. A controller that switches
+// several maps at one instant writes them all first and arms them in a
+// row, so that even a late switch happens nearly at once everywhere.
+func (s *Switch) Write(entries map[uint32]Entry) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending {
+		return errors.New("a configuration is already staged")
+	}
+	if err := s.writeLocked(entries); err != nil {
+		return err
+	}
+	s.pending = true
+	return nil
+}
+
+// Arm tells the kernel to use the written generation from monotonic time
+// at (ns; 0 or past: at once).
+func (s *Switch) Arm(at uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pending {
+		return errors.New("nothing written to arm")
+	}
+	return s.armLocked(at)
+}
+
+func (s *Switch) armLocked(at uint64) error {
 	if at == 0 {
 		at = 1 // "already due"
 	}
 	if err := s.meta.Put(uint32(0), at<<1|uint64(s.cur)); err != nil {
 		return fmt.Errorf("arm switch: %w", err)
 	}
-	s.pending = true
 	return nil
 }
 

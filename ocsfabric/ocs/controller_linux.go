@@ -391,17 +391,26 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 		perSwitch[sw][c.ifindex[u]] = e
 	}
 	// The ToRs' paths and the circuits switch at the same instant: both
-	// are written into their spare generation, armed for at.
+	// are written whole into their spare generation, then armed for at in
+	// a row, so that even a late switch happens nearly at once everywhere.
 	t, unreach := routing.Compute(c.layout.Racks, cfg)
 	if c.lab.Topo.Spec.HasEPS() {
 		unreach = nil // the packet core reaches every rack
 	}
-	if err := c.paths.stage(t, uint64(at), newDark); err != nil {
+	if err := c.paths.write(t, uint64(at), newDark); err != nil {
+		return Event{}, fmt.Errorf("ToR paths: %w", err)
+	}
+	for k, sw := range c.switches {
+		if err := sw.Write(perSwitch[k]); err != nil {
+			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
+		}
+	}
+	if err := c.paths.arm(uint64(at)); err != nil {
 		return Event{}, fmt.Errorf("ToR paths: %w", err)
 	}
 	pathsArmed := int64(fastpath.Monotonic())
 	for k, sw := range c.switches {
-		if err := sw.Stage(perSwitch[k], uint64(at)); err != nil {
+		if err := sw.Arm(uint64(at)); err != nil {
 			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
 		}
 	}

@@ -80,11 +80,19 @@ func newTorPaths(c *Controller) (*torPaths, error) {
 	return p, nil
 }
 
-// stage writes every ToR's routes of table t into its spare generation,
-// to take effect at monotonic instant at. dark tells until when each
-// uplink is dark from then on: flows avoid dark hops while a lit one
-// leads to the same place (routing.Choose, make-before-break).
+// stage writes every ToR's routes and arms them for instant at.
 func (p *torPaths) stage(t routing.Table, at uint64, dark map[circuit.Uplink]uint64) error {
+	if err := p.write(t, at, dark); err != nil {
+		return err
+	}
+	return p.arm(at)
+}
+
+// write puts every ToR's routes of table t into its spare generation, for
+// a switch at monotonic instant at; arm then arms them. dark tells until
+// when each uplink is dark from then on: flows avoid dark hops while a
+// lit one leads to the same place (routing.Choose, make-before-break).
+func (p *torPaths) write(t routing.Table, at uint64, dark map[circuit.Uplink]uint64) error {
 	for rack, tor := range p.tors {
 		next := make(map[int]routing.Choice, len(t[rack]))
 		for d, hops := range t[rack] {
@@ -94,7 +102,16 @@ func (p *torPaths) stage(t routing.Table, at uint64, dark map[circuit.Uplink]uin
 		if err != nil {
 			return err
 		}
-		if err := tor.Stage(rs, at); err != nil {
+		if err := tor.Write(rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p *torPaths) arm(at uint64) error {
+	for _, tor := range p.tors {
+		if err := tor.Arm(at); err != nil {
 			return err
 		}
 	}

@@ -402,6 +402,14 @@ func (t *ToR) Stage(routes map[int]Route, at uint64) error {
 	if t.pending {
 		return errors.New("a configuration is already staged")
 	}
+	if err := t.writeLocked(routes); err != nil {
+		return err
+	}
+	t.pending = true
+	return t.armLocked(at)
+}
+
+func (t *ToR) writeLocked(routes map[int]Route) error {
 	for d := range routes {
 		if d < 0 || d >= t.cfg.Racks {
 			return fmt.Errorf("tor%d: destination rack %d out of range", t.cfg.Rack, d)
@@ -430,13 +438,42 @@ func (t *ToR) Stage(routes map[int]Route, at uint64) error {
 			}
 		}
 	}
+	return nil
+}
+
+// Write writes the routes into the spare generation without arming it;
+// Arm then sets the switch instant (see fastpath.Switch.Write).
+func (t *ToR) Write(routes map[int]Route) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.pending {
+		return errors.New("a configuration is already staged")
+	}
+	if err := t.writeLocked(routes); err != nil {
+		return err
+	}
+	t.pending = true
+	return nil
+}
+
+// Arm tells the kernel to use the written generation from monotonic time
+// at (ns; 0 or past: at once).
+func (t *ToR) Arm(at uint64) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.pending {
+		return errors.New("nothing written to arm")
+	}
+	return t.armLocked(at)
+}
+
+func (t *ToR) armLocked(at uint64) error {
 	if at == 0 {
 		at = 1
 	}
 	if err := t.meta.Put(uint32(0), at<<1|uint64(t.cur)); err != nil {
 		return fmt.Errorf("tor%d: arm switch: %w", t.cfg.Rack, err)
 	}
-	t.pending = true
 	return nil
 }
 
