@@ -146,9 +146,27 @@ func (p *torPaths) close() {
 	}
 }
 
-// PathCounters returns each ToR's kernel path counters, by rack: frames
-// redirected onto an uplink (or the packet core) and frames dropped
-// because their rack had no path.
-func (c *Controller) PathCounters() ([]torpath.Counters, error) {
-	return c.paths.counters()
+// PathCounters are one ToR's kernel path counters (ocsfabric/torpath):
+// frames redirected onto an uplink (or the packet core), and frames
+// dropped because their rack had no path. A GSO super-packet counts once.
+type PathCounters struct {
+	ToR                string `json:"tor"`
+	RedirectedPackets  uint64 `json:"redirected_packets"`
+	RedirectedBytes    uint64 `json:"redirected_bytes"`
+	UnreachablePackets uint64 `json:"unreachable_packets"`
+	UnreachableBytes   uint64 `json:"unreachable_bytes"`
+}
+
+// PathCounters reads every ToR's kernel path counters, by rack.
+func (c *Controller) PathCounters() ([]PathCounters, error) {
+	cs, err := c.paths.counters()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PathCounters, len(cs))
+	for r, x := range cs {
+		out[r] = PathCounters{ToR: names.ToRName(r), RedirectedPackets: x.RedirectedPackets, RedirectedBytes: x.RedirectedBytes,
+			UnreachablePackets: x.UnreachablePackets, UnreachableBytes: x.UnreachableBytes}
+	}
+	return out, nil
 }
