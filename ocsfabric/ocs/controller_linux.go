@@ -74,6 +74,7 @@ type Controller struct {
 	paths  *torPaths
 
 	switches []*fastpath.Switch
+	gen      *fastpath.Gen // the one generation switch of every OCS and ToR map
 	ifindex  map[circuit.Uplink]uint32 // OCS-side port of each uplink
 	uplinkOf []map[uint32]circuit.Uplink
 
@@ -135,17 +136,9 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 	if f.HasEPS() {
 		unreach = nil // the packet core reaches every rack
 	}
-	if c.paths, err = newTorPaths(c); err != nil {
+	if c.paths, err = newTorPaths(c, t); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("ToR paths: %w", err)
-	}
-	if err := c.paths.stage(t, fastpath.Monotonic(), c.dark); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("initial ToR paths: %w", err)
-	}
-	if err := c.paths.commit(); err != nil {
-		c.Close()
-		return nil, fmt.Errorf("initial ToR paths: %w", err)
 	}
 	if _, err := r.Apply(t); err != nil {
 		c.Close()
@@ -189,8 +182,9 @@ func (c *Controller) attach() error {
 		if err != nil {
 			return fmt.Errorf("ocs%d: %w", k, err)
 		}
-		sw, err := fastpath.Recover(h, firstLink)
+		sw, gen, err := fastpath.Recover(h, firstLink, c.gen)
 		if err == nil {
+			c.gen = gen
 			c.log.Info("took over live circuits", "ocs", k)
 			entries, err := sw.Read(keys(byIf[k]))
 			if err != nil {
@@ -203,19 +197,14 @@ func (c *Controller) attach() error {
 				c.dark[byIf[k][i]] = e.DarkUntil
 			}
 		} else if errors.Is(err, fastpath.ErrNotAttached) {
-			if sw, err = fastpath.New(); err != nil {
+			if c.gen == nil {
+				if c.gen, err = fastpath.NewGen(); err != nil {
+					return fmt.Errorf("ocs%d: %w", k, err)
+				}
+			}
+			// Fresh maps: every port unpatched in both generations.
+			if sw, err = fastpath.New(c.gen); err != nil {
 				return fmt.Errorf("ocs%d: %w", k, err)
-			}
-			// All ports unpatched, then the program on every port.
-			empty := map[uint32]fastpath.Entry{}
-			for i := range byIf[k] {
-				empty[i] = fastpath.Entry{}
-			}
-			if err := sw.Stage(empty, 0); err != nil {
-				return err
-			}
-			if err := sw.Commit(); err != nil {
-				return err
 			}
 		} else {
 			return fmt.Errorf("ocs%d: %w", k, err)
@@ -282,6 +271,9 @@ func (c *Controller) Close() {
 	}
 	if c.paths != nil {
 		c.paths.close()
+	}
+	if c.gen != nil {
+		c.gen.Close()
 	}
 	c.evMu.Lock()
 	if c.evFile != nil {
@@ -391,8 +383,8 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 		perSwitch[sw][c.ifindex[u]] = e
 	}
 	// The ToRs' paths and the circuits switch at the same instant: both
-	// are written whole into their spare generation, then armed for at in
-	// a row, so that even a late switch happens nearly at once everywhere.
+	// are written whole into the spare generation, then one write to the
+	// lab's generation switch arms them all for at.
 	t, unreach := routing.Compute(c.layout.Racks, cfg)
 	if c.lab.Topo.Spec.HasEPS() {
 		unreach = nil // the packet core reaches every rack
@@ -405,34 +397,22 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
 		}
 	}
-	if err := c.paths.arm(uint64(at)); err != nil {
-		return Event{}, fmt.Errorf("ToR paths: %w", err)
-	}
-	pathsArmed := int64(fastpath.Monotonic())
-	for k, sw := range c.switches {
-		if err := sw.Arm(uint64(at)); err != nil {
-			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
-		}
+	if err := c.gen.Arm(uint64(at)); err != nil {
+		return Event{}, err
 	}
 	staged := int64(fastpath.Monotonic())
 	c.stageNs = staged - now
 	waitUntil(ctx, at)
-	for k, sw := range c.switches {
-		if err := sw.Commit(); err != nil {
-			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
-		}
-	}
-	if err := c.paths.commit(); err != nil {
-		return Event{}, fmt.Errorf("ToR paths: %w", err)
+	if err := c.gen.Commit(); err != nil {
+		return Event{}, err
 	}
 	c.cur = circuit.Config{Circuits: append([]circuit.Circuit(nil), cfg.Circuits...)}
 	c.dark = newDark
 	ev := Event{Kind: kind, Scheduled: at, Effective: max(at, staged), DelayNs: int64(delay),
 		Dark: darkSet, Circuits: c.cur.Circuits, Slot: slot}
 	ev.LateNs = ev.Effective - ev.Scheduled
-	// Each switch happened once its meta was armed and the instant came.
-	ev.PathsNs = max(at, pathsArmed)
-	ev.PathSkewNs = ev.Effective - ev.PathsNs
+	// One write armed circuits and ToR paths: they switched together.
+	ev.PathsNs, ev.PathSkewNs = ev.Effective, 0
 	if len(darkSet) > 0 && delay > 0 {
 		ev.DarkUntil = int64(darkUntil)
 	}

@@ -3,10 +3,13 @@ package ocs
 import (
 	"fmt"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 	"github.com/ocsemu/ocsemu/ocsfabric/torpath"
 )
@@ -21,9 +24,10 @@ type torPaths struct {
 	core    []*torpath.Hop // [rack] the packet core, on hybrid fabrics
 }
 
-// newTorPaths loads a program per ToR and attaches it to the ingress of
-// every server port and uplink, replacing an earlier OCS process's.
-func newTorPaths(c *Controller) (*torPaths, error) {
+// newTorPaths loads a program per ToR, writes the routes of table t into
+// its generation in use, and attaches it to the ingress of every server
+// port and uplink, replacing an earlier OCS process's.
+func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
 	t := c.lab.Topo
 	f := t.Spec
 	p := &torPaths{racks: f.Racks, uplinks: make([][]uint32, f.Racks), core: make([]*torpath.Hop, f.Racks)}
@@ -32,7 +36,7 @@ func newTorPaths(c *Controller) (*torPaths, error) {
 		maxHops++
 	}
 	for rack := 0; rack < f.Racks; rack++ {
-		tor, err := torpath.New(torpath.Config{Rack: rack, Racks: f.Racks, MaxHops: maxHops})
+		tor, err := torpath.New(torpath.Config{Rack: rack, Racks: f.Racks, MaxHops: maxHops}, c.gen)
 		if err != nil {
 			p.close()
 			return nil, err
@@ -44,6 +48,7 @@ func newTorPaths(c *Controller) (*torPaths, error) {
 			p.close()
 			return nil, err
 		}
+		var attach []netlink.Link
 		for _, l := range t.Links {
 			if l.B.Node != node && l.A.Node != node {
 				continue
@@ -59,10 +64,7 @@ func newTorPaths(c *Controller) (*torPaths, error) {
 			}
 			switch l.Kind {
 			case topo.LinkServer, topo.LinkUplink:
-				if err := tor.Attach(h, link); err != nil {
-					p.close()
-					return nil, err
-				}
+				attach = append(attach, link)
 			case topo.LinkCore:
 				p.core[rack] = &torpath.Hop{Dst: l.B.MAC, Src: topo.ToRMAC(rack), Ifindex: uint32(link.Attrs().Index)}
 			}
@@ -76,29 +78,31 @@ func newTorPaths(c *Controller) (*torPaths, error) {
 			}
 			p.uplinks[rack][u] = uint32(idx)
 		}
+		// Routes first, into the generation in use, then the program on
+		// the ports: it forwards correctly from its first frame.
+		rs, err := p.routesFor(rack, table[rack], fastpath.Monotonic(), c.dark)
+		if err == nil {
+			err = tor.WriteCurrent(rs)
+		}
+		for _, l := range attach {
+			if err != nil {
+				break
+			}
+			err = tor.Attach(h, l)
+		}
+		if err != nil {
+			p.close()
+			return nil, err
+		}
 	}
 	return p, nil
 }
 
-// stage writes every ToR's routes and arms them for instant at.
-func (p *torPaths) stage(t routing.Table, at uint64, dark map[circuit.Uplink]uint64) error {
-	if err := p.write(t, at, dark); err != nil {
-		return err
-	}
-	return p.arm(at)
-}
-
-// write puts every ToR's routes of table t into its spare generation, for
-// a switch at monotonic instant at; arm then arms them. dark tells until
-// when each uplink is dark from then on: flows avoid dark hops while a
-// lit one leads to the same place (routing.Choose, make-before-break).
+// write puts every ToR's routes of table t into the spare generation,
+// for a switch at monotonic instant at; the lab's Gen arms it.
 func (p *torPaths) write(t routing.Table, at uint64, dark map[circuit.Uplink]uint64) error {
 	for rack, tor := range p.tors {
-		next := make(map[int]routing.Choice, len(t[rack]))
-		for d, hops := range t[rack] {
-			next[d] = routing.Choose(hops, int64(at), func(u int) int64 { return int64(dark[circuit.Uplink{Rack: rack, Port: u}]) })
-		}
-		rs, err := torpath.Routes(p.racks, next, p.uplinks[rack], topo.ToRMAC, rack, p.core[rack])
+		rs, err := p.routesFor(rack, t[rack], at, dark)
 		if err != nil {
 			return err
 		}
@@ -109,22 +113,16 @@ func (p *torPaths) write(t routing.Table, at uint64, dark map[circuit.Uplink]uin
 	return nil
 }
 
-func (p *torPaths) arm(at uint64) error {
-	for _, tor := range p.tors {
-		if err := tor.Arm(at); err != nil {
-			return err
-		}
+// routesFor turns one ToR's next hops into its kernel routes for a switch
+// at instant at. dark tells until when each uplink is dark from then on:
+// flows avoid dark hops while a lit one leads to the same place
+// (routing.Choose, make-before-break).
+func (p *torPaths) routesFor(rack int, next map[int][]routing.Hop, at uint64, dark map[circuit.Uplink]uint64) (map[int]torpath.Route, error) {
+	ch := make(map[int]routing.Choice, len(next))
+	for d, hops := range next {
+		ch[d] = routing.Choose(hops, int64(at), func(u int) int64 { return int64(dark[circuit.Uplink{Rack: rack, Port: u}]) })
 	}
-	return nil
-}
-
-func (p *torPaths) commit() error {
-	for _, tor := range p.tors {
-		if err := tor.Commit(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return torpath.Routes(p.racks, ch, p.uplinks[rack], topo.ToRMAC, rack, p.core[rack])
 }
 
 // counters sums the ToRs' path counters.

@@ -23,7 +23,8 @@
 //
 // Maps (per ToR):
 //
-//   - meta: one u64, (switchAt << 1) | cur, as in fastpath.
+//   - meta: the lab's generation switch (fastpath.Gen), the very map the
+//     OCS switches read: one write arms circuits and ToR paths alike.
 //   - routes: array indexed by gen*racks + destination rack: a count of
 //     hops, a flag (1: unreachable, drop), a count of lit hops and the
 //     instant until which only they are used (make-before-break,
@@ -35,7 +36,6 @@ package torpath
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -47,13 +47,13 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/tcprio"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
 // Names visible in bpftool and tc.
 const (
 	progName     = "emu_torpath"
-	metaName     = "emu_tor_meta"
 	routesName   = "emu_tor_routes"
 	countersName = "emu_tor_ctrs"
 	filterName   = "emu-torpath"
@@ -113,12 +113,11 @@ type Counters struct {
 
 // ToR is the BPF state of one ToR.
 type ToR struct {
-	cfg                    Config
-	mu                     sync.Mutex
-	prog                   *ebpf.Program
-	meta, routes, counters *ebpf.Map
-	cur                    uint32
-	pending                bool
+	cfg              Config
+	gen              *fastpath.Gen
+	mu               sync.Mutex
+	prog             *ebpf.Program
+	routes, counters *ebpf.Map
 }
 
 func (c Config) check() error {
@@ -133,17 +132,15 @@ func (c Config) check() error {
 
 func (c Config) valueSize() int { return headerSize + 2*hopSize*c.MaxHops }
 
-// New creates the maps and loads the program of one ToR. Until the first
-// Stage, every destination is left to the kernel.
-func New(cfg Config) (*ToR, error) {
+// New creates the maps and loads the program of one ToR, reading the
+// lab's generation switch gen. Until routes are written, every
+// destination is left to the kernel.
+func New(cfg Config, gen *fastpath.Gen) (*ToR, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	t := &ToR{cfg: cfg}
+	t := &ToR{cfg: cfg, gen: gen}
 	var err error
-	if t.meta, err = ebpf.NewMap(&ebpf.MapSpec{Name: metaName, Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
-		return nil, fmt.Errorf("tor%d: create meta map: %w", cfg.Rack, err)
-	}
 	if t.routes, err = ebpf.NewMap(&ebpf.MapSpec{Name: routesName, Type: ebpf.Array, KeySize: 4,
 		ValueSize: uint32(cfg.valueSize()), MaxEntries: uint32(2 * cfg.Racks)}); err != nil {
 		t.Close()
@@ -154,7 +151,7 @@ func New(cfg Config) (*ToR, error) {
 		return nil, fmt.Errorf("tor%d: create counters map: %w", cfg.Rack, err)
 	}
 	if t.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: progName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(cfg, t.meta.FD(), t.routes.FD(), t.counters.FD())}); err != nil {
+		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.counters.FD())}); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: load path program: %w", cfg.Rack, err)
 	}
@@ -331,7 +328,7 @@ func (t *ToR) Close() {
 	if t.prog != nil {
 		t.prog.Close()
 	}
-	for _, m := range []*ebpf.Map{t.meta, t.routes, t.counters} {
+	for _, m := range []*ebpf.Map{t.routes, t.counters} {
 		if m != nil {
 			m.Close()
 		}
@@ -392,30 +389,32 @@ func (t *ToR) encode(r Route) ([]byte, error) {
 	return b, nil
 }
 
-// Stage writes the routes to every destination rack (a rack missing from
+// Write writes the routes to every destination rack (a rack missing from
 // routes, and this ToR's own, is left to the kernel) into the spare
-// generation and tells the kernel to use it from monotonic time at (ns; 0
-// or past: at once). The previous Stage must have been committed.
-func (t *ToR) Stage(routes map[int]Route, at uint64) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.pending {
-		return errors.New("a configuration is already staged")
-	}
-	if err := t.writeLocked(routes); err != nil {
+// generation; the lab's Gen then arms it, with the circuits, for one
+// instant.
+func (t *ToR) Write(routes map[int]Route) error {
+	spare, err := t.gen.Spare()
+	if err != nil {
 		return err
 	}
-	t.pending = true
-	return t.armLocked(at)
+	return t.write(spare, routes)
 }
 
-func (t *ToR) writeLocked(routes map[int]Route) error {
+// WriteCurrent writes the routes into the generation in use: only for a
+// program not attached yet, whose maps no frame reads.
+func (t *ToR) WriteCurrent(routes map[int]Route) error {
+	return t.write(t.gen.Cur(), routes)
+}
+
+func (t *ToR) write(gen uint32, routes map[int]Route) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for d := range routes {
 		if d < 0 || d >= t.cfg.Racks {
 			return fmt.Errorf("tor%d: destination rack %d out of range", t.cfg.Rack, d)
 		}
 	}
-	spare := t.cur ^ 1
 	keys := make([]uint32, 0, t.cfg.Racks)
 	vals := make([]byte, 0, t.cfg.Racks*t.cfg.valueSize())
 	for d := 0; d < t.cfg.Racks; d++ {
@@ -427,7 +426,7 @@ func (t *ToR) writeLocked(routes map[int]Route) error {
 		if err != nil {
 			return fmt.Errorf("tor%d: route to rack %d: %w", t.cfg.Rack, d, err)
 		}
-		keys = append(keys, spare*uint32(t.cfg.Racks)+uint32(d))
+		keys = append(keys, gen*uint32(t.cfg.Racks)+uint32(d))
 		vals = append(vals, b...)
 	}
 	if _, err := t.routes.BatchUpdate(keys, vals, nil); err != nil {
@@ -437,58 +436,6 @@ func (t *ToR) writeLocked(routes map[int]Route) error {
 				return fmt.Errorf("tor%d: write route %d: %w", t.cfg.Rack, j, err)
 			}
 		}
-	}
-	return nil
-}
-
-// Write writes the routes into the spare generation without arming it;
-// Arm then sets the switch instant (see fastpath.Switch.Write).
-func (t *ToR) Write(routes map[int]Route) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.pending {
-		return errors.New("a configuration is already staged")
-	}
-	if err := t.writeLocked(routes); err != nil {
-		return err
-	}
-	t.pending = true
-	return nil
-}
-
-// Arm tells the kernel to use the written generation from monotonic time
-// at (ns; 0 or past: at once).
-func (t *ToR) Arm(at uint64) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.pending {
-		return errors.New("nothing written to arm")
-	}
-	return t.armLocked(at)
-}
-
-func (t *ToR) armLocked(at uint64) error {
-	if at == 0 {
-		at = 1
-	}
-	if err := t.meta.Put(uint32(0), at<<1|uint64(t.cur)); err != nil {
-		return fmt.Errorf("tor%d: arm switch: %w", t.cfg.Rack, err)
-	}
-	return nil
-}
-
-// Commit records that the staged generation is in use; call it once the
-// switch time has passed (the kernel switched on its own).
-func (t *ToR) Commit() error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.pending {
-		return nil
-	}
-	t.cur ^= 1
-	t.pending = false
-	if err := t.meta.Put(uint32(0), uint64(t.cur)); err != nil {
-		return fmt.Errorf("tor%d: commit switch: %w", t.cfg.Rack, err)
 	}
 	return nil
 }

@@ -12,8 +12,39 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
+
+// newToR loads a ToR program with a generation switch of its own.
+func newToR(t *testing.T, cfg Config) (*ToR, *fastpath.Gen) {
+	t.Helper()
+	gen, err := fastpath.NewGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gen.Close)
+	tor, err := New(cfg, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tor.Close)
+	return tor, gen
+}
+
+// install writes routes and switches to them at once.
+func install(t *testing.T, tor *ToR, gen *fastpath.Gen, rs map[int]Route) {
+	t.Helper()
+	if err := tor.Write(rs); err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.Arm(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
 
 func skipUnlessRoot(t *testing.T) {
 	t.Helper()
@@ -61,11 +92,7 @@ func csum(h []byte) uint16 {
 func TestProgramPicksModelHop(t *testing.T) {
 	skipUnlessRoot(t)
 	const racks, self = 6, 1
-	tor, err := New(Config{Rack: self, Racks: racks, MaxHops: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tor.Close()
+	tor, gen := newToR(t, Config{Rack: self, Racks: racks, MaxHops: 3})
 	// Rack 0 over 3 hops (vias 0, 2, 3: the written MAC tells which),
 	// rack 2 over 2, rack 3 over 1, rack 4 unreachable, rack 5 left to
 	// the kernel.
@@ -79,12 +106,7 @@ func TestProgramPicksModelHop(t *testing.T) {
 		t.Fatal(err)
 	}
 	delete(rs, 5)
-	if err := tor.Stage(rs, 0); err != nil {
-		t.Fatal(err)
-	}
-	if err := tor.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	install(t, tor, gen, rs)
 	run := func(pkt []byte) (uint32, []byte) {
 		t.Helper()
 		out := make([]byte, len(pkt)+64)
@@ -155,23 +177,19 @@ func TestProgramPicksModelHop(t *testing.T) {
 // the kernel clock passes its instant, not before.
 func TestGenerationSwitchesAtInstant(t *testing.T) {
 	skipUnlessRoot(t)
-	tor, err := New(Config{Rack: 0, Racks: 3, MaxHops: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tor.Close()
+	tor, gen := newToR(t, Config{Rack: 0, Racks: 3, MaxHops: 1})
 	first, _ := Routes(3, Choices(map[int][]routing.Hop{1: {{Uplink: 0, Via: 1}}}), []uint32{5}, topo.ToRMAC, 0, nil)
 	second, _ := Routes(3, Choices(map[int][]routing.Hop{1: {{Uplink: 0, Via: 2}}, 2: {{Uplink: 0, Via: 2}}}), []uint32{5}, topo.ToRMAC, 0, nil)
-	if err := tor.Stage(first, 0); err != nil {
-		t.Fatal(err)
-	}
-	_ = tor.Commit()
+	install(t, tor, gen, first)
 	at := monoclock.Now() + int64(200*time.Millisecond)
-	if err := tor.Stage(second, uint64(at)); err != nil {
+	if err := tor.Write(second); err != nil {
 		t.Fatal(err)
 	}
-	if err := tor.Stage(second, uint64(at)); err == nil {
-		t.Error("a second Stage before Commit was accepted")
+	if err := gen.Arm(uint64(at)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tor.Write(second); err == nil {
+		t.Error("a Write while a switch is armed was accepted")
 	}
 	via := func() string {
 		out := make([]byte, 128)
@@ -188,7 +206,7 @@ func TestGenerationSwitchesAtInstant(t *testing.T) {
 	if got := via(); got != topo.ToRMAC(2).String() {
 		t.Errorf("after the instant: via %s, want tor2's MAC", got)
 	}
-	if err := tor.Commit(); err != nil {
+	if err := gen.Commit(); err != nil {
 		t.Fatal(err)
 	}
 	if got := via(); got != topo.ToRMAC(2).String() {
@@ -208,11 +226,7 @@ func TestConfigRefused(t *testing.T) {
 // (routing.Choice.Pick), then every hop.
 func TestMakeBeforeBreak(t *testing.T) {
 	skipUnlessRoot(t)
-	tor, err := New(Config{Rack: 0, Racks: 4, MaxHops: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tor.Close()
+	tor, gen := newToR(t, Config{Rack: 0, Racks: 4, MaxHops: 3})
 	all := []routing.Hop{{Uplink: 0, Via: 1}, {Uplink: 1, Via: 2}, {Uplink: 2, Via: 3}}
 	now := monoclock.Now()
 	darkUntil := map[int]int64{0: now + int64(300*time.Millisecond), 2: now + int64(200*time.Millisecond)}
@@ -221,10 +235,7 @@ func TestMakeBeforeBreak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := tor.Stage(rs, 0); err != nil {
-		t.Fatal(err)
-	}
-	_ = tor.Commit()
+	install(t, tor, gen, rs)
 	check := func(when string, at int64) {
 		t.Helper()
 		for s := range 20 {
