@@ -74,7 +74,7 @@ type Controller struct {
 	paths  *torPaths
 
 	switches []*fastpath.Switch
-	gen      *fastpath.Gen // the one generation switch of every OCS and ToR map
+	gen      *fastpath.Gen             // the one generation switch of every OCS and ToR map
 	ifindex  map[circuit.Uplink]uint32 // OCS-side port of each uplink
 	uplinkOf []map[uint32]circuit.Uplink
 
