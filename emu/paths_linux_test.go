@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/loss"
+	"github.com/ocsemu/ocsemu/dataplane/loss/inject"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
@@ -224,5 +226,55 @@ func TestKernelMakeBeforeBreak(t *testing.T) {
 		if c.DarkPackets != 0 || c.UnpatchedPackets != 0 {
 			t.Errorf("port %s dropped %d dark, %d unpatched frames", c.Uplink, c.DarkPackets, c.UnpatchedPackets)
 		}
+	}
+}
+
+// TestLossBeforeFastPaths: a loss rule on an OCS port or a ToR's server
+// port runs before the OCS and ToR programs there (dataplane/tcprio), so
+// what it drops never reaches a circuit.
+func TestLossBeforeFastPaths(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	name := fabrictest.UniqueLab("bpflfp")
+	lab := fabrictest.Deploy(t, fabrictest.Fabric(t, name, "{kind: ocs, racks: 2, servers_per_rack: 1, ocs: {reconfig_delay: 0ms}}"))
+	ctl, err := ocs.New(context.Background(), lab, ocs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	a, _ := circuit.ParseUplink("tor0:0")
+	b, _ := circuit.ParseUplink("tor1:0")
+	if _, err := ctl.Apply(context.Background(), circuit.Config{Circuits: []circuit.Circuit{{A: a, B: b}}}, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	hs := fabrictest.Hosts(lab)
+	if err := udpFlow(hs[0], hs[1], 9500, 50); err != nil {
+		t.Fatalf("before loss: %v", err)
+	}
+	for _, port := range []string{"ocs0:tor0u0", "tor0:s0"} {
+		rules, err := loss.Rules(lab.Topo, port, "ingress", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inject.Apply(lab, rules); err != nil {
+			t.Fatal(err)
+		}
+		before, _ := ctl.PathCounters()
+		fwd := portPackets(t, ctl)
+		if err := udpFlow(hs[0], hs[1], 9501, 50); err == nil || !strings.Contains(err.Error(), "0 of 50") {
+			t.Errorf("100%% loss on %s: %v, want no datagram through", port, err)
+		}
+		after, _ := ctl.PathCounters()
+		if got := portPackets(t, ctl)["tor0:0"] - fwd["tor0:0"]; got != 0 {
+			t.Errorf("loss on %s: the OCS still forwarded %d frames of tor0:0", port, got)
+		}
+		if port == "tor0:s0" && after[0].RedirectedPackets != before[0].RedirectedPackets {
+			t.Errorf("loss on tor0:s0: the ToR program still saw %d frames", after[0].RedirectedPackets-before[0].RedirectedPackets)
+		}
+		if _, err := inject.ClearAll(lab); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := udpFlow(hs[0], hs[1], 9502, 50); err != nil {
+		t.Errorf("after clearing loss: %v", err)
 	}
 }
