@@ -14,15 +14,17 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/loss"
 	"github.com/ocsemu/ocsemu/dataplane/loss/inject"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
 // TestKernelPathsEqualModel sends a UDP flow between every cross-rack
-// server pair of a lab whose racks have several circuits between them and
+// pair of servers and ToRs of a lab whose racks have several circuits between them and
 // a rack reached only over two hops, reads which OCS ports carried each
 // flow, and compares them with the flow model's path for that flow
 // (flowmodel.FlowPath): they must be the same uplinks, hop by hop.
@@ -47,9 +49,16 @@ func TestKernelPathsEqualModel(t *testing.T) {
 	if _, err := ctl.Apply(context.Background(), cfg, 0, 0); err != nil {
 		t.Fatal(err)
 	}
+	// Servers, and the ToRs themselves at their gateway address (traffic
+	// a ToR originates, as an in-network aggregator does, leaves by the
+	// kernel's route and is steered at the uplink's egress).
 	hosts := fabrictest.Hosts(lab)
+	for r := range 3 {
+		n, _ := lab.Topo.Node(names.ToRName(r))
+		hosts = append(hosts, probe.Host{Name: n.Name, NS: n.NS, Addr: topo.GatewayAddr(r)})
+	}
 	const pkts = 200
-	checked, multi := 0, 0
+	checked, multi, fromToR := 0, 0, 0
 	spread := map[string]int{}
 	for _, src := range hosts {
 		for _, dst := range hosts {
@@ -84,10 +93,13 @@ func TestKernelPathsEqualModel(t *testing.T) {
 			if len(want) > 1 {
 				multi++
 			}
+			if strings.HasPrefix(src.Name, "tor") {
+				fromToR++
+			}
 			checked++
 		}
 	}
-	t.Logf("%d flows (%d over two hops) took the model's uplinks; flows per uplink: %v", checked, multi, spread)
+	t.Logf("%d flows (%d over two hops, %d from ToRs) took the model's uplinks; flows per uplink: %v", checked, multi, fromToR, spread)
 	for _, u := range []string{"tor0:0", "tor0:1", "tor1:0", "tor1:1"} {
 		if spread[u] == 0 {
 			t.Errorf("no flow took %s: the test does not exercise the choice among circuits (%v)", u, spread)
@@ -105,8 +117,10 @@ func TestKernelPathsEqualModel(t *testing.T) {
 }
 
 func rackOf(h probe.Host) int {
-	var r, s int
-	fmt.Sscanf(h.Name, "r%ds%d", &r, &s)
+	if r, _, ok := names.ParseServer(h.Name); ok {
+		return r
+	}
+	r, _ := names.ParseToR(h.Name)
 	return r
 }
 
@@ -134,7 +148,8 @@ func udpFlow(src, dst probe.Host, port, n int) error {
 	}
 	defer recv.Close()
 	_ = recv.SetReadBuffer(8 << 20)
-	if err := netns.Do(src.NS, func() (err error) { send, err = net.DialUDP("udp4", nil, laddr); return err }); err != nil {
+	from := &net.UDPAddr{IP: src.Addr.AsSlice()}
+	if err := netns.Do(src.NS, func() (err error) { send, err = net.DialUDP("udp4", from, laddr); return err }); err != nil {
 		return err
 	}
 	defer send.Close()

@@ -561,14 +561,17 @@ func (s *Sim) handle(e event) {
 	}
 }
 
-// endpointAddr is the address a flow endpoint sends from and to: a
-// server's address, or a ToR's router address (in-network aggregation).
+// endpointAddr is the address a flow endpoint sends from and to, which
+// the path hash reads: a server's address, or for a ToR (in-network
+// aggregation) its gateway address 10.(r>>8).(r&255).254, the one its
+// servers reach it at. An aggregator must send from and to these
+// addresses for the kernel to route its flows as the model does.
 func endpointAddr(endpoint string) netip.Addr {
 	if r, i, ok := names.ParseServer(endpoint); ok {
 		return topo.ServerAddr(r, i)
 	}
 	if r, ok := names.ParseToR(endpoint); ok {
-		return topo.ToRAddr(r)
+		return topo.GatewayAddr(r)
 	}
 	return netip.Addr{}
 }

@@ -48,7 +48,7 @@ func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
 			p.close()
 			return nil, err
 		}
-		var attach []netlink.Link
+		var attach, egress []netlink.Link
 		for _, l := range t.Links {
 			if l.B.Node != node && l.A.Node != node {
 				continue
@@ -63,9 +63,13 @@ func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
 				return nil, fmt.Errorf("%s:%s: %w", node, e.Iface, err)
 			}
 			switch l.Kind {
-			case topo.LinkServer, topo.LinkUplink:
+			case topo.LinkServer:
 				attach = append(attach, link)
+			case topo.LinkUplink:
+				attach = append(attach, link)
+				egress = append(egress, link)
 			case topo.LinkCore:
+				egress = append(egress, link)
 				p.core[rack] = &torpath.Hop{Dst: l.B.MAC, Src: topo.ToRMAC(rack), Ifindex: uint32(link.Attrs().Index)}
 			}
 		}
@@ -89,6 +93,12 @@ func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
 				break
 			}
 			err = tor.Attach(h, l)
+		}
+		for _, l := range egress {
+			if err != nil {
+				break
+			}
+			err = tor.AttachEgress(h, l)
 		}
 		if err != nil {
 			p.close()

@@ -18,8 +18,10 @@
 // IPv4 without options, frames for this rack, for addresses outside the
 // racks' (the packet core), frames whose TTL would expire (the kernel
 // answers with ICMP), and destinations the map has no entry for. Traffic
-// the ToR itself originates never passes an ingress hook: it follows the
-// kernel routes the OCS process keeps installing with netlink.
+// the ToR itself originates never passes an ingress hook: the kernel
+// routes it (by the netlink routes the OCS process keeps installing) onto
+// an uplink or the core port, where an egress variant of the program
+// moves it onto the chosen hop.
 //
 // Maps (per ToR):
 //
@@ -53,10 +55,11 @@ import (
 
 // Names visible in bpftool and tc.
 const (
-	progName     = "emu_torpath"
-	routesName   = "emu_tor_routes"
-	countersName = "emu_tor_ctrs"
-	filterName   = "emu-torpath"
+	progName       = "emu_torpath"
+	egressProgName = "emu_torpath_eg"
+	routesName     = "emu_tor_routes"
+	countersName   = "emu_tor_ctrs"
+	filterName     = "emu-torpath"
 )
 
 // tc actions.
@@ -74,6 +77,7 @@ const (
 	offCsum      = 24
 	offSrc       = 26
 	offDst       = 30
+	skbIfindex   = 40 // __sk_buff.ifindex: the device at egress
 )
 
 const (
@@ -116,7 +120,7 @@ type ToR struct {
 	cfg              Config
 	gen              *fastpath.Gen
 	mu               sync.Mutex
-	prog             *ebpf.Program
+	prog, egress     *ebpf.Program
 	routes, counters *ebpf.Map
 }
 
@@ -151,16 +155,27 @@ func New(cfg Config, gen *fastpath.Gen) (*ToR, error) {
 		return nil, fmt.Errorf("tor%d: create counters map: %w", cfg.Rack, err)
 	}
 	if t.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: progName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.counters.FD())}); err != nil {
+		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.counters.FD(), false)}); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: load path program: %w", cfg.Rack, err)
+	}
+	if t.egress, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: egressProgName, Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.counters.FD(), true)}); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("tor%d: load egress path program: %w", cfg.Rack, err)
 	}
 	return t, nil
 }
 
 // program assembles the classifier. Registers: r6 ctx, r7 destination
 // address then rack, r8 flow hash, r9 generation then route entry.
-func program(cfg Config, meta, routes, counters int) asm.Instructions {
+//
+// The egress variant steers what the ToR sends itself (routed by the
+// kernel onto some uplink or the core port) onto the chosen hop: it
+// writes the MACs but leaves the TTL (nothing was forwarded), and lets
+// the frame go on (TC_ACT_OK) when the kernel already picked that port.
+// Frames the ingress program redirected pass it again and stay.
+func program(cfg Config, meta, routes, counters int, egress bool) asm.Instructions {
 	ok := "ok"
 	ins := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
@@ -251,7 +266,44 @@ func program(cfg Config, meta, routes, counters int) asm.Instructions {
 		asm.Mov.Imm(asm.R5, 0),
 		asm.FnSkbStoreBytes.Call(),
 		asm.JNE.Imm(asm.R0, 0, "shot"),
-		// TTL - 1, and the header checksum with it (raw 16-bit words).
+	}
+	if egress {
+		// Already on the chosen port: go on.
+		ins = append(ins,
+			asm.LoadMem(asm.R1, asm.R6, skbIfindex, asm.Word),
+			asm.LoadMem(asm.R2, asm.R9, 12, asm.Word),
+			asm.JEq.Reg(asm.R1, asm.R2, ok),
+		)
+	} else {
+		ins = append(ins, decTTL()...)
+	}
+	c := count(counters, 0)
+	ins = append(ins, c...)
+
+	ins = append(ins,
+		asm.LoadMem(asm.R1, asm.R9, 12, asm.Word),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.FnRedirect.Call(),
+		asm.Return(),
+		// a ToR's router address: rack = low 16 bits
+		asm.Ja.Label("rack").WithSymbol("router"),
+		// no hops: drop if unreachable, else the kernel decides
+		asm.LoadMem(asm.R1, asm.R9, 4, asm.Word).WithSymbol("nohops"),
+		asm.JEq.Imm(asm.R1, 0, ok),
+	)
+	ins = append(ins, count(counters, 16)...)
+	return append(ins,
+		asm.Mov.Imm(asm.R0, actShot).WithSymbol("shot"),
+		asm.Return(),
+		asm.Mov.Imm(asm.R0, actOK).WithSymbol(ok),
+		asm.Return(),
+	)
+}
+
+// decTTL decrements the TTL of the frame (r6 ctx), with the header
+// checksum (raw 16-bit words), as IP forwarding does.
+func decTTL() asm.Instructions {
+	return asm.Instructions{
 		asm.LoadAbs(offTTL, asm.Half), // ttl<<8 | proto
 		asm.Mov.Reg(asm.R7, asm.R0),
 		asm.Mov.Reg(asm.R8, asm.R0),
@@ -277,25 +329,6 @@ func program(cfg Config, meta, routes, counters int) asm.Instructions {
 		asm.FnL3CsumReplace.Call(),
 		asm.JNE.Imm(asm.R0, 0, "shot"),
 	}
-	ins = append(ins, count(counters, 0)...)
-	ins = append(ins,
-		asm.LoadMem(asm.R1, asm.R9, 12, asm.Word),
-		asm.Mov.Imm(asm.R2, 0),
-		asm.FnRedirect.Call(),
-		asm.Return(),
-		// a ToR's router address: rack = low 16 bits
-		asm.Ja.Label("rack").WithSymbol("router"),
-		// no hops: drop if unreachable, else the kernel decides
-		asm.LoadMem(asm.R1, asm.R9, 4, asm.Word).WithSymbol("nohops"),
-		asm.JEq.Imm(asm.R1, 0, ok),
-	)
-	ins = append(ins, count(counters, 16)...)
-	return append(ins,
-		asm.Mov.Imm(asm.R0, actShot).WithSymbol("shot"),
-		asm.Return(),
-		asm.Mov.Imm(asm.R0, actOK).WithSymbol(ok),
-		asm.Return(),
-	)
 }
 
 // imm32 is a 32-bit constant as the signed immediate BPF encodes.
@@ -325,8 +358,10 @@ func count(counters int, off int16) asm.Instructions {
 // Close releases this process's references; attached filters keep the
 // program and maps alive in the kernel.
 func (t *ToR) Close() {
-	if t.prog != nil {
-		t.prog.Close()
+	for _, p := range []*ebpf.Program{t.prog, t.egress} {
+		if p != nil {
+			p.Close()
+		}
 	}
 	for _, m := range []*ebpf.Map{t.routes, t.counters} {
 		if m != nil {
@@ -338,15 +373,25 @@ func (t *ToR) Close() {
 // Attach puts a clsact qdisc and the program on the ingress of one ToR
 // port (server port or uplink), replacing an earlier OCS process's.
 func (t *ToR) Attach(h *netlink.Handle, link netlink.Link) error {
+	return t.attach(h, link, netlink.HANDLE_MIN_INGRESS, t.prog)
+}
+
+// AttachEgress puts the egress variant on an uplink or core port, so that
+// traffic the ToR originates takes the chosen hop too.
+func (t *ToR) AttachEgress(h *netlink.Handle, link netlink.Link) error {
+	return t.attach(h, link, netlink.HANDLE_MIN_EGRESS, t.egress)
+}
+
+func (t *ToR) attach(h *netlink.Handle, link netlink.Link, parent uint32, prog *ebpf.Program) error {
 	q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
 		LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
 	if err := h.QdiscReplace(q); err != nil {
 		return fmt.Errorf("tor%d: clsact on %s: %w", t.cfg.Rack, link.Attrs().Name, err)
 	}
 	f := &netlink.BpfFilter{
-		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
+		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: parent,
 			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.FastPath},
-		Fd: t.prog.FD(), Name: filterName, DirectAction: true,
+		Fd: prog.FD(), Name: filterName, DirectAction: true,
 	}
 	if err := h.FilterReplace(f); err != nil {
 		return fmt.Errorf("tor%d: attach path program to %s: %w", t.cfg.Rack, link.Attrs().Name, err)
