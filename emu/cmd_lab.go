@@ -17,6 +17,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/kcheck"
+	"github.com/ocsemu/ocsemu/dataplane/loss/inject"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
@@ -92,7 +93,32 @@ func (a *app) deploy(ctx context.Context, s *scenario.Scenario, src string) (*fa
 			return nil, errors.Join(err, derr)
 		}
 	}
+	if err := a.applyLoss(s, lab); err != nil {
+		lab.Close()
+		derr := fabric.Destroy(context.WithoutCancel(ctx), s.Name, a.log)
+		return nil, errors.Join(err, derr)
+	}
 	return lab, nil
+}
+
+// applyLoss puts the scenario's fabric.loss rules on the deployed lab.
+func (a *app) applyLoss(s *scenario.Scenario, lab *fabric.Lab) error {
+	if len(s.Fabric.Loss) == 0 {
+		return nil
+	}
+	rules, err := s.LossRules(lab.Topo)
+	if err != nil {
+		return err
+	}
+	if err := inject.Apply(lab, rules); err != nil {
+		return fmt.Errorf("loss: %w", err)
+	}
+	var rs []string
+	for _, r := range rules {
+		rs = append(rs, r.String())
+	}
+	a.progress("loss: %s (`emu loss %s` shows what it dropped)", strings.Join(rs, ", "), s.Name)
+	return nil
 }
 
 func (a *app) destroyCmd() *cobra.Command {

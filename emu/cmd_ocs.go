@@ -307,7 +307,7 @@ func (o *ocsCLI) countersCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "counters",
-		Short: "Per-port counters of the kernel fast path: forwarded, dropped dark, dropped unpatched",
+		Short: "Per-port counters of the kernel fast path (forwarded, dropped dark, dropped unpatched), and per-ToR path counters",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cl, _, err := o.client()
@@ -325,6 +325,19 @@ func (o *ocsCLI) countersCmd() *cobra.Command {
 			fmt.Fprintln(w, "PORT\tOCS\tFWD PKTS\tFWD BYTES\tDARK PKTS\tDARK BYTES\tUNPATCHED PKTS\tUNPATCHED BYTES\t")
 			for _, c := range cs {
 				fmt.Fprintf(w, "%s\tocs%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", c.Uplink, c.OCS, c.FwdPackets, c.FwdBytes, c.DarkPackets, c.DarkBytes, c.UnpatchedPackets, c.UnpatchedBytes)
+			}
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			ps, err := cl.PathCounters(cmd.Context())
+			if err != nil {
+				return err
+			}
+			fmt.Println()
+			w = tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+			fmt.Fprintln(w, "TOR\tTO UPLINKS PKTS\tTO UPLINKS BYTES\tNO PATH PKTS\tNO PATH BYTES\t")
+			for _, p := range ps {
+				fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%d\t\n", p.ToR, p.RedirectedPackets, p.RedirectedBytes, p.UnreachablePackets, p.UnreachableBytes)
 			}
 			return w.Flush()
 		},
@@ -368,9 +381,9 @@ func printEvent(ev ocs.Event) {
 	for _, u := range ev.Dark {
 		dark = append(dark, u.String())
 	}
-	fmt.Printf("event %d: %d circuits; %d ports dark for %v (%s); routes followed %v after the switch (%d changed); %d rack pairs unreachable\n",
+	fmt.Printf("event %d: %d circuits; %d ports dark for %v (%s); ToR paths switched with the circuits (skew %v); netlink routes followed %v after (%d changed); %d rack pairs unreachable\n",
 		ev.Seq, len(ev.Circuits), len(ev.Dark), time.Duration(ev.DelayNs), strings.Join(dark, " "),
-		time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, ev.Unreachable)
+		time.Duration(ev.PathSkewNs), time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, ev.Unreachable)
 }
 
 func writeJSONLine(v any) error {

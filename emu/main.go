@@ -55,7 +55,7 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log debug details")
 	root.AddCommand(
-		a.deployCmd(), a.destroyCmd(), a.inspectCmd(), a.execCmd(), a.captureCmd(),
+		a.deployCmd(), a.destroyCmd(), a.inspectCmd(), a.execCmd(), a.captureCmd(), a.lossCmd(),
 		a.doctorCmd(), a.runCmd(), a.scenariosCmd(), a.ocsCmd(), a.planCmd(), a.simulateCmd(), a.workerCmd(), a.collectiveCmd(), a.reportCmd(), a.compareCmd(),
 	)
 	if err := root.ExecuteContext(ctx); err != nil {

@@ -39,6 +39,9 @@ const (
 	// MinReconfigDelay and MaxReconfigDelay bound a dark period.
 	MinReconfigDelayNs = int64(0)
 	MaxReconfigDelayNs = int64(10e9)
+	// MaxLossPPM is 100% loss on a port: the loss program draws a random
+	// number below a million per frame (dataplane/loss).
+	MaxLossPPM = 1_000_000
 )
 
 const (

@@ -12,10 +12,11 @@ package flowmodel
 import (
 	"container/heap"
 	"fmt"
-	"hash/fnv"
 	"math"
+	"net/netip"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
@@ -59,6 +60,8 @@ type Sim struct {
 	// routing and of a reconfiguration follows the flows and ports
 	// involved, not the fabric's size.
 	paths    *routing.Paths
+	switchAt int64   // when the current circuits were switched in
+	litFlows []*flow // flows on hops lit at the switch (make-before-break)
 	darkEnds map[int64][]int32
 	mark     int32 // component generation
 
@@ -109,6 +112,7 @@ type flow struct {
 	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
 	rttNs      int64 // the RTT slow start ramps at
 	hops       int   // circuits crossed on the current path
+	lit        bool  // on hops lit at the switch until a dark period ends
 	noPath     bool
 	done       bool
 	version    int32
@@ -270,6 +274,7 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 		}
 	}
 	s.circuits = cfg
+	s.switchAt = s.now
 	s.paths = routing.NewPaths(s.f.Racks, cfg)
 	for _, fl := range s.flows {
 		if !fl.done && fl.srcRack != fl.dstRack {
@@ -352,9 +357,7 @@ func (s *Sim) startPhase(ji int) {
 	for _, pf := range fls {
 		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
 			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), capRes: -1, ssRes: -1}
-		h := fnv.New32a()
-		h.Write([]byte(pf.Src + ">" + pf.Dst))
-		fl.hash = h.Sum32()
+		fl.hash = routing.AddrHash(endpointAddr(pf.Src), endpointAddr(pf.Dst))
 		capBits := js.caps[q].all
 		if c, ok := js.caps[q].flows[[2]string{pf.Src, pf.Dst}]; ok && (capBits == 0 || c < capBits) {
 			capBits = c
@@ -421,22 +424,70 @@ func (s *Sim) route(fl *flow) {
 }
 
 // path follows the routing table hop by hop, choosing among equal next
-// hops by the flow's hash, as ECMP does.
+// hops with routing.Pick and the flow's routing.AddrHash, which the ToR's
+// kernel path program computes too: the emulation sends the flow the same
+// way.
 func (s *Sim) path(fl *flow) ([]int32, bool) {
 	if !s.f.HasOCS() {
 		return nil, false
 	}
-	var out []int32
-	for cur := fl.srcRack; cur != fl.dstRack; {
-		hops := s.paths.Next(cur, fl.dstRack)
-		if len(hops) == 0 || len(out) > s.f.Racks {
-			return nil, false
-		}
-		h := hops[int(fl.hash)%len(hops)]
-		out = append(out, s.upTx(cur, h.Uplink))
-		cur = h.Via
+	choose := func(cur int, hops []routing.Hop) routing.Choice {
+		return routing.Choose(hops, s.switchAt, func(u int) int64 { return s.res[s.upTx(cur, u)].darkUntil })
+	}
+	ups, lit, ok := hopPath(s.paths, s.f.Racks, fl.srcRack, fl.dstRack, fl.hash, choose, s.now)
+	if fl.lit = lit; lit {
+		s.litFlows = append(s.litFlows, fl)
+	}
+	if !ok {
+		return nil, false
+	}
+	out := make([]int32, len(ups))
+	for i, u := range ups {
+		out[i] = s.upTx(u.Rack, u.Port)
 	}
 	return out, true
+}
+
+// hopPath follows the next hops from rack src to rack dst, choosing at
+// every ToR with its routing.Choice (choose) at time now and the flow's
+// hash, and returns the uplinks the flow leaves on; lit says whether a
+// ToR chose among the hops lit at the switch (make-before-break), so the
+// path changes when that ends.
+func hopPath(p *routing.Paths, racks, src, dst int, hash uint32, choose func(cur int, hops []routing.Hop) routing.Choice, now int64) (ups []circuit.Uplink, lit, ok bool) {
+	var out []circuit.Uplink
+	for cur := src; cur != dst; {
+		ch := choose(cur, p.Next(cur, dst))
+		h, ok := ch.Pick(hash, now)
+		if !ok || len(out) > racks {
+			return nil, lit, false
+		}
+		lit = lit || ch.Lit != nil && now < ch.LitUntil
+		out = append(out, circuit.Uplink{Rack: cur, Port: h.Uplink})
+		cur = h.Via
+	}
+	return out, lit, true
+}
+
+// FlowPath returns the circuit path the model gives a flow between two
+// endpoints (servers "r0s1" or ToRs "tor2") at time now, over a circuit
+// configuration that switched at instant at with the uplinks dark until
+// darkUntil (nil: none dark): the uplink it leaves each ToR on. ok is
+// false when there is no circuit path. The ToRs' kernel path program
+// (ocsfabric/torpath) chooses the same uplinks; a kernel test
+// (emu/paths_linux_test.go) compares them on real frames.
+func FlowPath(racks int, cfg circuit.Config, at, now int64, darkUntil func(circuit.Uplink) int64, src, dst string) (uplinks []circuit.Uplink, ok bool) {
+	sr, dr := plan.Rack(src), plan.Rack(dst)
+	if sr < 0 || dr < 0 || sr >= racks || dr >= racks {
+		return nil, false
+	}
+	choose := func(cur int, hops []routing.Hop) routing.Choice {
+		if darkUntil == nil {
+			return routing.Choice{All: hops}
+		}
+		return routing.Choose(hops, at, func(u int) int64 { return darkUntil(circuit.Uplink{Rack: cur, Port: u}) })
+	}
+	ups, _, ok := hopPath(routing.NewPaths(racks, cfg), racks, sr, dr, routing.AddrHash(endpointAddr(src), endpointAddr(dst)), choose, now)
+	return ups, ok
 }
 
 // detach removes a flow from a resource's list (swap-remove).
@@ -506,6 +557,17 @@ func (s *Sim) handle(e event) {
 			}
 		}
 		delete(s.darkEnds, e.t)
+		// Flows kept off dark hops (make-before-break) take their hashed
+		// hop again once a dark period ends, as the ToRs' kernel paths do.
+		lit := s.litFlows
+		s.litFlows = nil
+		for _, fl := range lit {
+			if fl.lit && !fl.done {
+				s.advance(fl)
+				s.route(fl)
+				s.dirtyF = append(s.dirtyF, fl)
+			}
+		}
 	case evRamp:
 		s.ramp(e)
 	case evFlowDone:
@@ -533,4 +595,19 @@ func (s *Sim) handle(e event) {
 			s.endPhase(fl.job)
 		}
 	}
+}
+
+// endpointAddr is the address a flow endpoint sends from and to, which
+// the path hash reads: a server's address, or for a ToR (in-network
+// aggregation) its gateway address 10.(r>>8).(r&255).254, the one its
+// servers reach it at. An aggregator must send from and to these
+// addresses for the kernel to route its flows as the model does.
+func endpointAddr(endpoint string) netip.Addr {
+	if r, i, ok := names.ParseServer(endpoint); ok {
+		return topo.ServerAddr(r, i)
+	}
+	if r, ok := names.ParseToR(endpoint); ok {
+		return topo.GatewayAddr(r)
+	}
+	return netip.Addr{}
 }

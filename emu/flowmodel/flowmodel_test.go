@@ -119,6 +119,23 @@ func TestHandComputable(t *testing.T) {
 			job: "a", phase: "push", want: 1100 * ms,
 		},
 		{
+			// r0s0 -> r1s0 hashes to uplink 1 of two (routing.AddrHash):
+			// when a circuit on uplink 1 joins the lit one on uplink 0,
+			// the flow stays on uplink 0 through the 100 ms dark period
+			// (make-before-break) and moves over after it, never pausing.
+			name: "make-before-break: a circuit added beside a lit one",
+			scen: "fabric: {kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 2, ocs: {reconfig_delay: 100ms}, rates: {server: 10Gbit, uplink: 1Gbit}}\n",
+			plan: plan.Plan{Mode: plan.ModeClock,
+				Jobs: []plan.Job{{Name: "a", Pattern: "ps", Workers: []string{"r0s0", "r1s0"}, PS: "r1s0", Bytes: S, Iterations: 1}},
+				Stages: []plan.Stage{
+					{DurationNs: 500 * ms, Circuits: []circuit.Circuit{c("tor0:0", "tor1:0")},
+						Activities: []plan.Activity{act("a", 0, "compute"), act("a", 0, "push"), act("a", 0, "pull")}},
+					{StartNs: 500 * ms, DurationNs: 10000 * ms, Circuits: []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor0:1", "tor1:1")}},
+				},
+			},
+			job: "a", phase: "push", want: 1000 * ms,
+		},
+		{
 			name: "half-duplex stages",
 			scen: "fabric: {kind: ocs, racks: 2, servers_per_rack: 1, ocs: {duplex: half, reconfig_delay: 50ms}, rates: {server: 10Gbit, uplink: 1Gbit}}\n",
 			plan: plan.Plan{Mode: plan.ModeBarrier,

@@ -28,6 +28,7 @@ func TestLimitsTable(t *testing.T) {
 		"iterations per job":             {limits.MaxIterations},
 		"reconfiguration delay":          {limits.MinReconfigDelayNs, limits.MaxReconfigDelayNs},
 		"lab and job name length":        {limits.MaxLabName},
+		"loss per port and direction":    {0, limits.MaxLossPPM},
 	}
 	rows := limitsTable(t, "../../docs/scenario.md")
 	num := regexp.MustCompile(`\d[\d,]*`)

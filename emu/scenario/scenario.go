@@ -22,6 +22,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
+	"github.com/ocsemu/ocsemu/dataplane/loss"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
@@ -86,6 +87,20 @@ type Fabric struct {
 	MTU            int    `yaml:"mtu" json:"mtu"`
 	TCP            TCP    `yaml:"tcp" json:"tcp"`
 	INC            INC    `yaml:"inc" json:"inc"`
+	// Loss drops a random fraction of the frames on lab ports, applied at
+	// deploy (dataplane/loss).
+	Loss []Loss `yaml:"loss" json:"loss,omitempty"`
+}
+
+// Loss is random frame loss on one port of the lab.
+type Loss struct {
+	// Port is node:iface as the blueprint names it (tor0:up0, r0s0:eth0,
+	// ocs0:tor1u0, tor1:s0, eps:tor0).
+	Port string `yaml:"port" json:"port"`
+	// Direction is ingress, egress or both (default), seen from the node.
+	Direction string `yaml:"direction" json:"direction"`
+	// Percent of the frames dropped, 0 to 100, in steps of 0.0001 (1 ppm).
+	Percent float64 `yaml:"percent" json:"percent"`
 }
 
 // OCS configures the optical circuit switches.
@@ -514,6 +529,11 @@ func (s *Scenario) ApplyDefaults() {
 	if f.INC.Capacity == 0 {
 		f.INC.Capacity = 4
 	}
+	for i := range f.Loss {
+		if f.Loss[i].Direction == "" {
+			f.Loss[i].Direction = string(loss.Both)
+		}
+	}
 	if s.Scheduler.Name == "" {
 		s.Scheduler.Name = "fcfs"
 	}
@@ -594,8 +614,62 @@ func (s *Scenario) Validate() error {
 	if !ccRE.MatchString(f.TCP.CongestionControl) {
 		bad("fabric.tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", f.TCP.CongestionControl)
 	}
+	fabricOK := len(errs) == 0
+	s.validateLoss(fabricOK, bad)
 	s.validateJobs(bad)
 	return errors.Join(errs...)
+}
+
+// validateLoss checks every loss setting; the ports are checked against
+// the blueprint when the fabric itself is valid.
+func (s *Scenario) validateLoss(fabricOK bool, bad func(field, format string, a ...any)) {
+	if len(s.Fabric.Loss) == 0 {
+		return
+	}
+	var t *topo.Topology
+	if fabricOK {
+		t = topo.Build(s.Spec())
+	}
+	seen := map[string]string{}
+	for i, l := range s.Fabric.Loss {
+		p := fmt.Sprintf("fabric.loss[%d]", i)
+		d, err := loss.ParseDirection(l.Direction)
+		if err != nil {
+			bad(p+".direction", "%v", err)
+		}
+		if _, err := loss.PercentToPPM(l.Percent); err != nil {
+			bad(p+".percent", "%v", err)
+		}
+		if t == nil {
+			continue
+		}
+		port, err := loss.ParsePort(t, l.Port)
+		if err != nil {
+			bad(p+".port", "%v", err)
+			continue
+		}
+		for _, h := range d.Hooks() {
+			k := port.String() + " " + string(h)
+			if prev, ok := seen[k]; ok {
+				bad(p, "%s %s is already set by %s", port, h, prev)
+			}
+			seen[k] = p
+		}
+	}
+}
+
+// LossRules are the scenario's loss settings as rules on the blueprint t
+// (one per port and single direction), for dataplane/loss/inject.
+func (s *Scenario) LossRules(t *topo.Topology) ([]loss.Rule, error) {
+	var out []loss.Rule
+	for i, l := range s.Fabric.Loss {
+		rs, err := loss.Rules(t, l.Port, l.Direction, l.Percent)
+		if err != nil {
+			return nil, fmt.Errorf("fabric.loss[%d]: %w", i, err)
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
 }
 
 // alreadyReported says whether Parse has refused the field or a section

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/scenarios"
 )
 
@@ -190,5 +191,42 @@ func TestModelComputeTime(t *testing.T) {
 	m.Recompute = true
 	if got := m.ComputeTime().Microseconds(); got != 16410 {
 		t.Errorf("with recomputation %d us, want 16410", got)
+	}
+}
+
+func TestLossSettings(t *testing.T) {
+	good := base + "  loss:\n    - {port: tor0:core, direction: egress, percent: 1}\n    - {port: r1s0:eth0, percent: 5}\n"
+	s, err := Parse([]byte(good), "x.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := s.Fabric.Loss[1].Direction; d != "both" {
+		t.Errorf("default direction %q, want both", d)
+	}
+	rs, err := s.LossRules(topo.Build(s.Spec()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.String())
+	}
+	if want := "tor0:core egress 1%;r1s0:eth0 ingress 5%;r1s0:eth0 egress 5%"; strings.Join(got, ";") != want {
+		t.Errorf("rules %v, want %s", got, want)
+	}
+	for _, tt := range []struct{ loss, want string }{
+		{"[{port: tor0:up0, percent: 1}]", `x.yaml:9: fabric.loss[0].port: invalid loss port: "tor0:up0": node tor0 has no interface "up0" (it has core, s0, s1)`},
+		{"[{port: tor9:s0, percent: 1}]", `fabric.loss[0].port: invalid loss port: "tor9:s0": lab "t" has no node "tor9"`},
+		{"[{port: tor0, percent: 1}]", `"tor0" is not node:iface`},
+		{"[{port: tor0:s0, direction: out, percent: 1}]", `fabric.loss[0].direction: direction "out": want ingress, egress or both`},
+		{"[{port: tor0:s0, percent: 150}]", "fabric.loss[0].percent: loss 150%: want 0 to 100"},
+		{"[{port: tor0:s0, percent: -1}]", "fabric.loss[0].percent: loss -1%: want 0 to 100"},
+		{"[{port: tor0:s0, percent: 1}, {port: tor0:s0, direction: ingress, percent: 2}]", "fabric.loss[1]: tor0:s0 ingress is already set by fabric.loss[0]"},
+		{"[{port: tor0:s0, percent: 1, prob: 2}]", `unknown key "prob"`},
+	} {
+		_, err := Parse([]byte(base+"  loss: "+tt.loss+"\n"), "x.yaml")
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("loss %s: got %v, want an error containing %q", tt.loss, err, tt.want)
+		}
 	}
 }

@@ -9,7 +9,10 @@
 //   - meta: one u64, (switchAt << 1) | cur. The program uses generation
 //     cur, or cur^1 once bpf_ktime_get_ns() >= switchAt (switchAt != 0).
 //     A whole configuration is written into the spare generation first and
-//     takes effect atomically, at a kernel-timed instant.
+//     takes effect atomically, at a kernel-timed instant. One meta map, a
+//     Gen, is shared by every OCS switch of a lab and by the ToRs' path
+//     programs (ocsfabric/torpath): a single map write switches circuits
+//     and routes together.
 //   - ports: array indexed by gen*MaxIfindex + ingress ifindex, holding the
 //     peer ifindex (0: unpatched) and the CLOCK_MONOTONIC time until which
 //     the port is dark. Darkness is enforced by the kernel clock, not by Go
@@ -35,6 +38,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
+	"github.com/ocsemu/ocsemu/dataplane/tcprio"
 )
 
 // MaxIfindex bounds the ifindex of OCS ports inside one OCS namespace.
@@ -75,22 +79,127 @@ type Counters struct {
 	UnpatchedPackets, UnpatchedBytes uint64
 }
 
-// Switch is the BPF state of one OCS switch (one namespace).
-type Switch struct {
-	mu                    sync.Mutex
-	prog                  *ebpf.Program
-	meta, ports, counters *ebpf.Map
-	cur                   uint32 // generation in use
-	pending               bool   // spare generation staged, not committed
+// Gen is the generation switch of a lab: the meta map every program
+// reads. Tables are written into the spare generation (Spare), Arm sets
+// the instant the kernel starts using it, Commit records that it has.
+type Gen struct {
+	mu      sync.Mutex
+	meta    *ebpf.Map
+	cur     uint32 // generation in use
+	pending bool   // armed, not committed
 }
 
-// New creates the maps and loads the program.
-func New() (*Switch, error) {
-	s := &Switch{}
-	var err error
-	if s.meta, err = ebpf.NewMap(&ebpf.MapSpec{Name: metaName, Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
+// NewGen creates a lab's meta map, generation 0 in use.
+func NewGen() (*Gen, error) {
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: metaName, Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
+	if err != nil {
 		return nil, fmt.Errorf("create meta map: %w", err)
 	}
+	return &Gen{meta: m}, nil
+}
+
+// recoverGen takes over a meta map left by an earlier process: a switch
+// that was armed has happened, or will, so its generation is the current.
+func recoverGen(m *ebpf.Map) (*Gen, error) {
+	var w uint64
+	if err := m.Lookup(uint32(0), &w); err != nil {
+		return nil, fmt.Errorf("read meta: %w", err)
+	}
+	g := &Gen{meta: m, cur: uint32(w & 1)}
+	if w>>1 != 0 {
+		g.cur ^= 1
+		if err := m.Put(uint32(0), uint64(g.cur)); err != nil {
+			return nil, fmt.Errorf("commit meta: %w", err)
+		}
+	}
+	return g, nil
+}
+
+// FD is the meta map's file descriptor, for programs that read it.
+func (g *Gen) FD() int { return g.meta.FD() }
+
+// ID identifies the meta map in the kernel.
+func (g *Gen) ID() (ebpf.MapID, error) {
+	info, err := g.meta.Info()
+	if err != nil {
+		return 0, err
+	}
+	id, _ := info.ID()
+	return id, nil
+}
+
+// Cur is the generation in use; Spare the one tables are written into.
+func (g *Gen) Cur() uint32 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.cur
+}
+
+// Spare is the generation to write the next configuration into. It errs
+// while a switch is armed and not committed: that generation is in play.
+func (g *Gen) Spare() (uint32, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending {
+		return 0, errors.New("a configuration is already staged")
+	}
+	return g.cur ^ 1, nil
+}
+
+// Arm tells every program to use the spare generation from monotonic
+// time at (ns; 0 or past: at once). One map write: every OCS port and ToR
+// switches at the same instant.
+func (g *Gen) Arm(at uint64) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.pending {
+		return errors.New("a configuration is already staged")
+	}
+	if at == 0 {
+		at = 1 // "already due"
+	}
+	if err := g.meta.Put(uint32(0), at<<1|uint64(g.cur)); err != nil {
+		return fmt.Errorf("arm switch: %w", err)
+	}
+	g.pending = true
+	return nil
+}
+
+// Commit records that the armed generation is in use; call it once the
+// switch time has passed (the kernel switched on its own at that time).
+func (g *Gen) Commit() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.pending {
+		return nil
+	}
+	g.cur ^= 1
+	g.pending = false
+	if err := g.meta.Put(uint32(0), uint64(g.cur)); err != nil {
+		return fmt.Errorf("commit switch: %w", err)
+	}
+	return nil
+}
+
+// Close releases this process's reference to the meta map.
+func (g *Gen) Close() {
+	if g.meta != nil {
+		g.meta.Close()
+	}
+}
+
+// Switch is the BPF state of one OCS switch (one namespace).
+type Switch struct {
+	gen             *Gen
+	prog            *ebpf.Program
+	ports, counters *ebpf.Map
+}
+
+// New creates the maps and loads the program of one switch, reading the
+// lab's generation switch gen. Every port starts unpatched.
+func New(gen *Gen) (*Switch, error) {
+	s := &Switch{gen: gen}
+	var err error
 	if s.ports, err = ebpf.NewMap(&ebpf.MapSpec{Name: portsName, Type: ebpf.Array, KeySize: 4, ValueSize: 16, MaxEntries: 2 * MaxIfindex}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("create ports map: %w", err)
@@ -101,7 +210,7 @@ func New() (*Switch, error) {
 	}
 	if s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: progName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(s.meta.FD(), s.ports.FD(), s.counters.FD()),
+		Instructions: program(gen.FD(), s.ports.FD(), s.counters.FD()),
 	}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("load OCS program: %w", err)
@@ -190,7 +299,7 @@ func (s *Switch) Close() {
 	if s.prog != nil {
 		s.prog.Close()
 	}
-	for _, m := range []*ebpf.Map{s.meta, s.ports, s.counters} {
+	for _, m := range []*ebpf.Map{s.ports, s.counters} {
 		if m != nil {
 			m.Close()
 		}
@@ -207,7 +316,7 @@ func (s *Switch) Attach(h *netlink.Handle, link netlink.Link) error {
 	}
 	f := &netlink.BpfFilter{
 		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
-			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: 1},
+			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.FastPath},
 		Fd: s.prog.FD(), Name: filterName, DirectAction: true,
 	}
 	if err := h.FilterReplace(f); err != nil {
@@ -220,11 +329,14 @@ func (s *Switch) Attach(h *netlink.Handle, link netlink.Link) error {
 var ErrNotAttached = errors.New("no OCS program attached")
 
 // Recover finds the program and maps attached to a port by an earlier OCS
-// process, so a restarted OCS takes over live circuits.
-func Recover(h *netlink.Handle, link netlink.Link) (*Switch, error) {
+// process, so a restarted OCS takes over live circuits. gen is the lab's
+// generation switch recovered from an earlier switch, or nil: then the
+// program's own meta map becomes it (a switch that was armed counts as
+// done). Every switch of a lab must read the same meta map.
+func Recover(h *netlink.Handle, link netlink.Link, gen *Gen) (*Switch, *Gen, error) {
 	filters, err := nlsafe.Retry2(h.FilterList, link, netlink.HANDLE_MIN_INGRESS)
 	if err != nil {
-		return nil, fmt.Errorf("list filters of %s: %w", link.Attrs().Name, err)
+		return nil, nil, fmt.Errorf("list filters of %s: %w", link.Attrs().Name, err)
 	}
 	for _, f := range filters {
 		bf, ok := f.(*netlink.BpfFilter)
@@ -233,7 +345,7 @@ func Recover(h *netlink.Handle, link netlink.Link) (*Switch, error) {
 		}
 		prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(bf.Id))
 		if err != nil {
-			return nil, fmt.Errorf("open program %d: %w", bf.Id, err)
+			return nil, nil, fmt.Errorf("open program %d: %w", bf.Id, err)
 		}
 		info, err := prog.Info()
 		if err != nil || info.Name != progName {
@@ -241,17 +353,18 @@ func Recover(h *netlink.Handle, link netlink.Link) (*Switch, error) {
 			continue
 		}
 		s := &Switch{prog: prog}
+		var meta *ebpf.Map
 		ids, _ := info.MapIDs()
 		for _, id := range ids {
 			m, err := ebpf.NewMapFromID(id)
 			if err != nil {
 				s.Close()
-				return nil, fmt.Errorf("open map %d: %w", id, err)
+				return nil, nil, fmt.Errorf("open map %d: %w", id, err)
 			}
 			mi, _ := m.Info()
 			switch mi.Name {
 			case metaName:
-				s.meta = m
+				meta = m
 			case portsName:
 				s.ports = m
 			case countersName:
@@ -260,33 +373,42 @@ func Recover(h *netlink.Handle, link netlink.Link) (*Switch, error) {
 				m.Close()
 			}
 		}
-		if s.meta == nil || s.ports == nil || s.counters == nil {
+		if meta == nil || s.ports == nil || s.counters == nil {
+			if meta != nil {
+				meta.Close()
+			}
 			s.Close()
-			return nil, fmt.Errorf("program on %s lacks its maps", link.Attrs().Name)
+			return nil, nil, fmt.Errorf("program on %s lacks its maps", link.Attrs().Name)
 		}
-		var w uint64
-		if err := s.meta.Lookup(uint32(0), &w); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("read meta: %w", err)
+		if gen == nil {
+			if gen, err = recoverGen(meta); err != nil {
+				meta.Close()
+				s.Close()
+				return nil, nil, err
+			}
+		} else {
+			mi, _ := meta.Info()
+			id, _ := mi.ID()
+			gid, _ := gen.ID()
+			meta.Close()
+			if id != gid {
+				s.Close()
+				return nil, nil, fmt.Errorf("the OCS switches of this lab do not share one generation switch (%s reads meta map %d, the others %d): it was deployed by an older emu; redeploy it", link.Attrs().Name, id, gid)
+			}
 		}
-		s.cur = uint32(w & 1)
-		if w>>1 != 0 { // a switch was staged; it has happened or will
-			s.cur ^= 1
-			_ = s.meta.Put(uint32(0), uint64(s.cur))
-		}
-		return s, nil
+		s.gen = gen
+		return s, gen, nil
 	}
-	return nil, fmt.Errorf("%s: %w", link.Attrs().Name, ErrNotAttached)
+	return nil, nil, fmt.Errorf("%s: %w", link.Attrs().Name, ErrNotAttached)
 }
 
 // Read returns the entries of the generation in use, by ifindex.
 func (s *Switch) Read(ifindexes []uint32) (map[uint32]Entry, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	cur := s.gen.Cur()
 	out := map[uint32]Entry{}
 	for _, i := range ifindexes {
 		var e Entry
-		if err := s.ports.Lookup(s.cur*MaxIfindex+i, &e); err != nil {
+		if err := s.ports.Lookup(cur*MaxIfindex+i, &e); err != nil {
 			return nil, fmt.Errorf("read port %d: %w", i, err)
 		}
 		out[i] = e
@@ -294,16 +416,14 @@ func (s *Switch) Read(ifindexes []uint32) (map[uint32]Entry, error) {
 	return out, nil
 }
 
-// Stage writes a whole configuration (every port of the switch) into the
-// spare generation and tells the kernel to use it from monotonic time at
-// (ns; 0 or past = at once). The previous Stage must have been committed.
-func (s *Switch) Stage(entries map[uint32]Entry, at uint64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pending {
-		return errors.New("a configuration is already staged")
+// Write writes a whole configuration (every port of the switch) into the
+// spare generation; the lab's Gen then arms it, together with every other
+// switch and ToR, for one instant.
+func (s *Switch) Write(entries map[uint32]Entry) error {
+	spare, err := s.gen.Spare()
+	if err != nil {
+		return err
 	}
-	spare := s.cur ^ 1
 	keys := make([]uint32, 0, len(entries))
 	vals := make([]Entry, 0, len(entries))
 	for i, e := range entries {
@@ -319,30 +439,6 @@ func (s *Switch) Stage(entries map[uint32]Entry, at uint64) error {
 				return fmt.Errorf("write port %d: %w", keys[j]%MaxIfindex, err)
 			}
 		}
-	}
-	if at == 0 {
-		at = 1 // "already due"
-	}
-	if err := s.meta.Put(uint32(0), at<<1|uint64(s.cur)); err != nil {
-		return fmt.Errorf("arm switch: %w", err)
-	}
-	s.pending = true
-	return nil
-}
-
-// Commit records that the staged generation is now in use; call it once
-// the switch time has passed. The kernel switched on its own at that
-// time; this only makes the spare free for the next Stage.
-func (s *Switch) Commit() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.pending {
-		return nil
-	}
-	s.cur ^= 1
-	s.pending = false
-	if err := s.meta.Put(uint32(0), uint64(s.cur)); err != nil {
-		return fmt.Errorf("commit switch: %w", err)
 	}
 	return nil
 }

@@ -28,6 +28,7 @@ import (
 //	POST   /v1/schedule   Schedule -> 202
 //	DELETE /v1/schedule   stop the running schedule
 //	GET    /v1/counters   per-port forwarded / dark / unpatched counters
+//	GET    /v1/paths/counters  per-ToR kernel path counters: redirected, dropped unreachable
 //	GET    /v1/events     event stream as JSONL, until the client leaves
 //	GET    /v1/clock      the server's CLOCK_MONOTONIC, to schedule against
 
@@ -136,6 +137,14 @@ func (c *Controller) Handler() http.Handler {
 	})
 	mux.HandleFunc("GET /v1/counters", func(w http.ResponseWriter, r *http.Request) {
 		ctrs, err := c.Counters()
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, ctrs)
+	})
+	mux.HandleFunc("GET /v1/paths/counters", func(w http.ResponseWriter, r *http.Request) {
+		ctrs, err := c.PathCounters()
 		if err != nil {
 			writeErr(w, http.StatusInternalServerError, err)
 			return
@@ -359,6 +368,12 @@ func (cl *Client) StopSchedule(ctx context.Context) error {
 func (cl *Client) Counters(ctx context.Context) ([]PortCounters, error) {
 	var out []PortCounters
 	return out, cl.do(ctx, "GET", "/v1/counters", nil, &out)
+}
+
+// PathCounters reads the ToRs' kernel path counters.
+func (cl *Client) PathCounters(ctx context.Context) ([]PathCounters, error) {
+	var out []PathCounters
+	return out, cl.do(ctx, "GET", "/v1/paths/counters", nil, &out)
 }
 
 // Events streams events to fn until ctx ends or fn returns false.

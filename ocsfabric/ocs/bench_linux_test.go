@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
+	"net"
+	"net/netip"
 	"sort"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
@@ -209,13 +213,17 @@ func upb(s string) circuit.Uplink {
 }
 
 // BenchmarkRotorSlots runs a rotor schedule (4 racks, the 3 perfect
-// matchings in turn) at shrinking slot lengths and reports, per length,
-// how many slot switches were written too late for their kernel-timed
-// instant and how long routes took to follow each switch. A slot length
-// is faithful when no switch is late and routes follow within 10% of it.
+// matchings in turn) at shrinking slot lengths while every server sends
+// UDP to every other, so paths change at every slot under traffic. Per
+// slot length it reports how many slot switches were written too late for
+// their kernel-timed instant, the skew between the ToRs' path switch and
+// the circuits' (0 when both switched at the same instant), the frames the
+// OCS dropped as unpatched (sent into a circuit that was gone) or dark (in
+// flight at the switch), and how long the netlink routes, which only
+// ToR-originated traffic still follows, lagged. A slot length is faithful
+// when no switch is late, the skew is 0 and no frame hit an unpatched port.
 func BenchmarkRotorSlots(b *testing.B) {
 	lab, ctl, _ := startOCS(b, "rot", "{kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: unlimited, uplink: unlimited}}")
-	_ = lab
 	c := func(a, z string) circuit.Circuit { return circuit.Circuit{A: upb(a), B: upb(z)} }
 	matchings := [][]circuit.Circuit{
 		{c("tor0:0", "tor1:0"), c("tor2:0", "tor3:0")},
@@ -223,10 +231,26 @@ func BenchmarkRotorSlots(b *testing.B) {
 		{c("tor0:0", "tor3:0"), c("tor1:0", "tor2:0")},
 	}
 	lengths := []time.Duration{10 * time.Millisecond, 2 * time.Millisecond, time.Millisecond, 500 * time.Microsecond, 200 * time.Microsecond, 100 * time.Microsecond}
+	traffic, err := startMesh(fabrictest.Hosts(lab), 9300, 200*time.Microsecond)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer traffic.stop()
+	sum := func() (unpatched, dark uint64) {
+		cs, err := ctl.Counters()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, c := range cs {
+			unpatched += c.UnpatchedPackets
+			dark += c.DarkPackets
+		}
+		return
+	}
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
-		fmt.Printf("\nrotor schedule, 4 racks, 3 matchings cycled, 10 us dark per switch\n")
-		fmt.Printf("%-8s %7s %7s %12s %14s %14s %15s %9s\n", "slot", "slots", "late", "late p99", "routes p50", "routes p99", "routes skipped", "faithful")
+		fmt.Printf("\nrotor schedule, 4 racks, 3 matchings cycled, 10 us dark per switch, UDP between every server pair (%d pairs, one datagram each per %v)\n", traffic.pairs, traffic.every)
+		fmt.Printf("%-8s %6s %5s %10s %10s %10s %8s %12s %12s %9s\n", "slot", "slots", "late", "late p99", "path skew", "unpatched", "dark", "routes p50", "routes p99", "faithful")
 		for _, L := range lengths {
 			var slots []ocs.Slot
 			for _, m := range matchings {
@@ -234,12 +258,14 @@ func BenchmarkRotorSlots(b *testing.B) {
 			}
 			cycles := max(int(300*time.Millisecond/(3*L)), 10)
 			delay := scenarioDuration(10 * time.Microsecond)
+			u0, d0 := sum()
 			evs, stop := ctl.Subscribe()
 			if err := ctl.StartSchedule(ocs.Schedule{Slots: slots, Cycles: cycles, Delay: &delay}); err != nil {
 				b.Fatal(err)
 			}
 			var late, routes []float64
-			nLate, skipped := 0, 0
+			nLate := 0
+			var skew int64
 			for ev := range evs {
 				if ev.Kind == "schedule-end" {
 					break
@@ -248,9 +274,8 @@ func BenchmarkRotorSlots(b *testing.B) {
 					continue
 				}
 				late = append(late, float64(ev.LateNs)/1e3)
-				if ev.RoutesDoneNs == 0 {
-					skipped++ // superseded by the next slot before they were written
-				} else {
+				skew = max(skew, ev.PathSkewNs)
+				if ev.RoutesDoneNs != 0 { // 0: superseded by the next slot before they were written
 					routes = append(routes, float64(ev.RoutesDoneNs-ev.Effective)/1e3)
 				}
 				if ev.LateNs > 0 {
@@ -259,10 +284,86 @@ func BenchmarkRotorSlots(b *testing.B) {
 			}
 			stop()
 			ctl.StopSchedule()
-			rp99 := percentile(routes, .99)
-			faithful := nLate == 0 && skipped == 0 && rp99 <= 0.1*float64(L.Microseconds())
-			fmt.Printf("%-8v %7d %7d %10.1fus %12.1fus %12.1fus %15d %9v\n", L, len(late), nLate, percentile(late, .99), percentile(routes, .5), rp99, skipped, faithful)
+			u1, d1 := sum()
+			faithful := nLate == 0 && skew == 0 && u1 == u0
+			rp50, rp99 := -1.0, -1.0
+			if len(routes) > 0 {
+				rp50, rp99 = percentile(routes, .5), percentile(routes, .99)
+			}
+			fmt.Printf("%-8v %6d %5d %8.1fus %10v %10d %8d %10.1fus %10.1fus %9v\n", L, len(late), nLate, percentile(late, .99), time.Duration(skew), u1-u0, d1-d0, rp50, rp99, faithful)
 			b.ReportMetric(float64(nLate), fmt.Sprintf("late-slots@%v", L))
+			b.ReportMetric(float64(u1-u0), fmt.Sprintf("unpatched-pkts@%v", L))
 		}
 	}
+}
+
+// mesh sends one small UDP datagram from every host to every other host
+// per interval, into receivers that drain them.
+type mesh struct {
+	pairs int
+	every time.Duration
+	conns []*net.UDPConn
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func startMesh(hosts []probe.Host, port int, every time.Duration) (*mesh, error) {
+	m := &mesh{every: every, done: make(chan struct{})}
+	var senders []*net.UDPConn
+	for _, d := range hosts {
+		laddr := net.UDPAddrFromAddrPort(netip.AddrPortFrom(d.Addr, uint16(port)))
+		var r *net.UDPConn
+		if err := netns.Do(d.NS, func() (err error) { r, err = net.ListenUDP("udp4", laddr); return err }); err != nil {
+			m.stop()
+			return nil, err
+		}
+		m.conns = append(m.conns, r)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			buf := make([]byte, 512)
+			for {
+				if _, err := r.Read(buf); err != nil {
+					return
+				}
+			}
+		}()
+		for _, s := range hosts {
+			if s == d {
+				continue
+			}
+			var w *net.UDPConn
+			if err := netns.Do(s.NS, func() (err error) { w, err = net.DialUDP("udp4", nil, laddr); return err }); err != nil {
+				m.stop()
+				return nil, err
+			}
+			senders = append(senders, w)
+			m.conns = append(m.conns, w)
+		}
+	}
+	m.pairs = len(senders)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		msg := make([]byte, 200)
+		for {
+			select {
+			case <-m.done:
+				return
+			case <-time.After(every):
+			}
+			for _, w := range senders {
+				_, _ = w.Write(msg) // unreachable racks answer ICMP; ignore
+			}
+		}
+	}()
+	return m, nil
+}
+
+func (m *mesh) stop() {
+	close(m.done)
+	for _, c := range m.conns {
+		c.Close()
+	}
+	m.wg.Wait()
 }

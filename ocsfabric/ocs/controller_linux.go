@@ -40,14 +40,22 @@ type Event struct {
 	LateNs    int64 `json:"late_ns"`
 	DelayNs   int64 `json:"delay_ns"`
 	// DarkUntil is when the changed ports carry light again.
-	DarkUntil     int64             `json:"dark_until_ns,omitempty"`
-	Dark          []circuit.Uplink  `json:"dark,omitempty"`
-	Circuits      []circuit.Circuit `json:"circuits,omitempty"`
-	Slot          int               `json:"slot,omitempty"`
-	RoutesChanged int               `json:"routes_changed"`
-	RoutesDoneNs  int64             `json:"routes_done_ns,omitempty"` // when routes matched the circuits
-	Unreachable   int               `json:"unreachable_pairs"`
-	Error         string            `json:"error,omitempty"`
+	DarkUntil int64             `json:"dark_until_ns,omitempty"`
+	Dark      []circuit.Uplink  `json:"dark,omitempty"`
+	Circuits  []circuit.Circuit `json:"circuits,omitempty"`
+	Slot      int               `json:"slot,omitempty"`
+	// PathsNs is when the ToRs' kernel paths (ocsfabric/torpath) switched
+	// to the new circuits: the same generation switch as the circuits'.
+	PathsNs int64 `json:"paths_ns,omitempty"`
+	// PathSkewNs is how far apart the ToR paths and the circuits switched:
+	// 0 when both were written before the instant.
+	PathSkewNs int64 `json:"path_skew_ns"`
+	// RoutesChanged and RoutesDoneNs are the netlink routes, which only
+	// traffic the ToRs originate themselves still follows.
+	RoutesChanged int    `json:"routes_changed"`
+	RoutesDoneNs  int64  `json:"routes_done_ns,omitempty"` // when routes matched the circuits
+	Unreachable   int    `json:"unreachable_pairs"`
+	Error         string `json:"error,omitempty"`
 }
 
 // Options configure a Controller.
@@ -63,8 +71,10 @@ type Controller struct {
 	log    *slog.Logger
 	delay  time.Duration // scenario's reconfiguration delay
 	router *Router
+	paths  *torPaths
 
 	switches []*fastpath.Switch
+	gen      *fastpath.Gen             // the one generation switch of every OCS and ToR map
 	ifindex  map[circuit.Uplink]uint32 // OCS-side port of each uplink
 	uplinkOf []map[uint32]circuit.Uplink
 
@@ -126,6 +136,10 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 	if f.HasEPS() {
 		unreach = nil // the packet core reaches every rack
 	}
+	if c.paths, err = newTorPaths(c, t); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("ToR paths: %w", err)
+	}
 	if _, err := r.Apply(t); err != nil {
 		c.Close()
 		return nil, fmt.Errorf("initial routes: %w", err)
@@ -168,8 +182,9 @@ func (c *Controller) attach() error {
 		if err != nil {
 			return fmt.Errorf("ocs%d: %w", k, err)
 		}
-		sw, err := fastpath.Recover(h, firstLink)
+		sw, gen, err := fastpath.Recover(h, firstLink, c.gen)
 		if err == nil {
+			c.gen = gen
 			c.log.Info("took over live circuits", "ocs", k)
 			entries, err := sw.Read(keys(byIf[k]))
 			if err != nil {
@@ -182,19 +197,14 @@ func (c *Controller) attach() error {
 				c.dark[byIf[k][i]] = e.DarkUntil
 			}
 		} else if errors.Is(err, fastpath.ErrNotAttached) {
-			if sw, err = fastpath.New(); err != nil {
+			if c.gen == nil {
+				if c.gen, err = fastpath.NewGen(); err != nil {
+					return fmt.Errorf("ocs%d: %w", k, err)
+				}
+			}
+			// Fresh maps: every port unpatched in both generations.
+			if sw, err = fastpath.New(c.gen); err != nil {
 				return fmt.Errorf("ocs%d: %w", k, err)
-			}
-			// All ports unpatched, then the program on every port.
-			empty := map[uint32]fastpath.Entry{}
-			for i := range byIf[k] {
-				empty[i] = fastpath.Entry{}
-			}
-			if err := sw.Stage(empty, 0); err != nil {
-				return err
-			}
-			if err := sw.Commit(); err != nil {
-				return err
 			}
 		} else {
 			return fmt.Errorf("ocs%d: %w", k, err)
@@ -258,6 +268,12 @@ func (c *Controller) Close() {
 	}
 	for _, s := range c.switches {
 		s.Close()
+	}
+	if c.paths != nil {
+		c.paths.close()
+	}
+	if c.gen != nil {
+		c.gen.Close()
 	}
 	c.evMu.Lock()
 	if c.evFile != nil {
@@ -366,30 +382,39 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 		newDark[u] = e.DarkUntil
 		perSwitch[sw][c.ifindex[u]] = e
 	}
+	// The ToRs' paths and the circuits switch at the same instant: both
+	// are written whole into the spare generation, then one write to the
+	// lab's generation switch arms them all for at.
+	t, unreach := routing.Compute(c.layout.Racks, cfg)
+	if c.lab.Topo.Spec.HasEPS() {
+		unreach = nil // the packet core reaches every rack
+	}
+	if err := c.paths.write(t, uint64(at), newDark); err != nil {
+		return Event{}, fmt.Errorf("ToR paths: %w", err)
+	}
 	for k, sw := range c.switches {
-		if err := sw.Stage(perSwitch[k], uint64(at)); err != nil {
+		if err := sw.Write(perSwitch[k]); err != nil {
 			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
 		}
+	}
+	if err := c.gen.Arm(uint64(at)); err != nil {
+		return Event{}, err
 	}
 	staged := int64(fastpath.Monotonic())
 	c.stageNs = staged - now
 	waitUntil(ctx, at)
-	for k, sw := range c.switches {
-		if err := sw.Commit(); err != nil {
-			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
-		}
+	if err := c.gen.Commit(); err != nil {
+		return Event{}, err
 	}
 	c.cur = circuit.Config{Circuits: append([]circuit.Circuit(nil), cfg.Circuits...)}
 	c.dark = newDark
 	ev := Event{Kind: kind, Scheduled: at, Effective: max(at, staged), DelayNs: int64(delay),
 		Dark: darkSet, Circuits: c.cur.Circuits, Slot: slot}
 	ev.LateNs = ev.Effective - ev.Scheduled
+	// One write armed circuits and ToR paths: they switched together.
+	ev.PathsNs, ev.PathSkewNs = ev.Effective, 0
 	if len(darkSet) > 0 && delay > 0 {
 		ev.DarkUntil = int64(darkUntil)
-	}
-	t, unreach := routing.Compute(c.layout.Racks, cfg)
-	if c.lab.Topo.Spec.HasEPS() {
-		unreach = nil // the packet core reaches every rack
 	}
 	if async {
 		// In a schedule the next slot is written while this one's routes

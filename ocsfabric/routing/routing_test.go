@@ -2,7 +2,9 @@ package routing
 
 import (
 	"math/rand/v2"
+	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
@@ -86,6 +88,88 @@ func TestPathsMatchesCompute(t *testing.T) {
 				if got, want := p.Hops(s, d), tab.Hops(s, d); got != want && s != d {
 					t.Fatalf("config %d: Hops(%d, %d) = %d, Compute says %d", i, s, d, got, want)
 				}
+			}
+		}
+	}
+}
+
+func TestFlowHash(t *testing.T) {
+	// Pinned values (computed independently, in Python): the BPF program
+	// (ocsfabric/torpath) computes the same function; a change here must
+	// change both.
+	for _, c := range []struct {
+		src, dst string
+		want     uint32
+	}{
+		{"10.0.0.1", "10.0.1.1", 0x7ba6ea1b},
+		{"10.0.1.1", "10.0.0.1", 0x0ea439bc},
+		{"10.0.0.2", "10.0.3.2", 0x0f14e97f},
+		{"10.255.0.0", "10.255.0.2", 0x94e55581},
+		{"0.0.0.0", "0.0.0.0", 0},
+	} {
+		got := AddrHash(netip.MustParseAddr(c.src), netip.MustParseAddr(c.dst))
+		if got != c.want {
+			t.Errorf("AddrHash(%s, %s) = %#x, want %#x", c.src, c.dst, got, c.want)
+		}
+	}
+}
+
+func TestPickSpreadsPairs(t *testing.T) {
+	hops := []Hop{{Uplink: 0, Via: 1}, {Uplink: 1, Via: 1}, {Uplink: 2, Via: 1}}
+	count := make([]int, len(hops))
+	for s := range 8 {
+		for d := range 8 {
+			src := netip.AddrFrom4([4]byte{10, 0, byte(s), 1})
+			dst := netip.AddrFrom4([4]byte{10, 0, byte(d), 2})
+			h, ok := Pick(hops, AddrHash(src, dst))
+			if !ok {
+				t.Fatal("Pick over 3 hops gave none")
+			}
+			count[h.Uplink]++
+		}
+	}
+	for u, c := range count {
+		if c < 10 { // 64 pairs over 3 uplinks: about 21 each
+			t.Errorf("uplink %d took %d of 64 pairs: %v", u, c, count)
+		}
+	}
+	if _, ok := Pick(nil, 7); ok {
+		t.Error("Pick over no hops gave one")
+	}
+}
+
+func TestChooseMakeBeforeBreak(t *testing.T) {
+	hops := []Hop{{Uplink: 0, Via: 1}, {Uplink: 1, Via: 1}, {Uplink: 2, Via: 1}}
+	dark := func(m map[int]int64) func(int) int64 { return func(u int) int64 { return m[u] } }
+	for _, c := range []struct {
+		name     string
+		dark     map[int]int64
+		lit      []int // uplinks of Lit; nil: none
+		litUntil int64
+	}{
+		{"all lit", nil, nil, 0},
+		{"dark before the switch ended", map[int]int64{1: 90}, nil, 0},
+		{"one dark", map[int]int64{1: 150}, []int{0, 2}, 150},
+		{"two dark, earliest end", map[int]int64{0: 300, 2: 200}, []int{1}, 200},
+		{"all dark: wait", map[int]int64{0: 150, 1: 150, 2: 150}, nil, 0},
+	} {
+		ch := Choose(hops, 100, dark(c.dark))
+		var lit []int
+		for _, h := range ch.Lit {
+			lit = append(lit, h.Uplink)
+		}
+		if !reflect.DeepEqual(lit, c.lit) || ch.LitUntil != c.litUntil || len(ch.All) != 3 {
+			t.Errorf("%s: lit %v until %d, want %v until %d", c.name, lit, ch.LitUntil, c.lit, c.litUntil)
+		}
+		// Before LitUntil every hash lands on a lit hop; at it, on All's.
+		for h := uint32(0); h < 30; h++ {
+			got, _ := ch.Pick(h, 100)
+			if c.lit != nil && !slices.Contains(c.lit, got.Uplink) {
+				t.Errorf("%s: hash %d took dark uplink %d", c.name, h, got.Uplink)
+			}
+			after, _ := ch.Pick(h, max(ch.LitUntil, 100))
+			if want, _ := Pick(hops, h); c.lit != nil && after != want {
+				t.Errorf("%s: hash %d after the dark period took %v, want %v", c.name, h, after, want)
 			}
 		}
 	}

@@ -1,0 +1,180 @@
+package ocs
+
+import (
+	"fmt"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
+	"github.com/ocsemu/ocsemu/ocsfabric/torpath"
+)
+
+// torPaths holds the kernel path program of every ToR of a lab: the
+// uplink choice per destination rack, staged with the circuits for the
+// same kernel-timed instant (ocsfabric/torpath).
+type torPaths struct {
+	racks   int
+	tors    []*torpath.ToR
+	uplinks [][]uint32     // [rack][uplink] ifindex in the ToR's namespace
+	core    []*torpath.Hop // [rack] the packet core, on hybrid fabrics
+}
+
+// newTorPaths loads a program per ToR, writes the routes of table t into
+// its generation in use, and attaches it to the ingress of every server
+// port and uplink, replacing an earlier OCS process's.
+func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
+	t := c.lab.Topo
+	f := t.Spec
+	p := &torPaths{racks: f.Racks, uplinks: make([][]uint32, f.Racks), core: make([]*torpath.Hop, f.Racks)}
+	maxHops := f.UplinksPerToR
+	if f.HasEPS() {
+		maxHops++
+	}
+	for rack := 0; rack < f.Racks; rack++ {
+		tor, err := torpath.New(torpath.Config{Rack: rack, Racks: f.Racks, MaxHops: maxHops}, c.gen)
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		p.tors = append(p.tors, tor)
+		node := names.ToRName(rack)
+		h, err := c.lab.Handle(node)
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+		var attach, egress []netlink.Link
+		for _, l := range t.Links {
+			if l.B.Node != node && l.A.Node != node {
+				continue
+			}
+			e := l.A
+			if l.B.Node == node {
+				e = l.B
+			}
+			link, err := nlsafe.Retry1(h.LinkByName, e.Iface)
+			if err != nil {
+				p.close()
+				return nil, fmt.Errorf("%s:%s: %w", node, e.Iface, err)
+			}
+			switch l.Kind {
+			case topo.LinkServer:
+				attach = append(attach, link)
+			case topo.LinkUplink:
+				attach = append(attach, link)
+				egress = append(egress, link)
+			case topo.LinkCore:
+				egress = append(egress, link)
+				p.core[rack] = &torpath.Hop{Dst: l.B.MAC, Src: topo.ToRMAC(rack), Ifindex: uint32(link.Attrs().Index)}
+			}
+		}
+		p.uplinks[rack] = make([]uint32, f.UplinksPerToR)
+		for u := range p.uplinks[rack] {
+			idx, ok := c.router.uplink[[2]int{rack, u}]
+			if !ok {
+				p.close()
+				return nil, fmt.Errorf("tor%d: no uplink %d", rack, u)
+			}
+			p.uplinks[rack][u] = uint32(idx)
+		}
+		// Routes first, into the generation in use, then the program on
+		// the ports: it forwards correctly from its first frame.
+		rs, err := p.routesFor(rack, table[rack], fastpath.Monotonic(), c.dark)
+		if err == nil {
+			err = tor.WriteCurrent(rs)
+		}
+		for _, l := range attach {
+			if err != nil {
+				break
+			}
+			err = tor.Attach(h, l)
+		}
+		for _, l := range egress {
+			if err != nil {
+				break
+			}
+			err = tor.AttachEgress(h, l)
+		}
+		if err != nil {
+			p.close()
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// write puts every ToR's routes of table t into the spare generation,
+// for a switch at monotonic instant at; the lab's Gen arms it.
+func (p *torPaths) write(t routing.Table, at uint64, dark map[circuit.Uplink]uint64) error {
+	for rack, tor := range p.tors {
+		rs, err := p.routesFor(rack, t[rack], at, dark)
+		if err != nil {
+			return err
+		}
+		if err := tor.Write(rs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// routesFor turns one ToR's next hops into its kernel routes for a switch
+// at instant at. dark tells until when each uplink is dark from then on:
+// flows avoid dark hops while a lit one leads to the same place
+// (routing.Choose, make-before-break).
+func (p *torPaths) routesFor(rack int, next map[int][]routing.Hop, at uint64, dark map[circuit.Uplink]uint64) (map[int]torpath.Route, error) {
+	ch := make(map[int]routing.Choice, len(next))
+	for d, hops := range next {
+		ch[d] = routing.Choose(hops, int64(at), func(u int) int64 { return int64(dark[circuit.Uplink{Rack: rack, Port: u}]) })
+	}
+	return torpath.Routes(p.racks, ch, p.uplinks[rack], topo.ToRMAC, rack, p.core[rack])
+}
+
+// counters sums the ToRs' path counters.
+func (p *torPaths) counters() ([]torpath.Counters, error) {
+	out := make([]torpath.Counters, len(p.tors))
+	for i, tor := range p.tors {
+		c, err := tor.Counters()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = c
+	}
+	return out, nil
+}
+
+func (p *torPaths) close() {
+	for _, tor := range p.tors {
+		tor.Close()
+	}
+}
+
+// PathCounters are one ToR's kernel path counters (ocsfabric/torpath):
+// frames redirected onto an uplink (or the packet core), and frames
+// dropped because their rack had no path. A GSO super-packet counts once.
+type PathCounters struct {
+	ToR                string `json:"tor"`
+	RedirectedPackets  uint64 `json:"redirected_packets"`
+	RedirectedBytes    uint64 `json:"redirected_bytes"`
+	UnreachablePackets uint64 `json:"unreachable_packets"`
+	UnreachableBytes   uint64 `json:"unreachable_bytes"`
+}
+
+// PathCounters reads every ToR's kernel path counters, by rack.
+func (c *Controller) PathCounters() ([]PathCounters, error) {
+	cs, err := c.paths.counters()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]PathCounters, len(cs))
+	for r, x := range cs {
+		out[r] = PathCounters{ToR: names.ToRName(r), RedirectedPackets: x.RedirectedPackets, RedirectedBytes: x.RedirectedBytes,
+			UnreachablePackets: x.UnreachablePackets, UnreachableBytes: x.UnreachableBytes}
+	}
+	return out, nil
+}

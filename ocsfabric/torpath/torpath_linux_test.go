@@ -1,0 +1,259 @@
+package torpath
+
+import (
+	"encoding/binary"
+	"net"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
+)
+
+// newToR loads a ToR program with a generation switch of its own.
+func newToR(t *testing.T, cfg Config) (*ToR, *fastpath.Gen) {
+	t.Helper()
+	gen, err := fastpath.NewGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gen.Close)
+	tor, err := New(cfg, gen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tor.Close)
+	return tor, gen
+}
+
+// install writes routes and switches to them at once.
+func install(t *testing.T, tor *ToR, gen *fastpath.Gen, rs map[int]Route) {
+	t.Helper()
+	if err := tor.Write(rs); err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.Arm(0); err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func skipUnlessRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to load BPF programs")
+	}
+}
+
+// frame builds an Ethernet + IPv4 + UDP frame with a valid header checksum.
+func frame(src, dst netip.Addr, ttl byte) []byte {
+	b := make([]byte, 14+20+8+18)
+	copy(b[0:6], []byte{0x02, 2, 0, 0, 0, 0})
+	copy(b[6:12], []byte{0x02, 1, 0, 0, 0, 0})
+	binary.BigEndian.PutUint16(b[12:], 0x0800)
+	ip := b[14:34]
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:], uint16(len(b)-14))
+	ip[8] = ttl
+	ip[9] = 17
+	s, d := src.As4(), dst.As4()
+	copy(ip[12:], s[:])
+	copy(ip[16:], d[:])
+	binary.BigEndian.PutUint16(ip[10:], csum(ip))
+	return b
+}
+
+func csum(h []byte) uint16 {
+	var s uint32
+	for i := 0; i+1 < len(h); i += 2 {
+		if i == 10 {
+			continue
+		}
+		s += uint32(binary.BigEndian.Uint16(h[i:]))
+	}
+	for s > 0xffff {
+		s = s&0xffff + s>>16
+	}
+	return ^uint16(s)
+}
+
+// TestProgramPicksModelHop runs the program on frames (BPF_PROG_TEST_RUN)
+// for many address pairs and checks that it picks the hop routing.Pick
+// picks, writes the MACs, decrements the TTL with a valid checksum, and
+// leaves to the kernel what it must.
+func TestProgramPicksModelHop(t *testing.T) {
+	skipUnlessRoot(t)
+	const racks, self = 6, 1
+	tor, gen := newToR(t, Config{Rack: self, Racks: racks, MaxHops: 3})
+	// Rack 0 over 3 hops (vias 0, 2, 3: the written MAC tells which),
+	// rack 2 over 2, rack 3 over 1, rack 4 unreachable, rack 5 left to
+	// the kernel.
+	next := map[int][]routing.Hop{
+		0: {{Uplink: 0, Via: 0}, {Uplink: 1, Via: 2}, {Uplink: 2, Via: 3}},
+		2: {{Uplink: 0, Via: 2}, {Uplink: 2, Via: 3}},
+		3: {{Uplink: 1, Via: 3}},
+	}
+	rs, err := Routes(racks, Choices(next), []uint32{11, 12, 13}, topo.ToRMAC, self, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(rs, 5)
+	install(t, tor, gen, rs)
+	run := func(pkt []byte) (uint32, []byte) {
+		t.Helper()
+		out := make([]byte, len(pkt)+64)
+		ret, err := tor.prog.Run(&ebpf.RunOptions{Data: pkt, DataOut: out})
+		if err != nil {
+			t.Fatalf("test run: %v", err)
+		}
+		return ret, out[:len(pkt)]
+	}
+	picked := 0
+	for s := range 12 {
+		for _, d := range []int{0, 2, 3} {
+			for _, dstHost := range []netip.Addr{topo.ServerAddr(d, s%3), topo.ToRAddr(d)} {
+				src := topo.ServerAddr(self, s)
+				want, _ := routing.Pick(next[d], routing.AddrHash(src, dstHost))
+				ret, out := run(frame(src, dstHost, 64))
+				if ret != actRedirect {
+					t.Fatalf("%s -> %s: action %d, want redirect", src, dstHost, ret)
+				}
+				if got, w := net.HardwareAddr(out[0:6]).String(), topo.ToRMAC(want.Via).String(); got != w {
+					t.Errorf("%s -> %s: dst MAC %s, want %s (hop %+v)", src, dstHost, got, w, want)
+				}
+				if got := net.HardwareAddr(out[6:12]).String(); got != topo.ToRMAC(self).String() {
+					t.Errorf("src MAC %s", got)
+				}
+				if out[14+8] != 63 || binary.BigEndian.Uint16(out[24:]) != csum(out[14:34]) {
+					t.Errorf("%s -> %s: TTL %d, checksum %#x, want 63 and %#x", src, dstHost, out[22], binary.BigEndian.Uint16(out[24:]), csum(out[14:34]))
+				}
+				picked++
+			}
+		}
+	}
+	t.Logf("%d frames took the model's hop", picked)
+	pass := []struct {
+		name string
+		pkt  []byte
+		want uint32
+	}{
+		{"own rack", frame(topo.ServerAddr(0, 0), topo.ServerAddr(self, 1), 64), actOK},
+		{"own router address", frame(topo.ServerAddr(0, 0), topo.ToRAddr(self), 64), actOK},
+		{"packet core", frame(topo.ServerAddr(0, 0), topo.CoreAddr, 64), actOK},
+		{"outside 10/8", frame(topo.ServerAddr(0, 0), netip.MustParseAddr("192.168.0.1"), 64), actOK},
+		{"rack beyond the lab", frame(topo.ServerAddr(0, 0), topo.ServerAddr(racks, 0), 64), actOK},
+		{"TTL expiring", frame(topo.ServerAddr(self, 0), topo.ServerAddr(0, 0), 1), actOK},
+		{"no entry: kernel", frame(topo.ServerAddr(self, 0), topo.ServerAddr(5, 0), 64), actOK},
+		{"unreachable", frame(topo.ServerAddr(self, 0), topo.ServerAddr(4, 0), 64), actShot},
+	}
+	for _, c := range pass {
+		if ret, _ := run(c.pkt); ret != c.want {
+			t.Errorf("%s: action %d, want %d", c.name, ret, c.want)
+		}
+	}
+	arp := frame(topo.ServerAddr(0, 0), topo.ServerAddr(2, 0), 64)
+	binary.BigEndian.PutUint16(arp[12:], 0x0806)
+	if ret, _ := run(arp); ret != actOK {
+		t.Errorf("ARP: action %d, want ok", ret)
+	}
+	c, err := tor.Counters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.RedirectedPackets != uint64(picked) || c.UnreachablePackets != 1 {
+		t.Errorf("counters %+v, want %d redirected and 1 unreachable", c, picked)
+	}
+}
+
+// TestGenerationSwitchesAtInstant: a staged generation takes effect when
+// the kernel clock passes its instant, not before.
+func TestGenerationSwitchesAtInstant(t *testing.T) {
+	skipUnlessRoot(t)
+	tor, gen := newToR(t, Config{Rack: 0, Racks: 3, MaxHops: 1})
+	first, _ := Routes(3, Choices(map[int][]routing.Hop{1: {{Uplink: 0, Via: 1}}}), []uint32{5}, topo.ToRMAC, 0, nil)
+	second, _ := Routes(3, Choices(map[int][]routing.Hop{1: {{Uplink: 0, Via: 2}}, 2: {{Uplink: 0, Via: 2}}}), []uint32{5}, topo.ToRMAC, 0, nil)
+	install(t, tor, gen, first)
+	at := monoclock.Now() + int64(200*time.Millisecond)
+	if err := tor.Write(second); err != nil {
+		t.Fatal(err)
+	}
+	if err := gen.Arm(uint64(at)); err != nil {
+		t.Fatal(err)
+	}
+	if err := tor.Write(second); err == nil {
+		t.Error("a Write while a switch is armed was accepted")
+	}
+	via := func() string {
+		out := make([]byte, 128)
+		pkt := frame(topo.ServerAddr(0, 0), topo.ServerAddr(1, 0), 64)
+		if _, err := tor.prog.Run(&ebpf.RunOptions{Data: pkt, DataOut: out}); err != nil {
+			t.Fatal(err)
+		}
+		return net.HardwareAddr(out[0:6]).String()
+	}
+	if got := via(); got != topo.ToRMAC(1).String() || monoclock.Now() >= at {
+		t.Fatalf("before the instant: via %s, want tor1's MAC", got)
+	}
+	_ = monoclock.SleepUntil(t.Context(), at)
+	if got := via(); got != topo.ToRMAC(2).String() {
+		t.Errorf("after the instant: via %s, want tor2's MAC", got)
+	}
+	if err := gen.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if got := via(); got != topo.ToRMAC(2).String() {
+		t.Errorf("after commit: via %s, want tor2's MAC", got)
+	}
+}
+
+func TestConfigRefused(t *testing.T) {
+	for _, c := range []Config{{Rack: 3, Racks: 3, MaxHops: 1}, {Rack: 0, Racks: 0, MaxHops: 1}, {Rack: 0, Racks: 2, MaxHops: 0}, {Rack: 0, Racks: 5000, MaxHops: 1}} {
+		if err := c.check(); err == nil {
+			t.Errorf("config %+v accepted", c)
+		}
+	}
+}
+
+// TestMakeBeforeBreak: until LitUntil frames take only the lit hops
+// (routing.Choice.Pick), then every hop.
+func TestMakeBeforeBreak(t *testing.T) {
+	skipUnlessRoot(t)
+	tor, gen := newToR(t, Config{Rack: 0, Racks: 4, MaxHops: 3})
+	all := []routing.Hop{{Uplink: 0, Via: 1}, {Uplink: 1, Via: 2}, {Uplink: 2, Via: 3}}
+	now := monoclock.Now()
+	darkUntil := map[int]int64{0: now + int64(300*time.Millisecond), 2: now + int64(200*time.Millisecond)}
+	ch := routing.Choose(all, now, func(u int) int64 { return darkUntil[u] })
+	rs, err := Routes(4, map[int]routing.Choice{1: ch}, []uint32{11, 12, 13}, topo.ToRMAC, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install(t, tor, gen, rs)
+	check := func(when string, at int64) {
+		t.Helper()
+		for s := range 20 {
+			src, dst := topo.ServerAddr(0, s), topo.ServerAddr(1, 0)
+			want, _ := ch.Pick(routing.AddrHash(src, dst), at)
+			out := make([]byte, 128)
+			if _, err := tor.prog.Run(&ebpf.RunOptions{Data: frame(src, dst, 64), DataOut: out}); err != nil {
+				t.Fatal(err)
+			}
+			if got := net.HardwareAddr(out[0:6]).String(); got != topo.ToRMAC(want.Via).String() {
+				t.Errorf("%s: %s took %s, want via tor%d", when, src, got, want.Via)
+			}
+		}
+	}
+	if monoclock.Now() >= ch.LitUntil {
+		t.Skip("the machine was too slow to test inside the dark period")
+	}
+	check("dark period", monoclock.Now())
+	_ = monoclock.SleepUntil(t.Context(), ch.LitUntil)
+	check("after it", monoclock.Now())
+}
