@@ -61,9 +61,9 @@ type Options struct {
 
 // Server is the live view of one lab.
 type Server struct {
-	o   Options
-	hub *hub
-	mu  sync.Mutex
+	o    Options
+	hub  *hub
+	mu   sync.Mutex
 	spec *topo.Spec // last spec read, nil while the lab is not deployed
 }
 

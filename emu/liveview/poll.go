@@ -15,17 +15,17 @@ import (
 
 // Topology is the "topology" event: what the page draws.
 type Topology struct {
-	Lab            string `json:"lab"`
-	Kind           string `json:"kind"`
-	Racks          int    `json:"racks"`
-	ServersPerRack int    `json:"servers_per_rack"`
-	Uplinks        int    `json:"uplinks_per_tor"`
-	Switches       int    `json:"ocs_switches"`
-	HalfDuplex     bool   `json:"half_duplex"`
-	DelayNs        int64  `json:"reconfig_delay_ns"`
+	Lab            string  `json:"lab"`
+	Kind           string  `json:"kind"`
+	Racks          int     `json:"racks"`
+	ServersPerRack int     `json:"servers_per_rack"`
+	Uplinks        int     `json:"uplinks_per_tor"`
+	Switches       int     `json:"ocs_switches"`
+	HalfDuplex     bool    `json:"half_duplex"`
+	DelayNs        int64   `json:"reconfig_delay_ns"`
 	UplinkBps      float64 `json:"uplink_bps"` // 0: unlimited
-	Ports          []Port `json:"ports"`
-	AllowChanges   bool   `json:"allow_changes"`
+	Ports          []Port  `json:"ports"`
+	AllowChanges   bool    `json:"allow_changes"`
 }
 
 // Port is one OCS port: ToR uplink Uplink of rack Rack, cabled to port
