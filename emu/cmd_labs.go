@@ -98,8 +98,10 @@ func (a *app) labEnv(l *labs.Lab, work, labName string) (*labs.Env, error) {
 		return nil, err
 	}
 	return &labs.Env{Lab: l, Work: work, Scenario: s, LabName: labName, Log: a.log,
-		Emu: func(ctx context.Context, args ...string) (string, error) {
-			out, err := exec.CommandContext(ctx, exe, args...).CombinedOutput()
+		Emu: func(ctx context.Context, dir string, args ...string) (string, error) {
+			cmd := exec.CommandContext(ctx, exe, args...)
+			cmd.Dir = dir
+			out, err := cmd.CombinedOutput()
 			return string(out), err
 		}}, nil
 }

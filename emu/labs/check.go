@@ -39,8 +39,9 @@ type Env struct {
 	// LabName names the private copy checks deploy (and, for lab 01, the
 	// prefix of the namespaces the student's script makes).
 	LabName string
-	// Emu runs the emu binary with args and returns its combined output.
-	Emu func(ctx context.Context, args ...string) (string, error)
+	// Emu runs the emu binary with args in dir ("": the current one) and
+	// returns its combined output.
+	Emu func(ctx context.Context, dir string, args ...string) (string, error)
 	Log *slog.Logger
 
 	mu       sync.Mutex
@@ -192,11 +193,11 @@ func (e *Env) deploy(ctx context.Context) error {
 		return err
 	}
 	e.cleanups = append(e.cleanups, func() {
-		if out, err := e.Emu(context.WithoutCancel(ctx), "destroy", e.LabName); err != nil {
+		if out, err := e.Emu(context.WithoutCancel(ctx), "", "destroy", e.LabName); err != nil {
 			e.Log.Warn("destroy the lab's private copy", "lab", e.LabName, "err", err, "out", out)
 		}
 	})
-	if out, err := e.Emu(ctx, "deploy", f); err != nil {
+	if out, err := e.Emu(ctx, "", "deploy", f); err != nil {
 		return fmt.Errorf("deploy a private copy of the lab as %s: %v\n%s", e.LabName, err, out)
 	}
 	return nil
