@@ -28,6 +28,9 @@ type Check struct {
 	// `emu lab selftest` asserts exactly these fail on start/ and none on
 	// solution/.
 	FailsOnStart bool
+	// Root marks the checks that build namespaces or deploy a copy of the
+	// lab (they need root); the others read files only.
+	Root bool
 }
 
 // Env is what checks get: the student's folder, the lab, and a way to run
@@ -44,11 +47,11 @@ type Env struct {
 	Emu func(ctx context.Context, dir string, args ...string) (string, error)
 	Log *slog.Logger
 
-	mu       sync.Mutex
-	deployed bool
+	mu        sync.Mutex
+	deployed  bool
 	deployErr error
-	cleanups []func()
-	memo     map[string]memoEntry
+	cleanups  []func()
+	memo      map[string]memoEntry
 }
 
 type memoEntry struct {
@@ -232,7 +235,13 @@ func Run(ctx context.Context, e *Env, w io.Writer) []Result {
 	}
 	for _, c := range e.Lab.checks {
 		start := time.Now()
-		detail, err := runOne(ctx, e, c)
+		var detail string
+		var err error
+		if c.Root && os.Geteuid() != 0 {
+			err = errors.New("this check builds namespaces or deploys a copy of the lab: run it as root (sudo emu lab check ...)")
+		} else {
+			detail, err = runOne(ctx, e, c)
+		}
 		r := Result{Name: c.Name, Pass: err == nil, Detail: detail, Took: time.Since(start)}
 		word := "PASS"
 		if err != nil {

@@ -53,7 +53,7 @@ func init() {
 			}
 			return "bash -n finds no error", nil
 		}},
-		{Name: "`fabric.sh up` runs to the end", Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "`fabric.sh up` runs to the end", Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			lab01Remove(e) // leftovers of an earlier, interrupted check
 			e.Cleanup(func() { lab01Remove(e) })
 			out, err := lab01Script(ctx, e, "up")
@@ -62,7 +62,7 @@ func init() {
 			}
 			return "P=" + e.LabName + "- fabric.sh up: exit 0", nil
 		}},
-		{Name: "one namespace per node (h0 h1 tor0 tor1)", Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "one namespace per node (h0 h1 tor0 tor1)", Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			var missing []string
 			for _, n := range lab01Nodes {
 				if !netns.Exists(lab01NS(e, n)) {
@@ -74,7 +74,7 @@ func init() {
 			}
 			return "ip netns list shows all four", nil
 		}},
-		{Name: "h0 has 10.1.0.2/24 on eth0", Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "h0 has 10.1.0.2/24 on eth0", Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			out, err := command(ctx, 10*time.Second, nil, "ip", "-n", lab01NS(e, "h0"), "-br", "addr", "show", "dev", "eth0")
 			if err != nil {
 				return "", fmt.Errorf("%v\n%s", err, tail(out, 2))
@@ -84,10 +84,10 @@ func init() {
 			}
 			return strings.Join(strings.Fields(out), " "), nil
 		}},
-		{Name: "h0 reaches its ToR (10.1.0.1)", FailsOnStart: true, Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "h0 reaches its ToR (10.1.0.1)", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			return lab01Ping(ctx, e, "h0", "10.1.0.1")
 		}},
-		{Name: "tor0 routes rack 1 (10.1.1.0/24) over its uplink up0", FailsOnStart: true, Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "tor0 routes rack 1 (10.1.1.0/24) over its uplink up0", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			out, err := command(ctx, 10*time.Second, nil, "ip", "-n", lab01NS(e, "tor0"), "route", "get", "10.1.1.2")
 			if err != nil {
 				return "", fmt.Errorf("tor0 has no route to 10.1.1.2: %v %s", err, strings.TrimSpace(out))
@@ -97,7 +97,7 @@ func init() {
 			}
 			return strings.Join(strings.Fields(strings.Split(out, "\n")[0]), " "), nil
 		}},
-		{Name: "both ToRs forward (net.ipv4.ip_forward = 1)", FailsOnStart: true, Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "both ToRs forward (net.ipv4.ip_forward = 1)", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			for _, n := range []string{"tor0", "tor1"} {
 				out, err := inNS(ctx, lab01NS(e, n), "sysctl", "-n", "net.ipv4.ip_forward")
 				if err != nil {
@@ -109,10 +109,10 @@ func init() {
 			}
 			return "tor0 and tor1: 1", nil
 		}},
-		{Name: "h0 reaches h1 across both ToRs", FailsOnStart: true, Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "h0 reaches h1 across both ToRs", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			return lab01Ping(ctx, e, "h0", "10.1.1.2")
 		}},
-		{Name: "`fabric.sh down` removes every namespace", FailsOnStart: true, Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "`fabric.sh down` removes every namespace", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			out, err := lab01Script(ctx, e, "down")
 			if err != nil {
 				return "", fmt.Errorf("%v\n%s", err, tail(out, 4))
@@ -128,7 +128,7 @@ func init() {
 			}
 			return "nothing left", nil
 		}},
-		{Name: "answer: the gateway of tor0's default route in emu's lab01", FailsOnStart: true, Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "answer: the gateway of tor0's default route in emu's lab01", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			m, err := e.Answers()
 			if err != nil {
 				return "", err

@@ -130,7 +130,7 @@ func init() {
 			}
 			return "each rack has two neighbours and the walk visits all four", nil
 		}},
-		{Name: "live: with ring.yaml applied every server reaches every other", FailsOnStart: true, Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "live: with ring.yaml applied every server reaches every other", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			lab, err := applyLive(ctx, e, "ring.yaml")
 			if err != nil {
 				return "", err

@@ -93,7 +93,7 @@ func init() {
 			}
 			return fmt.Sprintf("dark %v per slot of at least %v", dark, 10*dark), nil
 		}},
-		{Name: "live: with the schedule running, r0s0 reaches r1s0 during its slots", Run: func(ctx context.Context, e *Env) (string, error) {
+		{Name: "live: with the schedule running, r0s0 reaches r1s0 during its slots", Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			s, err := studentSchedule(e)
 			if err != nil {
 				return "", errors.New("schedule.yaml did not parse (see above)")
