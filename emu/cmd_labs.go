@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -163,10 +162,14 @@ func (a *app) labCheckCmd() *cobra.Command {
 			if err := cmd.Context().Err(); err != nil {
 				return err
 			}
+			failed := 0
 			for _, r := range res {
 				if !r.Pass {
-					return errors.New("some checks failed")
+					failed++
 				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d of %d checks failed", failed, len(res))
 			}
 			return nil
 		},

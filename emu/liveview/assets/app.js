@@ -61,9 +61,9 @@ function drawFabric() {
     el("rect", { class: "tor", x: x - 55, y: torY, width: 110, height: TOR_H, rx: 4 }, g);
     text(g, x, torY + 21, "tor" + r);
     const shown = Math.min(t.servers_per_rack, 4);
+    if (shown > 0) el("line", { class: "fiber", x1: x, y1: torY + TOR_H, x2: x, y2: srvY + (shown - 1) * (SRV_H + 6) }, g);
     for (let s = 0; s < shown; s++) {
       const y = srvY + s * (SRV_H + 6);
-      el("line", { class: "fiber", x1: x, y1: torY + TOR_H, x2: x, y2: y }, g);
       el("rect", { class: "server", x: x - 35, y: y, width: 70, height: SRV_H, rx: 3 }, g);
       text(g, x, y + 15, s === 3 && t.servers_per_rack > 4 ? "+" + (t.servers_per_rack - 3) + " more" : "r" + r + "s" + s);
     }
@@ -199,7 +199,7 @@ function drawTimeline(tl) {
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   const jobs = tl.jobs || [];
   const W = 900, L = 90, rowH = 22;
-  const H = Math.max(40, 24 + jobs.length * rowH);
+  const H = Math.max(40, 44 + jobs.length * rowH);
   svg.setAttribute("height", H);
   if (!jobs.length) { text(svg, 10, 24, "no phases to show", "start"); return; }
   const span = tl.span_ms || 1;
@@ -213,7 +213,14 @@ function drawTimeline(tl) {
       title(rect, j.job + " iteration " + p.iteration + " " + p.phase + ": " + p.start_ms.toFixed(1) + "–" + p.end_ms.toFixed(1) + " ms, " + p.ranks + " rank records");
     }
   });
-  text(svg, W - 10, H - 4, span.toFixed(0) + " ms", "end");
+  text(svg, W - 10, H - 24, span.toFixed(0) + " ms", "end");
+  // legend: the phases that occur
+  const seen = [];
+  for (const j of jobs) for (const p of j.phases) if (!seen.includes(p.phase)) seen.push(p.phase);
+  seen.forEach((ph, i) => {
+    el("rect", { x: L + i * 110, y: H - 14, width: 12, height: 10, fill: PHASE_COLORS[ph] || "#90a4ae" }, svg);
+    text(svg, L + i * 110 + 16, H - 5, ph, "start");
+  });
 }
 
 // ---- changes ----
