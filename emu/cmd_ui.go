@@ -77,6 +77,9 @@ follows it when it comes up. Ctrl-C stops the server.`,
 				Lab: lab,
 				Spec: func() (topo.Spec, error) {
 					st, err := fabric.ReadState(lab)
+					if errors.Is(err, fabric.ErrNoLab) {
+						return topo.Spec{}, errors.New("it has no state file (see `emu inspect`)")
+					}
 					if err != nil {
 						return topo.Spec{}, err
 					}

@@ -166,6 +166,8 @@ func (s *Server) tick(ctx context.Context, st *pollState) {
 	if err != nil {
 		s.setSpec(nil)
 		publishIf(s, "status", &st.status, Status{Message: fmt.Sprintf("lab %s is not deployed: %v. The page keeps watching; deploy it (`emu deploy`) or run it (`emu run --keep`).", s.o.Lab, err)})
+		// No circuits of a lab that is gone stay on the page.
+		publishIf(s, "circuits", &st.circuits, Circuits{Circuits: []circuit.Circuit{}, Unreachable: []routing.Pair{}})
 		st.counters = nil
 		return
 	}

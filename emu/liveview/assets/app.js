@@ -28,13 +28,15 @@ function fmtBps(b) {
 function circuitName(c) { return c.a + (c.simplex ? "->" : "<->") + c.b; }
 
 // ---- fabric drawing ----
-const COL = 150, OCS_H = 70, OCS_GAP = 30, TOR_H = 34, SRV_H = 22, LEFT = 20;
+let COL = 150;
+const OCS_H = 70, OCS_GAP = 30, TOR_H = 34, SRV_H = 22, LEFT = 20;
 
 function drawFabric() {
   const t = state.topo, svg = document.getElementById("fabric");
   while (svg.firstChild) svg.removeChild(svg.firstChild);
   state.portPos = {};
   if (!t) return;
+  COL = Math.max(70, Math.min(150, 1240 / Math.max(1, t.racks))); // many racks: narrower columns, the page scrolls
   const width = Math.max(600, LEFT * 2 + t.racks * COL);
   const sw = t.ocs_switches || 0;
   const torY = 20 + sw * (OCS_H + OCS_GAP) + 30;
