@@ -195,6 +195,10 @@ func (e *Env) deploy(ctx context.Context) error {
 	if err := os.WriteFile(f, data, 0o644); err != nil {
 		return err
 	}
+	// A copy left by an interrupted check is this checker's own: remove it.
+	if out, err := e.Emu(ctx, "", "destroy", e.LabName); err != nil {
+		return fmt.Errorf("remove an earlier copy %s: %v\n%s", e.LabName, err, out)
+	}
 	e.cleanups = append(e.cleanups, func() {
 		if out, err := e.Emu(context.WithoutCancel(ctx), "", "destroy", e.LabName); err != nil {
 			e.Log.Warn("destroy the lab's private copy", "lab", e.LabName, "err", err, "out", out)

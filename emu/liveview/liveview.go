@@ -36,6 +36,9 @@ type OCS interface {
 	Counters(ctx context.Context) ([]ocs.PortCounters, error)
 	Connect(ctx context.Context, req ocs.ConnectRequest) (ocs.Event, error)
 	Disconnect(ctx context.Context, req ocs.DisconnectRequest) (ocs.Event, error)
+	// Events streams the OCS's events to fn until ctx ends or fn
+	// returns false.
+	Events(ctx context.Context, fn func(ocs.Event) bool) error
 }
 
 // Options configure a Server.
@@ -61,13 +64,14 @@ type Options struct {
 
 // Server is the live view of one lab.
 type Server struct {
-	o    Options
-	hub  *hub
-	mu   sync.Mutex
-	spec *topo.Spec // last spec read, nil while the lab is not deployed
+	o      Options
+	hub    *hub
+	events *eventFollower
+	mu     sync.Mutex
+	spec   *topo.Spec // last spec read, nil while the lab is not deployed
 }
 
-// New returns a server; Run starts its poller.
+// New returns a server; Serve starts its poller.
 func New(o Options) (*Server, error) {
 	if err := names.ValidLab(o.Lab); err != nil {
 		return nil, err
@@ -84,7 +88,7 @@ func New(o Options) (*Server, error) {
 	if o.Explain == nil {
 		o.Explain = func(err error) error { return err }
 	}
-	return &Server{o: o, hub: newHub()}, nil
+	return &Server{o: o, hub: newHub(), events: &eventFollower{}}, nil
 }
 
 // Handler serves the page, its assets, the SSE stream (/events) and, with
@@ -94,7 +98,7 @@ func (s *Server) Handler(addr string) http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
 	mux.Handle("GET /", http.FileServer(http.FS(static)))
-	mux.HandleFunc("GET /events", s.events)
+	mux.HandleFunc("GET /events", s.stream)
 	mux.HandleFunc("POST /api/connect", s.connect)
 	mux.HandleFunc("POST /api/disconnect", s.disconnect)
 	return hostOnly(addr, securityHeaders(mux))
@@ -112,6 +116,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer close(done)
 		s.poll(ctx)
 	}()
+	go s.events.follow(ctx, s.o.OCS)
 	go func() {
 		<-ctx.Done()
 		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -156,9 +161,9 @@ func securityHeaders(next http.Handler) http.Handler {
 	})
 }
 
-// events streams server-sent events: first the current topology, status,
+// stream sends server-sent events: first the current topology, status,
 // circuits and timeline, then every change.
-func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	fl, ok := w.(http.Flusher)
 	if !ok {
 		http.Error(w, "streaming unsupported", http.StatusInternalServerError)

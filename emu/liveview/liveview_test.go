@@ -107,6 +107,7 @@ type fakeOCS struct {
 	circuits []circuit.Circuit
 	err      error
 	fwd      uint64
+	events   []ocs.Event
 }
 
 func (f *fakeOCS) Config(context.Context) (ocs.ConfigView, error) {
@@ -131,6 +132,20 @@ func (f *fakeOCS) Connect(_ context.Context, r ocs.ConnectRequest) (ocs.Event, e
 
 func (f *fakeOCS) Disconnect(context.Context, ocs.DisconnectRequest) (ocs.Event, error) {
 	return ocs.Event{}, errors.New("not in any circuit")
+}
+
+func (f *fakeOCS) Events(ctx context.Context, fn func(ocs.Event) bool) error {
+	f.mu.Lock()
+	evs := f.events
+	f.events = nil
+	f.mu.Unlock()
+	for _, ev := range evs {
+		if !fn(ev) {
+			return nil
+		}
+	}
+	<-ctx.Done()
+	return nil
 }
 
 func (f *fakeOCS) set(cs []circuit.Circuit, err error) {
@@ -333,4 +348,51 @@ func TestPageAssetsEmbedded(t *testing.T) {
 			t.Errorf("%s: no content security policy", p)
 		}
 	}
+}
+
+func TestEventLog(t *testing.T) {
+	f := &eventFollower{}
+	now := time.Date(2026, 11, 22, 3, 4, 5, 6e6, time.UTC)
+	f.add(ocs.Event{Seq: 1, Kind: "reconfigure", Effective: 1000, RoutesDoneNs: 251000, DelayNs: 50e6,
+		Dark: []circuit.Uplink{up(0, 0), up(1, 0)}, Circuits: []circuit.Circuit{{A: up(0, 0), B: up(1, 0)}}, Unreachable: 10}, now)
+	f.add(ocs.Event{Seq: 2, Kind: "schedule-start"}, now)
+	for i := 0; i < 5; i++ {
+		f.add(ocs.Event{Seq: 3 + i, Kind: "slot", LateNs: int64(i % 2)}, now)
+	}
+	f.add(ocs.Event{Seq: 8, Kind: "reconfigure", Error: "write the port map: boom"}, now)
+	got := f.snapshot()
+	if got.Slots != 5 || got.LateSlots != 2 || len(got.Recent) != 3 {
+		t.Fatalf("log %+v", got)
+	}
+	for i, want := range []string{
+		"error: write the port map: boom",
+		"schedule-start",
+		"1 circuits; 2 ports dark for 50ms (tor0:0 tor1:0); routes followed 250µs after the switch; 10 rack pairs unreachable",
+	} {
+		if got.Recent[i].Text != want {
+			t.Errorf("line %d: %q, want %q", i, got.Recent[i].Text, want)
+		}
+	}
+	if got.Recent[2].At != "03:04:05.006" || got.Recent[0].Seq != 8 {
+		t.Errorf("newest first with wall-clock times: %+v", got.Recent)
+	}
+	for i := 0; i < 2*maxEventLines; i++ {
+		f.add(ocs.Event{Seq: 100 + i, Kind: "reconfigure"}, now)
+	}
+	if n := len(f.snapshot().Recent); n != maxEventLines {
+		t.Errorf("%d lines kept, want %d", n, maxEventLines)
+	}
+}
+
+func TestServerPushesOCSEvents(t *testing.T) {
+	f := &fakeOCS{events: []ocs.Event{{Seq: 4, Kind: "reconfigure", DelayNs: 1e6, Dark: []circuit.Uplink{up(0, 0)}}}}
+	url := serve(t, Options{Spec: func() (topo.Spec, error) { return spec2, nil }, OCS: f})
+	events(t, url, func(ev, data string) bool {
+		if ev != "events" {
+			return false
+		}
+		var l EventLog
+		json.Unmarshal([]byte(data), &l)
+		return len(l.Recent) == 1 && l.Recent[0].Seq == 4 && strings.Contains(l.Recent[0].Text, "1 ports dark for 1ms (tor0:0)")
+	})
 }

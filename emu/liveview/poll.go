@@ -126,6 +126,7 @@ type pollState struct {
 	n        int
 	timeline *timeline
 	lastTL   *Timeline
+	events   *EventLog
 }
 
 func (s *Server) poll(ctx context.Context) {
@@ -162,6 +163,7 @@ func (s *Server) tick(ctx context.Context, st *pollState) {
 		publishIf(s, "timeline", &st.lastTL, st.timeline.read())
 	}
 	st.n++
+	publishIf(s, "events", &st.events, s.events.snapshot())
 	sp, err := s.o.Spec()
 	if err != nil {
 		s.setSpec(nil)

@@ -251,6 +251,24 @@ function setupChanges() {
   document.getElementById("disconnect").addEventListener("click", () => post("api/disconnect", { port: document.getElementById("porta").value.trim() }));
 }
 
+// ---- OCS event log ----
+function drawEvents(log) {
+  const ol = document.getElementById("eventlog");
+  while (ol.firstChild) ol.removeChild(ol.firstChild);
+  for (const e of log.recent) {
+    const li = document.createElement("li");
+    li.className = "ev " + e.kind;
+    li.textContent = e.at + "  event " + e.seq + " (" + e.kind + "): " + e.text;
+    ol.appendChild(li);
+  }
+  if (!log.recent.length) {
+    const li = document.createElement("li");
+    li.textContent = "no reconfiguration since this view started";
+    ol.appendChild(li);
+  }
+  document.getElementById("slots").textContent = log.slots ? log.slots + " schedule slots switched since this view started, " + log.late_slots + " late" : "newest first";
+}
+
 // ---- event stream ----
 function connect() {
   const es = new EventSource("events");
@@ -271,6 +289,7 @@ function connect() {
   es.addEventListener("circuits", e => { state.circuits = JSON.parse(e.data); drawCircuits(); });
   es.addEventListener("counters", e => addSample(JSON.parse(e.data)));
   es.addEventListener("timeline", e => drawTimeline(JSON.parse(e.data)));
+  es.addEventListener("events", e => drawEvents(JSON.parse(e.data)));
   es.onerror = () => { status.textContent = "lost the connection to emu ui; retrying…"; status.className = "bad"; };
 }
 
