@@ -16,6 +16,8 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // Browser is one headless Chromium with one page attached.
@@ -28,6 +30,8 @@ type Browser struct {
 	session string
 	done    chan struct{}
 	readErr error
+
+	closeOnce sync.Once
 }
 
 type reply struct {
@@ -54,6 +58,9 @@ func Launch(ctx context.Context, chromium, dir string, width, height int) (*Brow
 	cmd := exec.CommandContext(ctx, chromium, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
 		"--no-first-run", "--remote-debugging-pipe", "--user-data-dir="+dir, fmt.Sprintf("--window-size=%d,%d", width, height), "about:blank")
 	cmd.ExtraFiles = []*os.File{cmdR, repW}
+	// Its own process group, so Close can end the renderers and helpers
+	// it forks too, which would otherwise keep writing into dir.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		cmdR.Close()
 		cmdW.Close()
@@ -224,13 +231,28 @@ func (b *Browser) Screenshot(ctx context.Context, path string) error {
 	return os.WriteFile(path, png, 0o644)
 }
 
-// Close ends the browser and waits for it.
+// Close ends the browser and waits for it: it asks Chromium to close,
+// and after 5 s kills it; then it kills whatever of its process group is
+// left.
 func (b *Browser) Close() error {
-	_ = b.in.Close()
-	if b.cmd.Process != nil {
-		_ = b.cmd.Process.Kill()
-	}
-	_ = b.cmd.Wait()
-	<-b.done
+	b.closeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_ = b.call(ctx, "", "Browser.close", nil, nil)
+		cancel()
+		_ = b.in.Close()
+		exited := make(chan struct{})
+		go func() {
+			_ = b.cmd.Wait()
+			close(exited)
+		}()
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = b.cmd.Process.Kill()
+			<-exited
+		}
+		_ = syscall.Kill(-b.cmd.Process.Pid, syscall.SIGKILL)
+		<-b.done
+	})
 	return nil
 }
