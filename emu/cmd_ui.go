@@ -45,6 +45,9 @@ follows it when it comes up. Ctrl-C stops the server.`,
 				if err != nil {
 					return err
 				}
+				if len(labs) == 0 {
+					return errors.New("no lab is deployed: name the lab to watch, e.g. `emu ui ocs-lab` (the page follows it once it is deployed)")
+				}
 				if len(labs) != 1 {
 					return fmt.Errorf("%d labs are deployed (%s): name the one to show, e.g. `emu ui ocs-lab`", len(labs), strings.Join(labs, ", "))
 				}
