@@ -201,3 +201,17 @@ func TestRunPrintsTally(t *testing.T) {
 	}
 	os.RemoveAll(dir)
 }
+
+// TestMeasurementBelowTheLinkRateIsRefused needs no lab: a figure faster
+// than the links allow fails before anything is measured.
+func TestMeasurementBelowTheLinkRateIsRefused(t *testing.T) {
+	l, _ := Get("03")
+	s, _ := l.Scenario()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "answers.yaml"), []byte("ring_measured_ms: 120\n"), 0o644)
+	e := &Env{Lab: l, Work: dir, Scenario: s, LabName: "ui-unused"}
+	_, err := measuredLike(context.Background(), e, "ring_measured_ms", lab03Ring, []string{"allreduce"})
+	if err == nil || !strings.Contains(err.Error(), "faster than the links allow (201.3 ms") {
+		t.Errorf("got %v", err)
+	}
+}
