@@ -11,3 +11,9 @@ var Files embed.FS
 
 // Default is the scenario `emu run` uses when none is given.
 const Default = "quickstart.yaml"
+
+// Labs holds the teaching labs, labs/<nn-name>/ (README, scenario,
+// starting point, solution); emu/labs holds their checks.
+//
+//go:embed all:labs
+var Labs embed.FS

@@ -1,0 +1,282 @@
+package labs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+)
+
+// Check is one automatic check of a lab.
+type Check struct {
+	Name string
+	// Run returns what it saw when the check passes, or the reason it
+	// fails (what was found, what was expected, and a hint).
+	Run func(ctx context.Context, e *Env) (string, error)
+	// FailsOnStart marks the checks the untouched starting point fails:
+	// `emu lab selftest` asserts exactly these fail on start/ and none on
+	// solution/.
+	FailsOnStart bool
+	// Root marks the checks that build namespaces or deploy a copy of the
+	// lab (they need root); the others read files only.
+	Root bool
+}
+
+// Env is what checks get: the student's folder, the lab, and a way to run
+// emu and to deploy a private copy of the lab.
+type Env struct {
+	Lab      *Lab
+	Work     string // the student's folder
+	Scenario *scenario.Scenario
+	// LabName names the private copy checks deploy (and, for lab 01, the
+	// prefix of the namespaces the student's script makes).
+	LabName string
+	// Emu runs the emu binary with args in dir ("": the current one) and
+	// returns its combined output.
+	Emu func(ctx context.Context, dir string, args ...string) (string, error)
+	Log *slog.Logger
+
+	mu        sync.Mutex
+	deployed  bool
+	deployErr error
+	cleanups  []func()
+	memo      map[string]memoEntry
+}
+
+type memoEntry struct {
+	v   any
+	err error
+}
+
+// Result is one check's outcome.
+type Result struct {
+	Name   string
+	Pass   bool
+	Detail string // what was seen, or why it failed
+	Took   time.Duration
+}
+
+// File is the path of a student's file, checked to stay inside Work.
+func (e *Env) File(name string) string {
+	if strings.ContainsAny(name, `/\`) || name == ".." || name == "." {
+		panic("labs: file names are plain names: " + name)
+	}
+	return filepath.Join(e.Work, name)
+}
+
+// ReadFile reads a student's file, saying which file is missing.
+func (e *Env) ReadFile(name string) ([]byte, error) {
+	data, err := os.ReadFile(e.File(name))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s is missing from %s", name, e.Work)
+	}
+	return data, err
+}
+
+// once computes a value once per check run (a parsed file several checks
+// use); its error is the same for every check that needs it.
+func once[T any](e *Env, key string, f func() (T, error)) (T, error) {
+	e.mu.Lock()
+	if e.memo == nil {
+		e.memo = map[string]memoEntry{}
+	}
+	m, ok := e.memo[key]
+	e.mu.Unlock()
+	if !ok {
+		v, err := f()
+		m = memoEntry{v, err}
+		e.mu.Lock()
+		e.memo[key] = m
+		e.mu.Unlock()
+	}
+	if m.err != nil {
+		var zero T
+		return zero, m.err
+	}
+	return m.v.(T), nil
+}
+
+// Answers reads the student's answers.yaml into a map.
+func (e *Env) Answers() (map[string]any, error) {
+	return once(e, "answers", func() (map[string]any, error) {
+		data, err := e.ReadFile("answers.yaml")
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("answers.yaml: %w", err)
+		}
+		if m == nil {
+			m = map[string]any{}
+		}
+		return m, nil
+	})
+}
+
+// Number is a numeric answer.
+func (e *Env) Number(key string) (float64, error) {
+	m, err := e.Answers()
+	if err != nil {
+		return 0, err
+	}
+	v, ok := m[key]
+	if !ok || v == nil {
+		return 0, fmt.Errorf("answers.yaml: %s is not answered yet", key)
+	}
+	switch n := v.(type) {
+	case int:
+		return float64(n), nil
+	case float64:
+		return n, nil
+	}
+	return 0, fmt.Errorf("answers.yaml: %s is %v, want a number", key, v)
+}
+
+// Choice is an answer that must be one of choices.
+func (e *Env) Choice(key string, choices ...string) (string, error) {
+	m, err := e.Answers()
+	if err != nil {
+		return "", err
+	}
+	v, ok := m[key]
+	if !ok || v == nil {
+		return "", fmt.Errorf("answers.yaml: %s is not answered yet (one of %s)", key, strings.Join(choices, ", "))
+	}
+	s := fmt.Sprint(v)
+	for _, c := range choices {
+		if s == c {
+			return s, nil
+		}
+	}
+	return "", fmt.Errorf("answers.yaml: %s is %q, want one of %s", key, s, strings.Join(choices, ", "))
+}
+
+// Live deploys the private copy of the lab once (the first check that
+// needs it) and returns its name; Close destroys it.
+func (e *Env) Live(ctx context.Context) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.deployed || e.deployErr != nil {
+		return e.LabName, e.deployErr
+	}
+	e.deployErr = e.deploy(ctx)
+	e.deployed = e.deployErr == nil
+	return e.LabName, e.deployErr
+}
+
+func (e *Env) deploy(ctx context.Context) error {
+	if err := names.ValidLab(e.LabName); err != nil {
+		return err
+	}
+	s := *e.Scenario
+	s.Name = e.LabName
+	data, err := yaml.Marshal(&s)
+	if err != nil {
+		return fmt.Errorf("encode the lab's scenario: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "emu-lab-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	f := filepath.Join(dir, e.LabName+".yaml")
+	if err := os.WriteFile(f, data, 0o644); err != nil {
+		return err
+	}
+	// A copy left by an interrupted check is this checker's own: remove it.
+	if out, err := e.Emu(ctx, "", "destroy", e.LabName); err != nil {
+		return fmt.Errorf("remove an earlier copy %s: %v\n%s", e.LabName, err, out)
+	}
+	e.cleanups = append(e.cleanups, func() {
+		if out, err := e.Emu(context.WithoutCancel(ctx), "", "destroy", e.LabName); err != nil {
+			e.Log.Warn("destroy the lab's private copy", "lab", e.LabName, "err", err, "out", out)
+		}
+	})
+	if out, err := e.Emu(ctx, "", "deploy", f); err != nil {
+		return fmt.Errorf("deploy a private copy of the lab as %s: %v\n%s", e.LabName, err, out)
+	}
+	return nil
+}
+
+// Cleanup registers f to run when the checks end.
+func (e *Env) Cleanup(f func()) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.cleanups = append(e.cleanups, f)
+}
+
+// Close undoes what the checks built, newest first.
+func (e *Env) Close() {
+	e.mu.Lock()
+	cs := e.cleanups
+	e.cleanups = nil
+	e.mu.Unlock()
+	for i := len(cs) - 1; i >= 0; i-- {
+		cs[i]()
+	}
+}
+
+// Run runs every check of the lab against e.Work, printing one line per
+// check to w as it finishes, and the tally; it returns the results.
+func Run(ctx context.Context, e *Env, w io.Writer) []Result {
+	defer e.Close()
+	var out []Result
+	width := 0
+	for _, c := range e.Lab.checks {
+		width = max(width, len(c.Name))
+	}
+	for _, c := range e.Lab.checks {
+		start := time.Now()
+		var detail string
+		var err error
+		if c.Root && os.Geteuid() != 0 {
+			err = errors.New("this check builds namespaces or deploys a copy of the lab: run it as root (sudo emu lab check ...)")
+		} else {
+			detail, err = runOne(ctx, e, c)
+		}
+		r := Result{Name: c.Name, Pass: err == nil, Detail: detail, Took: time.Since(start)}
+		word := "PASS"
+		if err != nil {
+			word, r.Detail = "FAIL", err.Error()
+		}
+		out = append(out, r)
+		fmt.Fprintf(w, "%s  %-*s  %s\n", word, width, c.Name, indent(r.Detail, width+8))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	passed := 0
+	for _, r := range out {
+		if r.Pass {
+			passed++
+		}
+	}
+	fmt.Fprintf(w, "%d of %d checks passed\n", passed, len(e.Lab.checks))
+	return out
+}
+
+// runOne runs a check, turning a panic into a failure of that check.
+func runOne(ctx context.Context, e *Env, c Check) (detail string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("the check itself failed: %v", p)
+		}
+	}()
+	return c.Run(ctx, e)
+}
+
+func indent(s string, n int) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+strings.Repeat(" ", n))
+}

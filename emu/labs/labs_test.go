@@ -1,0 +1,217 @@
+package labs
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
+)
+
+func TestValidName(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"02-circuits", true},
+		{"01-fabric-by-hand", true},
+		{"2-circuits", false},
+		{"02-../etc", false},
+		{"../02-circuits", false},
+		{"02-Circuits", false},
+		{"02-", false},
+		{"02-a/b", false},
+		{"", false},
+	} {
+		if err := ValidName(tc.name); (err == nil) != tc.ok {
+			t.Errorf("ValidName(%q) = %v, want ok=%v", tc.name, err, tc.ok)
+		}
+	}
+}
+
+func TestEveryLabIsComplete(t *testing.T) {
+	ls, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ls) < 5 {
+		t.Fatalf("%d labs, want at least 5", len(ls))
+	}
+	for _, l := range ls {
+		for _, f := range []string{"README.md", "scenario.yaml", "start", "solution"} {
+			if _, err := fs.Stat(l.files, f); err != nil {
+				t.Errorf("lab %s: %v", l.Name, err)
+			}
+		}
+		if _, err := l.Scenario(); err != nil {
+			t.Errorf("lab %s: %v", l.Name, err)
+		}
+		readme, _ := fs.ReadFile(l.files, "README.md")
+		for _, h := range []string{"**Goal.**", "## Background", "## Steps", "## Questions", "## Time it took"} {
+			if !strings.Contains(string(readme), h) {
+				t.Errorf("lab %s: README has no %q", l.Name, h)
+			}
+		}
+		failing := 0
+		for _, c := range l.Checks() {
+			if c.FailsOnStart {
+				failing++
+			}
+		}
+		if failing == 0 || failing == len(l.Checks()) {
+			t.Errorf("lab %s: %d of %d checks fail on start: a starting point should pass some and fail some", l.Name, failing, len(l.Checks()))
+		}
+	}
+}
+
+func TestGetByNumberAndRefusals(t *testing.T) {
+	l, err := Get("04")
+	if err != nil || l.Name != "04-plan" {
+		t.Fatalf("Get(04) = %v, %v", l, err)
+	}
+	for _, bad := range []string{"99-nothing", "../../etc", "4", "04-plan/../05-rotor"} {
+		if _, err := Get(bad); err == nil {
+			t.Errorf("Get(%q) found a lab", bad)
+		}
+	}
+	if err := l.Extract("../start", t.TempDir()); err == nil {
+		t.Error("Extract of ../start was not refused")
+	}
+}
+
+func TestStartAndResolve(t *testing.T) {
+	l, _ := Get("02-circuits")
+	dir := filepath.Join(t.TempDir(), "mine")
+	written, err := l.Start(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(written) != 5 { // README, scenario, ring.yaml, answers.yaml, marker
+		t.Errorf("wrote %v", written)
+	}
+	if _, err := l.Start(dir); err == nil || !strings.Contains(err.Error(), "never overwrites") {
+		t.Errorf("a second start: %v, want a refusal to overwrite", err)
+	}
+	got, work, err := Resolve(dir)
+	if err != nil || got.Name != "02-circuits" || work != dir {
+		t.Errorf("Resolve(copy) = %v %q %v", got, work, err)
+	}
+	other := t.TempDir()
+	if _, _, err := Resolve(other); err == nil {
+		t.Errorf("Resolve of a folder that is no lab: no error")
+	}
+}
+
+func TestIsRing(t *testing.T) {
+	c := func(a, b string) circuit.Circuit {
+		ua, _ := circuit.ParseUplink(a)
+		ub, _ := circuit.ParseUplink(b)
+		return circuit.Circuit{A: ua, B: ub}
+	}
+	for _, tc := range []struct {
+		name string
+		cs   []circuit.Circuit
+		want string
+	}{
+		{"ring", []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor1:1", "tor2:1"), c("tor2:0", "tor3:0"), c("tor3:1", "tor0:1")}, ""},
+		{"two pairs", []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor2:0", "tor3:0")}, "rack 0 has circuits to 1"},
+		{"two cycles", []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor0:1", "tor1:1"), c("tor2:0", "tor3:0"), c("tor2:1", "tor3:1")}, "rack 0 has circuits to 1"},
+		{"star", []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor0:1", "tor2:1"), c("tor3:0", "tor2:0")}, "rack 1 has circuits to 1"},
+	} {
+		err := isRing(circuit.Config{Circuits: tc.cs}, 4)
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestRotorPairs(t *testing.T) {
+	l, _ := Get("05-rotor")
+	for _, tc := range []struct{ sub, want string }{{"solution", ""}, {"start", "0-3 1-2"}} {
+		data, _ := fs.ReadFile(l.files, tc.sub+"/schedule.yaml")
+		s, err := ocs.ParseScheduleFile(data, "schedule.yaml")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(rotorPairs(s, 4), " "); got != tc.want {
+			t.Errorf("%s: missing %q, want %q", tc.sub, got, tc.want)
+		}
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, tc := range []struct {
+		xs   []float64
+		want float64
+	}{{[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(tc.xs); got != tc.want {
+			t.Errorf("median(%v) = %v, want %v", tc.xs, got, tc.want)
+		}
+	}
+}
+
+// TestFileChecks runs every check that reads files only (no root) against
+// each lab's solution, where all must pass, and its starting point, where
+// exactly the FailsOnStart ones must fail. The root ones run in
+// `emu lab selftest` (CI, and TestLabSelftest in package main).
+func TestFileChecks(t *testing.T) {
+	ls, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range ls {
+		s, err := l.Scenario()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, which := range []string{"solution", "start"} {
+			dir := t.TempDir()
+			if err := l.Extract(which, dir); err != nil {
+				t.Fatal(err)
+			}
+			e := &Env{Lab: l, Work: dir, Scenario: s, LabName: "ui-unused"}
+			for _, c := range l.Checks() {
+				if c.Root {
+					continue
+				}
+				detail, err := c.Run(context.Background(), e)
+				want := which == "solution" || !c.FailsOnStart
+				if (err == nil) != want {
+					t.Errorf("lab %s, %s/: %q: passed=%v (%s %v), want passed=%v", l.Name, which, c.Name, err == nil, detail, err, want)
+				}
+			}
+		}
+	}
+}
+
+func TestRunPrintsTally(t *testing.T) {
+	l, _ := Get("04-plan")
+	s, _ := l.Scenario()
+	dir := t.TempDir()
+	l.Extract("start", dir)
+	var b strings.Builder
+	res := Run(context.Background(), &Env{Lab: l, Work: dir, Scenario: s, LabName: "ui-unused"}, io.MultiWriter(&b))
+	if len(res) != len(l.Checks()) || !strings.Contains(b.String(), "2 of 6 checks passed") || !strings.Contains(b.String(), "FAIL  the jobs interleave") {
+		t.Errorf("output:\n%s", b.String())
+	}
+	os.RemoveAll(dir)
+}
+
+// TestMeasurementBelowTheLinkRateIsRefused needs no lab: a figure faster
+// than the links allow fails before anything is measured.
+func TestMeasurementBelowTheLinkRateIsRefused(t *testing.T) {
+	l, _ := Get("03")
+	s, _ := l.Scenario()
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "answers.yaml"), []byte("ring_measured_ms: 120\n"), 0o644)
+	e := &Env{Lab: l, Work: dir, Scenario: s, LabName: "ui-unused"}
+	_, err := measuredLike(context.Background(), e, "ring_measured_ms", lab03Ring, []string{"allreduce"})
+	if err == nil || !strings.Contains(err.Error(), "faster than the links allow (201.3 ms") {
+		t.Errorf("got %v", err)
+	}
+}

@@ -1,0 +1,105 @@
+package liveview
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
+)
+
+// EventLog is the "events" event: the newest OCS events, described, and
+// the slots of a running schedule counted rather than listed (a 1 ms
+// rotor switches a thousand times a second).
+type EventLog struct {
+	Recent    []EventLine `json:"recent"` // newest first
+	Slots     int         `json:"slots"`  // slot events seen since the view started
+	LateSlots int         `json:"late_slots"`
+}
+
+// EventLine is one OCS event as the page lists it.
+type EventLine struct {
+	Seq  int    `json:"seq"`
+	At   string `json:"at"` // wall clock when the view received it
+	Kind string `json:"kind"`
+	Text string `json:"text"`
+}
+
+// maxEventLines is how many events the page lists.
+const maxEventLines = 12
+
+// eventFollower follows the OCS event stream, reconnecting when it breaks
+// (the OCS restarted, the lab was redeployed).
+type eventFollower struct {
+	mu  sync.Mutex
+	log EventLog
+}
+
+func describe(ev ocs.Event) string {
+	if ev.Error != "" {
+		return "error: " + ev.Error
+	}
+	var b strings.Builder
+	switch ev.Kind {
+	case "schedule-start", "schedule-end":
+		return ev.Kind
+	}
+	fmt.Fprintf(&b, "%d circuits", len(ev.Circuits))
+	if len(ev.Dark) > 0 {
+		var ds []string
+		for _, d := range ev.Dark {
+			ds = append(ds, d.String())
+		}
+		fmt.Fprintf(&b, "; %d ports dark for %v (%s)", len(ev.Dark), time.Duration(ev.DelayNs), strings.Join(ds, " "))
+	}
+	if ev.LateNs > 0 {
+		fmt.Fprintf(&b, "; switched %v late", time.Duration(ev.LateNs))
+	}
+	if ev.RoutesDoneNs > 0 && ev.Effective > 0 {
+		fmt.Fprintf(&b, "; routes followed %v after the switch", time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond))
+	}
+	fmt.Fprintf(&b, "; %d rack pairs unreachable", ev.Unreachable)
+	return b.String()
+}
+
+func (f *eventFollower) add(ev ocs.Event, now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if ev.Kind == "slot" {
+		f.log.Slots++
+		if ev.LateNs > 0 {
+			f.log.LateSlots++
+		}
+		return
+	}
+	line := EventLine{Seq: ev.Seq, At: now.Format("15:04:05.000"), Kind: ev.Kind, Text: describe(ev)}
+	f.log.Recent = append([]EventLine{line}, f.log.Recent...)
+	if len(f.log.Recent) > maxEventLines {
+		f.log.Recent = f.log.Recent[:maxEventLines]
+	}
+}
+
+func (f *eventFollower) snapshot() EventLog {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := f.log
+	out.Recent = append([]EventLine{}, f.log.Recent...)
+	return out
+}
+
+// follow reads events until ctx ends; after a break it waits a second
+// and subscribes again.
+func (f *eventFollower) follow(ctx context.Context, src OCS) {
+	for ctx.Err() == nil {
+		_ = src.Events(ctx, func(ev ocs.Event) bool {
+			f.add(ev, time.Now())
+			return ctx.Err() == nil
+		})
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Second):
+		}
+	}
+}
