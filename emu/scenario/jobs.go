@@ -2,6 +2,8 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
@@ -102,10 +104,23 @@ func (j *Job) RingOrder() []string {
 
 // Scheduler names the planner of a scenario and its settings.
 type Scheduler struct {
-	Name string `yaml:"name" json:"name"` // fcfs | static
+	Name string `yaml:"name" json:"name"` // fcfs | static | ljf | interleave | tdm | notdm
 	// Slot is the time slot of time-slotted schedulers (fcfs); default 1s.
 	Slot Duration `yaml:"slot,omitempty" json:"slot,omitempty"`
+	// INC: false turns in-network aggregation off for every job without
+	// editing them (paper 000's noINC designs); unset or true leaves each
+	// job's own inc.
+	INC *bool `yaml:"inc,omitempty" json:"inc,omitempty"`
+	// ExclusiveServers: a job waits until none of its servers is used by
+	// another active job (paper 000's server allocation).
+	ExclusiveServers bool `yaml:"exclusive_servers,omitempty" json:"exclusive_servers,omitempty"`
 }
+
+// SchedulerNames are the built-in schedulers (emu/scheduler implements them).
+var SchedulerNames = []string{"fcfs", "static", "ljf", "interleave", "tdm", "notdm"}
+
+// INCOff reports whether the scheduler settings turn INC off.
+func (s Scheduler) INCOff() bool { return s.INC != nil && !*s.INC }
 
 // INC configures in-network aggregation on the ToRs.
 type INC struct {
@@ -181,10 +196,8 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 			bad(p+".workers", "%v", err)
 		}
 	}
-	switch s.Scheduler.Name {
-	case "", "fcfs", "static":
-	default:
-		bad("scheduler.name", "unknown scheduler %q (built in: fcfs, static)", s.Scheduler.Name)
+	if n := s.Scheduler.Name; n != "" && !slices.Contains(SchedulerNames, n) {
+		bad("scheduler.name", "unknown scheduler %q (built in: %s)", n, strings.Join(SchedulerNames, ", "))
 	}
 	if s.Fabric.INC.Capacity < 0 {
 		bad("fabric.inc.capacity", "must not be negative")
