@@ -391,9 +391,9 @@ func (t *tdmPlanner) plan(name string, groupB []bool) (*plan.Plan, error) {
 				left--
 			}
 		}
-		if len(st.Activities) == 0 && si > 0 && len(p.Stages) > 0 {
-			// Nothing to do in this stage (e.g. an empty group): skip it,
-			// but keep the round's position.
+		if len(st.Activities) == 0 {
+			// Nothing to do in this stage (an empty group, or the
+			// prologue): skip it, keeping the round's position.
 			continue
 		}
 		p.Stages = append(p.Stages, st)
