@@ -3,6 +3,8 @@ package scheduler
 import (
 	"sort"
 
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
+
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
@@ -10,19 +12,21 @@ import (
 // ljfCircuits is paper 000's "re-optimise the AOI only where a bottleneck
 // needs it". Starting from the base ring it
 //
-//  1. keeps every circuit of the previous slot whose rack pair still has
-//     demand, on the same ports;
-//  2. gives each demanded rack pair without a circuit one, in large-job-
-//     first order (more workers, then more bytes), preferring ports that
-//     are free or whose circuit has no demand left;
-//  3. adds circuits at the bottleneck pair (the most bytes per circuit in
-//     either direction) while that pair cannot clear its demand within
-//     the slot and both racks have a port;
-//  4. keeps idle circuits of the previous slot whose ports nobody took.
+//  1. keeps every circuit of the previous slot on the same ports (those
+//     without demand left are idle, and give their ports up first when a
+//     new circuit needs them);
+//  2. routes the slot's demand (ActiveRackDemand) over those circuits,
+//     split evenly over equal-cost next hops as ECMP does, and finds the
+//     busiest circuit;
+//  3. while a circuit cannot carry its load within the slot, adds a
+//     circuit for the largest demand crossing it (a direct one, or one
+//     more), for every such circuit at once, and routes again (at most
+//     maxLJFRounds times per slot).
 //
-// A circuit that is not needed elsewhere is never torn down, so the
-// circuit map changes only when new demand needs a port: far fewer
-// reconfigurations than fcfs, which refits every slot.
+// So the circuit map changes only when a circuit would be a bottleneck
+// for the slot: small cross-rack demands (INC's partial sums) ride the
+// existing circuits over several hops, and circuits are never torn down
+// for nothing; fcfs refits every slot.
 func ljfCircuits(l *loop) circuit.Config {
 	f := l.s.Fabric
 	p := newPorts(f)
@@ -35,67 +39,155 @@ func ljfCircuits(l *loop) circuit.Config {
 	load := func(pr [2]int) float64 {
 		return max(dem[[2]int{pr[0], pr[1]}], dem[[2]int{pr[1], pr[0]}])
 	}
-	var idle []circuit.Circuit
+	idle := map[circuit.Circuit]bool{}
 	for _, c := range l.prev.Circuits {
-		if ring[c] {
+		if ring[c] || !p.claim(c) {
 			continue
 		}
-		if load(pair(c.A.Rack, c.B.Rack)) > 0 {
-			p.claim(c)
-		} else {
-			idle = append(idle, c)
+		if load(pair(c.A.Rack, c.B.Rack)) == 0 {
+			idle[c] = true
 		}
 	}
-	for _, c := range idle {
-		p.toBack(c.A)
-		p.toBack(c.B)
+	perSlot := bytesPerSlot(f, l.slot)
+	stuck := map[[2]int]bool{} // uplinks no new circuit can relieve
+	for iter := 0; iter < maxLJFRounds; iter++ {
+		loads, users := edgeLoads(f.Racks, p.cfg, dem)
+		var over [][2]int
+		for e, x := range loads {
+			if x > perSlot && !stuck[e] {
+				over = append(over, e)
+			}
+		}
+		sort.Slice(over, func(i, j int) bool {
+			if loads[over[i]] != loads[over[j]] {
+				return loads[over[i]] > loads[over[j]]
+			}
+			return less2(over[i], over[j])
+		})
+		// One new circuit per overloaded uplink and round, for the
+		// largest demand crossing it; then route again.
+		added := 0
+		done := map[[2]int]bool{}
+		for _, e := range over {
+			us := users[e]
+			sort.Slice(us, func(i, j int) bool {
+				if di, dj := dem[us[i]], dem[us[j]]; di != dj {
+					return di > dj
+				}
+				return less2(us[i], us[j])
+			})
+			ok := false
+			for _, pr := range us {
+				if done[pr] {
+					ok = true // relieved by this round's circuit already
+					break
+				}
+				if p.connectOrEvict(pr[0], pr[1], idle) {
+					done[pr], ok = true, true
+					added++
+					break
+				}
+			}
+			if !ok {
+				stuck[e] = true
+			}
+		}
+		if added == 0 {
+			break
+		}
 	}
-	// Demanded pairs, large jobs first.
-	act := l.sim.JobsActive()
-	sort.SliceStable(act, func(a, b int) bool { return larger(&l.jobs[act[a]], &l.jobs[act[b]]) })
-	var order [][2]int
-	seen := map[[2]int]bool{}
-	for _, ji := range act {
-		j := &l.jobs[ji]
-		for _, ph := range []string{scenario.PhasePush, scenario.PhasePull, scenario.PhaseAllReduce, scenario.PhaseAllToAll} {
-			for _, rp := range j.RackPairs(ph) {
-				pr := pair(rp[0], rp[1])
-				if !seen[pr] && load(pr) > 0 {
-					seen[pr] = true
-					order = append(order, pr)
+	return p.cfg
+}
+
+// maxLJFRounds bounds ljf's route-and-add rounds per slot.
+const maxLJFRounds = 8
+
+func less2(a, b [2]int) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
+
+// edgeLoads routes each directed rack pair's demand over cfg, splitting it
+// evenly over equal-cost next hops, and returns the bytes each directed
+// uplink (rack, port) carries and the pairs that cross it.
+func edgeLoads(racks int, cfg circuit.Config, dem map[[2]int]float64) (map[[2]int]float64, map[[2]int][][2]int) {
+	paths := routing.NewPaths(racks, cfg)
+	loads := map[[2]int]float64{}
+	users := map[[2]int][][2]int{}
+	for pr, d := range dem {
+		if d <= 0 || pr[0] == pr[1] {
+			continue
+		}
+		front := map[int]float64{pr[0]: d}
+		for step := 0; len(front) > 0 && step <= racks; step++ {
+			next := map[int]float64{}
+			for cur, x := range front {
+				if cur == pr[1] {
+					continue
+				}
+				hops := paths.Next(cur, pr[1])
+				for _, h := range hops {
+					e := [2]int{cur, h.Uplink}
+					if _, seen := loads[e]; !seen || len(users[e]) == 0 || users[e][len(users[e])-1] != pr {
+						users[e] = append(users[e], pr)
+					}
+					loads[e] += x / float64(len(hops))
+					next[h.Via] += x / float64(len(hops))
+				}
+			}
+			front = next
+		}
+	}
+	return loads, users
+}
+
+// connectOrEvict adds a circuit between racks a and b, taking the ports of
+// an idle circuit at a rack that has none free.
+func (p *ports) connectOrEvict(a, b int, idle map[circuit.Circuit]bool) bool {
+	if p.connect(a, b) {
+		return true
+	}
+	for tries := 0; tries < 2; tries++ {
+		evicted := false
+		for _, r := range []int{a, b} {
+			if p.hasFree(r) {
+				continue
+			}
+			for i, c := range p.cfg.Circuits {
+				if idle[c] && (c.A.Rack == r || c.B.Rack == r) {
+					p.release(i)
+					delete(idle, c)
+					evicted = true
+					break
 				}
 			}
 		}
-	}
-	for _, pr := range order {
-		if p.count[pr] == 0 {
-			p.connect(pr[0], pr[1])
+		if !evicted {
+			return false
+		}
+		if p.connect(a, b) {
+			return true
 		}
 	}
-	// Bottlenecks: bytes per circuit over what one circuit carries in a slot.
-	perSlot := bytesPerSlot(f, l.slot)
-	full := map[[2]int]bool{}
-	for {
-		best, bestT := [2]int{}, 1.0
-		for _, pr := range order {
-			if full[pr] {
-				continue
-			}
-			if t := load(pr) / (float64(max(p.count[pr], 1)) * perSlot); t > bestT {
-				best, bestT = pr, t
-			}
-		}
-		if bestT <= 1 {
-			break
-		}
-		if !p.connect(best[0], best[1]) {
-			full[best] = true
+	return false
+}
+
+func (p *ports) hasFree(r int) bool {
+	for sw := 0; sw < p.layout.Switches; sw++ {
+		if len(p.free[[2]int{r, sw}]) > 0 {
+			return true
 		}
 	}
-	for _, c := range idle {
-		p.claim(c)
+	return false
+}
+
+// release removes circuit i and frees its ports.
+func (p *ports) release(i int) {
+	c := p.cfg.Circuits[i]
+	p.cfg.Circuits = append(p.cfg.Circuits[:i:i], p.cfg.Circuits[i+1:]...)
+	for _, u := range []circuit.Uplink{c.A, c.B} {
+		sw, _ := p.layout.Switch(u)
+		k := [2]int{u.Rack, sw}
+		p.free[k] = append(p.free[k], u.Port)
 	}
-	return p.cfg
+	p.count[pair(c.A.Rack, c.B.Rack)]--
 }
 
 // bytesPerSlot is what one circuit carries in one slot, in one direction.
@@ -123,16 +215,6 @@ func (p *ports) claim(c circuit.Circuit) bool {
 	p.cfg.Circuits = append(p.cfg.Circuits, c)
 	p.count[pair(c.A.Rack, c.B.Rack)]++
 	return true
-}
-
-// toBack makes a free uplink the last choice of connect.
-func (p *ports) toBack(u circuit.Uplink) {
-	sw, _ := p.layout.Switch(u)
-	k := [2]int{u.Rack, sw}
-	if i := indexOf(p.free[k], u.Port); i >= 0 {
-		fr := append(p.free[k][:i:i], p.free[k][i+1:]...)
-		p.free[k] = append(fr, u.Port)
-	}
 }
 
 func indexOf(xs []int, x int) int {

@@ -14,9 +14,12 @@ import (
 // rest (admission, INC bookkeeping, the flow model, the plan).
 type policy struct {
 	name string
-	// larger orders waiting jobs largest first (more workers, then more
-	// bytes) for admission and INC, instead of in arrival order.
-	larger bool
+	// largeINC grants INC, among the jobs admitted in a slot, largest
+	// first (more workers, then more bytes), and only to jobs INC helps
+	// (three workers or more: with two, a CPU PS on one of them moves the
+	// same bytes over the same links as INC); otherwise INC goes in
+	// arrival order to every job that asks.
+	largeINC bool
 	// circuits chooses the slot's circuit map (OCS fabrics only).
 	circuits func(l *loop) circuit.Config
 	// notBefore, if set, delays a job's admission (interleave's cohorts).
@@ -41,11 +44,12 @@ type loop struct {
 //
 //  1. frees the servers and INC slots of jobs that have finished;
 //  2. admits waiting jobs that have arrived (by the end of the slot), in
-//     the policy's order; with scheduler.exclusive_servers a job waits
-//     until none of its servers is used by an active job, and servers of a
-//     waiting job are reserved against jobs after it in the order;
-//  3. grants INC to each admitted job that asks for it while every one of
-//     its ToRs has capacity (scheduler.inc: false turns INC off);
+//     arrival order; with scheduler.exclusive_servers a job waits until
+//     none of its servers is used by an active job, and servers of a
+//     waiting job are reserved against later jobs (no starvation);
+//  3. grants INC to the admitted jobs that ask for it, in the policy's
+//     order, while every one of their ToRs has capacity (scheduler.inc:
+//     false turns INC off);
 //  4. sets the slot's circuits and runs the flow model to the slot's end.
 func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 	if len(s.Jobs) == 0 {
@@ -74,9 +78,6 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 	waiting := make([]int, len(jobs))
 	for i := range waiting {
 		waiting[i] = i
-	}
-	if pol.larger {
-		sort.SliceStable(waiting, func(a, b int) bool { return larger(&jobs[waiting[a]], &jobs[waiting[b]]) })
 	}
 	p := &plan.Plan{Version: plan.Version, Scenario: s.Name, Scheduler: pol.name, Mode: plan.ModeClock}
 	sim := flowmodel.New(f, jobs, flowmodel.Options{ASAP: true, DelayNs: int64(f.OCS.ReconfigDelay)})
@@ -128,6 +129,7 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 			incUse[tor] = keep
 		}
 		reserved := map[string]bool{}
+		var admitted []int
 		rest := waiting[:0]
 		for _, ji := range waiting {
 			j := &jobs[ji]
@@ -157,7 +159,15 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 					busy[w] = ji
 				}
 			}
-			if wantINC[ji] {
+			admitted = append(admitted, ji)
+			active[ji] = true
+		}
+		if pol.largeINC {
+			sort.SliceStable(admitted, func(a, b int) bool { return larger(&jobs[admitted[a]], &jobs[admitted[b]]) })
+		}
+		for _, ji := range admitted {
+			j := &jobs[ji]
+			if wantINC[ji] && (!pol.largeINC || len(j.Workers) >= 3) {
 				ok := true
 				for _, tor := range j.ToRs() {
 					if len(incUse[tor]) >= f.INC.Capacity {
@@ -171,7 +181,10 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 					}
 				}
 			}
-			active[ji] = true
+			nb := j.ArrivalNs
+			if pol.notBefore != nil {
+				nb = max(nb, pol.notBefore(ji))
+			}
 			sim.Admit(ji, max(nb, t))
 		}
 		waiting = rest

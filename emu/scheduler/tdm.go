@@ -230,18 +230,30 @@ func (t *tdmPlanner) groupDemand(groupB []bool, commB bool, x int) podDemand {
 // previous stage's, or the longest compute among the jobs that compute in
 // it, whichever is longer. A stage whose group has nothing to send keeps
 // the previous stage's circuits. It returns the times (ns) and topologies.
-func (t *tdmPlanner) stageTimes(groupB []bool) ([]float64, []map[[2]int]int, error) {
+func (t *tdmPlanner) stageTimes(groupB []bool) ([]float64, []map[[2]int]int, float64, error) {
 	n := t.perRound()
 	times := make([]float64, n)
 	comm := make([]float64, n)
 	tops := make([]map[[2]int]int, n)
+	var spread float64
 	for m := 0; m < n; m++ {
 		commB, x := t.stageShape(m)
-		links, tc, err := oxcTopology(t.groupDemand(groupB, commB, x), t.par)
+		d := t.groupDemand(groupB, commB, x)
+		links, tc, err := oxcTopology(d, t.par)
 		if err != nil {
-			return nil, nil, fmt.Errorf("stage %d of the round: %w", m, err)
+			return nil, nil, 0, fmt.Errorf("stage %d of the round: %w", m, err)
 		}
 		tops[m], comm[m] = links, tc
+		for pr, b := range d.oxc {
+			k := pr
+			if !t.par.HalfDuplex {
+				k = pair(pr[0], pr[1])
+			}
+			if l := links[k]; l > 0 {
+				x := b / (t.par.LinkBps * float64(l))
+				spread += x * x
+			}
+		}
 		for i := range t.jobs {
 			if groupB[i] != commB && t.computesIn(i, m) {
 				times[m] = max(times[m], float64(t.jobs[i].ComputeNs))
@@ -263,7 +275,7 @@ func (t *tdmPlanner) stageTimes(groupB []bool) ([]float64, []map[[2]int]int, err
 		}
 		times[m] = max(times[m], tc)
 	}
-	return times, tops, nil
+	return times, tops, spread, nil
 }
 
 // computesIn reports whether job i computes in round stage m (which is a
@@ -280,27 +292,45 @@ func (t *tdmPlanner) computesIn(i, m int) bool {
 
 // round is the round time (ns) of a grouping.
 func (t *tdmPlanner) round(groupB []bool) (int64, error) {
-	times, _, err := t.stageTimes(groupB)
+	r, _, err := t.score(groupB)
+	return r, err
+}
+
+// score is the round time (ns) and the tie-break: the sum over the
+// round's stages and pod pairs of the squared time each pair's bytes take
+// on its links, which falls when a job moves off a busy pair even while
+// another pair, as busy, still sets the stage's time.
+func (t *tdmPlanner) score(groupB []bool) (int64, float64, error) {
+	times, _, spread, err := t.stageTimes(groupB)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	var sum float64
 	for _, x := range times {
 		sum += x
 	}
-	return int64(sum), nil
+	return int64(sum), spread, nil
 }
 
 // hillClimb is Algorithm 1: from a grouping, move to the best neighbour
 // (one job switched to the other group) while it shortens the round.
+// Where the paper is silent: a neighbour with the same round time but a
+// smaller tie-break (score) also counts as better, so the climb crosses
+// the plateaus that max() makes (moving one job off a pod pair rarely
+// changes a stage's maximum by itself); every move lowers (round,
+// tie-break) lexicographically, so the climb ends.
 func (t *tdmPlanner) hillClimb(groupB []bool, cur int64) ([]bool, int64) {
 	g := append([]bool(nil), groupB...)
+	_, curS, err := t.score(g)
+	if err != nil {
+		return g, cur
+	}
 	for {
-		bestI, bestT := -1, cur
+		bestI, bestT, bestS := -1, cur, curS
 		for i := range g {
 			g[i] = !g[i]
-			if rt, err := t.round(g); err == nil && rt < bestT {
-				bestI, bestT = i, rt
+			if rt, sp, err := t.score(g); err == nil && (rt < bestT || rt == bestT && sp < bestS*(1-1e-9)) {
+				bestI, bestT, bestS = i, rt, sp
 			}
 			g[i] = !g[i]
 		}
@@ -308,7 +338,7 @@ func (t *tdmPlanner) hillClimb(groupB []bool, cur int64) ([]bool, int64) {
 			return g, cur
 		}
 		g[bestI] = !g[bestI]
-		cur = bestT
+		cur, curS = bestT, bestS
 	}
 }
 
@@ -352,7 +382,7 @@ func (t *tdmPlanner) circuits(links map[[2]int]int) []circuit.Circuit {
 // order, into the next stage of the right kind for its group (compute in
 // a stage where its group trains, exchange x where it communicates x).
 func (t *tdmPlanner) plan(name string, groupB []bool) (*plan.Plan, error) {
-	times, tops, err := t.stageTimes(groupB)
+	times, tops, _, err := t.stageTimes(groupB)
 	if err != nil {
 		return nil, err
 	}
