@@ -28,4 +28,3 @@ func case100(sched string) *scenario.Scenario {
 	s.Scheduler.Slot = scenario.Duration(50e6)
 	return s
 }
-
