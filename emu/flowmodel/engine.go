@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"slices"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/plan"
@@ -225,6 +226,9 @@ func (s *Sim) Now() int64 { return s.now }
 // rerouted over the new graph. The initial map is in place at time zero,
 // set up before the run as the emulator does, so it causes no dark period.
 func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
+	if !initial && s.paths != nil && slices.Equal(s.circuits.Circuits, cfg.Circuits) {
+		return // the same map: no port goes dark and every route stays
+	}
 	dark := circuit.Dark(s.circuits, cfg)
 	if initial {
 		dark = nil

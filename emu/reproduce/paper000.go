@@ -65,7 +65,7 @@ func runPaper000(ctx context.Context, o Options) ([]Table, error) {
 				timings = append(timings, Timing{Scheduler: d.Name, Case: fmt.Sprintf("%d jobs (median of %d seeds)", n, seeds), Plan: median(planT), Simulate: median(simT)})
 			}
 			if o.Log != nil {
-				o.Log.Info("paper000", "design", d.Name, "jobs", n, "reconfigurations", pt.reconf, "makespan_s", round1(pt.makespan), "mean_jct_s", round1(pt.meanJCT))
+				o.Log.Info("paper000", "design", d.Name, "jobs", n, "reconfigurations", round1(pt.reconf), "makespan_s", round1(pt.makespan), "mean_jct_s", round1(pt.meanJCT))
 			}
 		}
 	}

@@ -111,28 +111,44 @@ func edgeLoads(racks int, cfg circuit.Config, dem map[[2]int]float64) (map[[2]in
 	paths := routing.NewPaths(racks, cfg)
 	loads := map[[2]int]float64{}
 	users := map[[2]int][][2]int{}
+	share := make([]float64, racks) // bytes at each rack on the current hop count
+	next := make([]float64, racks)
+	var front, nfront []int
 	for pr, d := range dem {
-		if d <= 0 || pr[0] == pr[1] {
+		if d <= 0 || pr[0] == pr[1] || paths.Hops(pr[0], pr[1]) < 0 {
 			continue
 		}
-		front := map[int]float64{pr[0]: d}
-		for step := 0; len(front) > 0 && step <= racks; step++ {
-			next := map[int]float64{}
-			for cur, x := range front {
+		front = append(front[:0], pr[0])
+		share[pr[0]] = d
+		for len(front) > 0 {
+			nfront = nfront[:0]
+			for _, cur := range front {
+				x := share[cur]
+				share[cur] = 0
 				if cur == pr[1] {
 					continue
 				}
 				hops := paths.Next(cur, pr[1])
+				per := x / float64(len(hops))
 				for _, h := range hops {
 					e := [2]int{cur, h.Uplink}
-					if _, seen := loads[e]; !seen || len(users[e]) == 0 || users[e][len(users[e])-1] != pr {
-						users[e] = append(users[e], pr)
+					if u := users[e]; len(u) == 0 || u[len(u)-1] != pr {
+						users[e] = append(u, pr)
 					}
-					loads[e] += x / float64(len(hops))
-					next[h.Via] += x / float64(len(hops))
+					loads[e] += per
+					if next[h.Via] == 0 {
+						nfront = append(nfront, h.Via)
+					}
+					next[h.Via] += per
 				}
 			}
-			front = next
+			for _, r := range nfront {
+				share[r], next[r] = next[r], 0
+			}
+			front, nfront = nfront, front
+		}
+		for _, r := range front {
+			share[r] = 0
 		}
 	}
 	return loads, users

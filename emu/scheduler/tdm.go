@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
@@ -97,8 +98,12 @@ type tdmPlanner struct {
 	par    oxcParams
 	four   bool // four stages per round
 	delay  float64
-	fixed  []map[string]podDemand // per job, per comm phase (non-ring jobs)
+	fixed  []map[string]sparseDemand // per job, per comm phase (non-ring jobs)
+	rings  map[string]sparseDemand   // ring job + order -> its all-reduce
+	nicIdx map[string]int            // "tx:r0s1" -> index into podDemand.nic
 	layout circuit.Layout
+	// scratch, one per round stage
+	scratch []podDemand
 }
 
 func newTDM(s *scenario.Scenario) (*tdmPlanner, error) {
@@ -118,7 +123,7 @@ func newTDM(s *scenario.Scenario) (*tdmPlanner, error) {
 	t := &tdmPlanner{s: s, jobs: plan.JobsFromScenario(s), layout: circuit.LayoutOf(s.Spec()),
 		par: oxcParams{Pods: f.Racks, Ports: f.UplinksPerToR, LinkBps: float64(f.Rates.Uplink) / 8,
 			ServerBps: float64(f.Rates.Server) / 8, HalfDuplex: f.OCS.Duplex == "half"},
-		delay: float64(f.OCS.ReconfigDelay)}
+		delay: float64(f.OCS.ReconfigDelay), rings: map[string]sparseDemand{}, nicIdx: map[string]int{}}
 	t.four = t.par.HalfDuplex
 	for i := range t.jobs {
 		j := &t.jobs[i]
@@ -128,33 +133,67 @@ func newTDM(s *scenario.Scenario) (*tdmPlanner, error) {
 				j.INC, j.Aggregator, j.PS = false, "", s.Jobs[i].PSServer()
 			}
 		}
-		m := map[string]podDemand{}
+		if j.Pattern == scenario.PatternRing {
+			// groupDemand rewrites the order in place: give the job its own
+			// slice, not the scenario's workers.
+			j.Ring = slices.Clone(j.Workers)
+		}
+		m := map[string]sparseDemand{}
 		if j.Pattern != scenario.PatternRing {
 			for _, ph := range scenario.Phases(j.Pattern) {
 				if ph != scenario.PhaseCompute {
-					m[ph] = demandOf(j, ph)
+					m[ph] = t.demandOf(j, ph)
 				}
 			}
 		}
 		t.fixed = append(t.fixed, m)
 	}
+	for _, j := range t.jobs { // every server link a job can load
+		for _, w := range j.Workers {
+			t.nic("tx:" + w)
+			t.nic("rx:" + w)
+		}
+		if j.PS != "" {
+			t.nic("tx:" + j.PS)
+			t.nic("rx:" + j.PS)
+		}
+	}
+	for m := 0; m < t.perRound(); m++ {
+		t.scratch = append(t.scratch, newPodDemand(f.Racks, len(t.nicIdx)))
+	}
 	return t, nil
 }
 
+func (t *tdmPlanner) nic(key string) int {
+	i, ok := t.nicIdx[key]
+	if !ok {
+		i = len(t.nicIdx)
+		t.nicIdx[key] = i
+	}
+	return i
+}
+
 // demandOf is one phase's traffic.
-func demandOf(j *plan.Job, phase string) podDemand {
-	d := newPodDemand()
+func (t *tdmPlanner) demandOf(j *plan.Job, phase string) sparseDemand {
+	oxc, nic := map[int]float64{}, map[int]float64{}
 	for _, fl := range j.Flows(phase) {
 		a, b := plan.Rack(fl.Src), plan.Rack(fl.Dst)
 		if a != b {
-			d.oxc[[2]int{a, b}] += fl.Bytes
+			oxc[a*t.par.Pods+b] += fl.Bytes
 		}
 		if _, _, ok := names.ParseServer(fl.Src); ok {
-			d.nic["tx:"+fl.Src] += fl.Bytes
+			nic[t.nic("tx:"+fl.Src)] += fl.Bytes
 		}
 		if _, _, ok := names.ParseServer(fl.Dst); ok {
-			d.nic["rx:"+fl.Dst] += fl.Bytes
+			nic[t.nic("rx:"+fl.Dst)] += fl.Bytes
 		}
+	}
+	var d sparseDemand
+	for i, b := range oxc {
+		d.oxc = append(d.oxc, idxBytes{i, b})
+	}
+	for i, b := range nic {
+		d.nic = append(d.nic, idxBytes{i, b})
 	}
 	return d
 }
@@ -184,11 +223,14 @@ func (t *tdmPlanner) perRound() int {
 	return 2
 }
 
-// groupDemand builds the communicating group's demand at exchange x,
-// choosing ring orders by Algorithm 3 over the links the group's other
-// jobs already need. It sets Ring on the ring jobs of the group.
-func (t *tdmPlanner) groupDemand(groupB []bool, commB bool, x int) podDemand {
-	d := newPodDemand()
+// groupDemand builds the communicating group's demand at exchange x into
+// round stage m's scratch, choosing ring orders by Algorithm 3 over the
+// links the group's other jobs already need. It sets Ring on the ring
+// jobs of the group.
+func (t *tdmPlanner) groupDemand(groupB []bool, m int) podDemand {
+	commB, x := t.stageShape(m)
+	d := t.scratch[m]
+	d.reset()
 	for i := range t.jobs {
 		j := &t.jobs[i]
 		if groupB[i] != commB || j.Pattern == scenario.PatternRing {
@@ -196,16 +238,11 @@ func (t *tdmPlanner) groupDemand(groupB []bool, commB bool, x int) podDemand {
 		}
 		d.add(t.fixed[i][commPhase(j, x)])
 	}
+	P := t.par.Pods
 	for i := range t.jobs {
 		j := &t.jobs[i]
 		if groupB[i] != commB || j.Pattern != scenario.PatternRing {
 			continue
-		}
-		existing := map[[2]int]bool{}
-		for pr, b := range d.oxc {
-			if b > 0 {
-				existing[pair(pr[0], pr[1])] = true
-			}
 		}
 		byPod := map[int][]string{}
 		var pods []int
@@ -216,11 +253,26 @@ func (t *tdmPlanner) groupDemand(groupB []bool, commB bool, x int) podDemand {
 			}
 			byPod[r] = append(byPod[r], w)
 		}
-		j.Ring = nil
-		for _, r := range ringOrder(pods, existing) {
+		existing := map[[2]int]bool{}
+		for _, a := range pods {
+			for _, b := range pods {
+				if a != b && d.oxc[a*P+b] > 0 {
+					existing[pair(a, b)] = true
+				}
+			}
+		}
+		order := ringOrder(pods, existing)
+		j.Ring = j.Ring[:0]
+		for _, r := range order {
 			j.Ring = append(j.Ring, byPod[r]...)
 		}
-		d.add(demandOf(j, scenario.PhaseAllReduce))
+		k := fmt.Sprint(i, order)
+		rd, ok := t.rings[k]
+		if !ok {
+			rd = t.demandOf(j, scenario.PhaseAllReduce)
+			t.rings[k] = rd
+		}
+		d.add(rd)
 	}
 	return d
 }
@@ -237,17 +289,20 @@ func (t *tdmPlanner) stageTimes(groupB []bool) ([]float64, []map[[2]int]int, flo
 	tops := make([]map[[2]int]int, n)
 	var spread float64
 	for m := 0; m < n; m++ {
-		commB, x := t.stageShape(m)
-		d := t.groupDemand(groupB, commB, x)
+		commB, _ := t.stageShape(m)
+		d := t.groupDemand(groupB, m)
 		links, tc, err := oxcTopology(d, t.par)
 		if err != nil {
 			return nil, nil, 0, fmt.Errorf("stage %d of the round: %w", m, err)
 		}
 		tops[m], comm[m] = links, tc
-		for pr, b := range d.oxc {
-			k := pr
+		for i, b := range d.oxc {
+			if b == 0 {
+				continue
+			}
+			k := [2]int{i / d.pods, i % d.pods}
 			if !t.par.HalfDuplex {
-				k = pair(pr[0], pr[1])
+				k = pair(k[0], k[1])
 			}
 			if l := links[k]; l > 0 {
 				x := b / (t.par.LinkBps * float64(l))

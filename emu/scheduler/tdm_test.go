@@ -14,7 +14,16 @@ import (
 // Algorithm 2 on cases worked by hand (1 GB/s links, times in s).
 func TestOXCTopology(t *testing.T) {
 	const G = 1e9
-	oxc := func(m map[[2]int]float64) podDemand { return podDemand{oxc: m, nic: map[string]float64{}} }
+	// dem builds a 4-pod demand; nic[0] is one server link's bytes.
+	dem := func(m map[[2]int]float64, nic ...float64) podDemand {
+		d := newPodDemand(4, 1)
+		for pr, b := range m {
+			d.oxc[pr[0]*4+pr[1]] = b
+		}
+		copy(d.nic, nic)
+		return d
+	}
+	oxc := func(m map[[2]int]float64) podDemand { return dem(m) }
 	for _, tc := range []struct {
 		name  string
 		d     podDemand
@@ -39,7 +48,7 @@ func TestOXCTopology(t *testing.T) {
 		{
 			// The pod side (3 GB through one 1 GB/s server link) dominates
 			// once 0-1 has two links (2 s): no third link, though ports remain.
-			name: "ToR side dominates", d: podDemand{oxc: map[[2]int]float64{{0, 1}: 4 * G, {1, 2}: G}, nic: map[string]float64{"tx:r0s0": 3 * G}}, ports: 4,
+			name: "ToR side dominates", d: dem(map[[2]int]float64{{0, 1}: 4 * G, {1, 2}: G}, 3*G), ports: 4,
 			links: map[[2]int]int{{0, 1}: 2, {1, 2}: 1}, sec: 3,
 		},
 		{

@@ -9,24 +9,40 @@ import (
 // This file holds papers 001/002's Algorithms 2 and 3 as pure functions
 // over pods (racks); tdm.go builds plans with them and Algorithm 1.
 
-// podDemand is one stage's traffic: bytes per directed pod pair over the
-// OXC layer, and bytes per server link direction inside the pods (the
-// intra-pod plane).
+// podDemand is one stage's traffic, dense: bytes per directed pod pair
+// over the OXC layer (oxc[a*pods+b]), and bytes per server link direction
+// inside the pods (the intra-pod plane; nic is indexed by the planner).
 type podDemand struct {
-	oxc map[[2]int]float64
-	nic map[string]float64 // "tx:r0s1" / "rx:r0s1" -> bytes
+	pods int
+	oxc  []float64
+	nic  []float64
 }
 
-func newPodDemand() podDemand {
-	return podDemand{oxc: map[[2]int]float64{}, nic: map[string]float64{}}
+func newPodDemand(pods, nics int) podDemand {
+	return podDemand{pods: pods, oxc: make([]float64, pods*pods), nic: make([]float64, nics)}
 }
 
-func (d podDemand) add(o podDemand) {
-	for k, v := range o.oxc {
-		d.oxc[k] += v
+func (d podDemand) reset() {
+	clear(d.oxc)
+	clear(d.nic)
+}
+
+// sparseDemand is one job phase's traffic, as the entries it adds.
+type sparseDemand struct {
+	oxc, nic []idxBytes
+}
+
+type idxBytes struct {
+	i int
+	b float64
+}
+
+func (d podDemand) add(o sparseDemand) {
+	for _, e := range o.oxc {
+		d.oxc[e.i] += e.b
 	}
-	for k, v := range o.nic {
-		d.nic[k] += v
+	for _, e := range o.nic {
+		d.nic[e.i] += e.b
 	}
 }
 
@@ -59,12 +75,11 @@ func oxcTopology(d podDemand, p oxcParams) (map[[2]int]int, float64, error) {
 	}
 	// Demand per link key: the larger direction in full duplex.
 	dem := map[[2]int]float64{}
-	for pr, b := range d.oxc {
-		if b <= 0 || pr[0] == pr[1] {
-			continue
+	for i, b := range d.oxc {
+		if a, c := i/d.pods, i%d.pods; b > 0 && a != c {
+			k := key([2]int{a, c})
+			dem[k] = max(dem[k], b)
 		}
-		k := key(pr)
-		dem[k] = max(dem[k], b)
 	}
 	keys := make([][2]int, 0, len(dem))
 	for k := range dem {
