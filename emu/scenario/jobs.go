@@ -114,6 +114,17 @@ type Scheduler struct {
 	// ExclusiveServers: a job waits until none of its servers is used by
 	// another active job (paper 000's server allocation).
 	ExclusiveServers bool `yaml:"exclusive_servers,omitempty" json:"exclusive_servers,omitempty"`
+	// Bottleneck (ljf): a circuit is a bottleneck when its load takes
+	// longer than this fraction of a slot; default 0.5.
+	Bottleneck float64 `yaml:"bottleneck,omitempty" json:"bottleneck,omitempty"`
+}
+
+// BottleneckOr is Bottleneck, or its default 0.5.
+func (s Scheduler) BottleneckOr() float64 {
+	if s.Bottleneck > 0 {
+		return s.Bottleneck
+	}
+	return 0.5
 }
 
 // SchedulerNames are the built-in schedulers (emu/scheduler implements them).
@@ -198,6 +209,9 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 	}
 	if n := s.Scheduler.Name; n != "" && !slices.Contains(SchedulerNames, n) {
 		bad("scheduler.name", "unknown scheduler %q (built in: %s)", n, strings.Join(SchedulerNames, ", "))
+	}
+	if b := s.Scheduler.Bottleneck; b < 0 || b > 100 {
+		bad("scheduler.bottleneck", "must be between 0 (default 0.5) and 100 slots, got %g", b)
 	}
 	if s.Fabric.INC.Capacity < 0 {
 		bad("fabric.inc.capacity", "must not be negative")

@@ -18,7 +18,8 @@ import (
 //  2. routes the slot's demand (ActiveRackDemand) over those circuits,
 //     split evenly over equal-cost next hops as ECMP does, and finds the
 //     busiest circuit;
-//  3. while a circuit cannot carry its load within the slot, adds a
+//  3. while a circuit cannot carry its load within half a slot
+//     (scheduler.bottleneck, a fraction of the slot), adds a
 //     circuit for the largest demand crossing it (a direct one, or one
 //     more), for every such circuit at once, and routes again (at most
 //     maxLJFRounds times per slot).
@@ -48,7 +49,7 @@ func ljfCircuits(l *loop) circuit.Config {
 			idle[c] = true
 		}
 	}
-	perSlot := bytesPerSlot(f, l.slot)
+	perSlot := bytesPerSlot(f, l.slot) * l.s.Scheduler.BottleneckOr()
 	stuck := map[[2]int]bool{} // uplinks no new circuit can relieve
 	for iter := 0; iter < maxLJFRounds; iter++ {
 		loads, users := edgeLoads(f.Racks, p.cfg, dem)
