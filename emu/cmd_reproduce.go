@@ -45,6 +45,9 @@ and how long each scheduler took to plan and simulate on this machine.
 			if write != "" && len(args) > 0 {
 				return errors.New("--write rewrites the whole file: run it without study names")
 			}
+			if write != "" && filepath.Ext(write) != ".md" {
+				return fmt.Errorf("--write %s: want a .md file", write)
+			}
 			if seeds < 0 || seeds > 100 {
 				return fmt.Errorf("--seeds: want 0 (the study's default) to 100, got %d", seeds)
 			}
@@ -71,9 +74,6 @@ and how long each scheduler took to plan and simulate on this machine.
 			}
 			os.Stdout.Write(md.Bytes())
 			if write != "" {
-				if filepath.Ext(write) != ".md" {
-					return fmt.Errorf("--write %s: want a .md file", write)
-				}
 				if err := os.WriteFile(write, md.Bytes(), 0o644); err != nil {
 					return fmt.Errorf("write %s: %w", write, err)
 				}

@@ -71,3 +71,33 @@ func TestCLIRunPaperScenarios(t *testing.T) {
 		}
 	}
 }
+
+// emu reproduce refuses unknown studies, --write of part of the studies
+// and a --write target that is not markdown, before running anything; a
+// quick study prints its table and timings.
+func TestCLIReproduce(t *testing.T) {
+	bin := buildEmu(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"reproduce", "nosuch"}, `unknown study "nosuch"`},
+		{[]string{"reproduce", "paper000", "--write", "x.md"}, "--write rewrites the whole file"},
+		{[]string{"reproduce", "--write", filepath.Join(t.TempDir(), "x.txt")}, "want a .md file"},
+		{[]string{"reproduce", "--seeds", "1000"}, "--seeds"},
+	} {
+		out, err := run(t, bin, tc.args...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("emu %v: err %v, want %q in:\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	out, err := run(t, bin, "reproduce", "paper001", "--quick")
+	if err != nil {
+		t.Fatalf("emu reproduce paper001 --quick: %v\n%s", err, out)
+	}
+	for _, want := range []string{"## Paper 001/002", "| comm/compute | duplex |", "study paper001: done in"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
