@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"encoding/binary"
 	"fmt"
 	"slices"
 	"sort"
@@ -100,6 +101,8 @@ type tdmPlanner struct {
 	delay  float64
 	fixed  []map[string]sparseDemand // per job, per comm phase (non-ring jobs)
 	rings  map[string]sparseDemand   // ring job + order -> its all-reduce
+	ringPods  [][]int            // per ring job: its pods, in first-worker order
+	ringByPod []map[int][]string // per ring job: its workers by pod
 	nicIdx map[string]int            // "tx:r0s1" -> index into podDemand.nic
 	layout circuit.Layout
 	// scratch, one per round stage
@@ -133,11 +136,22 @@ func newTDM(s *scenario.Scenario) (*tdmPlanner, error) {
 				j.INC, j.Aggregator, j.PS = false, "", s.Jobs[i].PSServer()
 			}
 		}
+		var pods []int
+		byPod := map[int][]string{}
 		if j.Pattern == scenario.PatternRing {
 			// groupDemand rewrites the order in place: give the job its own
 			// slice, not the scenario's workers.
 			j.Ring = slices.Clone(j.Workers)
+			for _, w := range j.Workers {
+				r := plan.Rack(w)
+				if _, ok := byPod[r]; !ok {
+					pods = append(pods, r)
+				}
+				byPod[r] = append(byPod[r], w)
+			}
 		}
+		t.ringPods = append(t.ringPods, pods)
+		t.ringByPod = append(t.ringByPod, byPod)
 		m := map[string]sparseDemand{}
 		if j.Pattern != scenario.PatternRing {
 			for _, ph := range scenario.Phases(j.Pattern) {
@@ -244,15 +258,7 @@ func (t *tdmPlanner) groupDemand(groupB []bool, m int) podDemand {
 		if groupB[i] != commB || j.Pattern != scenario.PatternRing {
 			continue
 		}
-		byPod := map[int][]string{}
-		var pods []int
-		for _, w := range j.Workers {
-			r := plan.Rack(w)
-			if _, ok := byPod[r]; !ok {
-				pods = append(pods, r)
-			}
-			byPod[r] = append(byPod[r], w)
-		}
+		pods, byPod := t.ringPods[i], t.ringByPod[i]
 		existing := map[[2]int]bool{}
 		for _, a := range pods {
 			for _, b := range pods {
@@ -266,7 +272,11 @@ func (t *tdmPlanner) groupDemand(groupB []bool, m int) podDemand {
 		for _, r := range order {
 			j.Ring = append(j.Ring, byPod[r]...)
 		}
-		k := fmt.Sprint(i, order)
+		key := binary.AppendUvarint(nil, uint64(i))
+		for _, r := range order {
+			key = binary.AppendUvarint(key, uint64(r))
+		}
+		k := string(key)
 		rd, ok := t.rings[k]
 		if !ok {
 			rd = t.demandOf(j, scenario.PhaseAllReduce)
