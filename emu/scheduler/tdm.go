@@ -94,17 +94,17 @@ func TDMRound(s *scenario.Scenario) (tdm, notdm int64, inB int, err error) {
 }
 
 type tdmPlanner struct {
-	s      *scenario.Scenario
-	jobs   []plan.Job
-	par    oxcParams
-	four   bool // four stages per round
-	delay  float64
-	fixed  []map[string]sparseDemand // per job, per comm phase (non-ring jobs)
-	rings  map[string]sparseDemand   // ring job + order -> its all-reduce
-	ringPods  [][]int            // per ring job: its pods, in first-worker order
-	ringByPod []map[int][]string // per ring job: its workers by pod
-	nicIdx map[string]int            // "tx:r0s1" -> index into podDemand.nic
-	layout circuit.Layout
+	s         *scenario.Scenario
+	jobs      []plan.Job
+	par       oxcParams
+	four      bool // four stages per round
+	delay     float64
+	fixed     []map[string]sparseDemand // per job, per comm phase (non-ring jobs)
+	rings     map[string]sparseDemand   // ring job + order -> its all-reduce
+	ringPods  [][]int                   // per ring job: its pods, in first-worker order
+	ringByPod []map[int][]string        // per ring job: its workers by pod
+	nicIdx    map[string]int            // "tx:r0s1" -> index into podDemand.nic
+	layout    circuit.Layout
 	// scratch, one per round stage
 	scratch []podDemand
 }
@@ -443,6 +443,24 @@ func (t *tdmPlanner) circuits(links map[[2]int]int) []circuit.Circuit {
 	return out
 }
 
+// strictPorts refuses circuits that use one port twice, in any direction:
+// paper 002's eq. (6), each port in at most one circuit per stage (strict
+// half duplex). circuit.Validate allows a port to send on one simplex
+// circuit and receive on another; plan v2 is to make this a duplex mode
+// plan.Check enforces, until then tdm checks its own stages.
+func strictPorts(cs []circuit.Circuit) error {
+	used := map[circuit.Uplink]circuit.Circuit{}
+	for _, c := range cs {
+		for _, u := range []circuit.Uplink{c.A, c.B} {
+			if prev, ok := used[u]; ok {
+				return fmt.Errorf("port %s is in circuits %s and %s: each port may be in one circuit per stage", u, prev, c)
+			}
+			used[u] = c
+		}
+	}
+	return nil
+}
+
 // plan lays the rounds out as barrier stages: each job's phases go, in
 // order, into the next stage of the right kind for its group (compute in
 // a stage where its group trains, exchange x where it communicates x).
@@ -468,6 +486,9 @@ func (t *tdmPlanner) plan(name string, groupB []bool) (*plan.Plan, error) {
 		m := si % n
 		commB, x := t.stageShape(m)
 		st := plan.Stage{Circuits: t.circuits(tops[m]), PredictedNs: int64(times[m])}
+		if err := strictPorts(st.Circuits); err != nil {
+			return nil, fmt.Errorf("stage %d: %w (a bug)", len(p.Stages), err)
+		}
 		for i := range t.jobs {
 			if next[i] >= len(keys[i]) {
 				continue

@@ -9,6 +9,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
 // Algorithm 2 on cases worked by hand (1 GB/s links, times in s).
@@ -199,5 +200,20 @@ func TestTDMNeverWorse(t *testing.T) {
 		if tdm > notdm {
 			t.Errorf("seed %d: tdm round %d > notdm %d", seed, tdm, notdm)
 		}
+	}
+}
+
+// The strict half-duplex check: the example (one uplink per ToR,
+// tor0:0->tor1:0, tor1:0->tor2:0, tor2:0->tor0:0) passes circuit.Validate
+// but uses every port twice.
+func TestStrictPorts(t *testing.T) {
+	u := func(r, p int) circuit.Uplink { return circuit.Uplink{Rack: r, Port: p} }
+	bad := []circuit.Circuit{{A: u(0, 0), B: u(1, 0), Simplex: true}, {A: u(1, 0), B: u(2, 0), Simplex: true}, {A: u(2, 0), B: u(0, 0), Simplex: true}}
+	if err := strictPorts(bad); err == nil || !strings.Contains(err.Error(), "port tor1:0 is in circuits") {
+		t.Errorf("err = %v, want port tor1:0 named", err)
+	}
+	good := []circuit.Circuit{{A: u(0, 0), B: u(1, 0), Simplex: true}, {A: u(1, 1), B: u(0, 1), Simplex: true}}
+	if err := strictPorts(good); err != nil {
+		t.Errorf("two circuits on four ports: %v", err)
 	}
 }
