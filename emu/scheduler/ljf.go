@@ -3,8 +3,6 @@ package scheduler
 import (
 	"sort"
 
-	"github.com/ocsemu/ocsemu/ocsfabric/routing"
-
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
@@ -105,18 +103,63 @@ const maxLJFRounds = 8
 
 func less2(a, b [2]int) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
 
-// edgeLoads routes each directed rack pair's demand over cfg, splitting it
-// evenly over equal-cost next hops, and returns the bytes each directed
-// uplink (rack, port) carries and the pairs that cross it.
+// edgeLoads routes each directed rack pair's demand over cfg along
+// shortest paths, splitting it evenly over equal-cost next hops (one per
+// uplink) as ECMP does, and returns the bytes each directed uplink (rack,
+// port) carries and the pairs that cross it. It follows the same paths as
+// ocsfabric/routing (the flow model's), on slices instead of maps, since
+// ljf routes every slot's demand several times.
 func edgeLoads(racks int, cfg circuit.Config, dem map[[2]int]float64) (map[[2]int]float64, map[[2]int][][2]int) {
-	paths := routing.NewPaths(racks, cfg)
+	type hop struct{ port, via int }
+	adj := make([][]hop, racks)
+	for _, c := range cfg.Circuits {
+		adj[c.A.Rack] = append(adj[c.A.Rack], hop{c.A.Port, c.B.Rack})
+		if !c.Simplex {
+			adj[c.B.Rack] = append(adj[c.B.Rack], hop{c.B.Port, c.A.Rack})
+		}
+	}
+	rev := make([][]int, racks)
+	for a, hs := range adj {
+		for _, h := range hs {
+			rev[h.via] = append(rev[h.via], a)
+		}
+	}
+	dists := map[int][]int32{}
+	distTo := func(d int) []int32 {
+		if dist, ok := dists[d]; ok {
+			return dist
+		}
+		dist := make([]int32, racks)
+		for i := range dist {
+			dist[i] = -1
+		}
+		dist[d] = 0
+		queue := []int{d}
+		for len(queue) > 0 {
+			x := queue[0]
+			queue = queue[1:]
+			for _, q := range rev[x] {
+				if dist[q] < 0 {
+					dist[q] = dist[x] + 1
+					queue = append(queue, q)
+				}
+			}
+		}
+		dists[d] = dist
+		return dist
+	}
 	loads := map[[2]int]float64{}
 	users := map[[2]int][][2]int{}
 	share := make([]float64, racks) // bytes at each rack on the current hop count
 	next := make([]float64, racks)
 	var front, nfront []int
+	var hops []hop
 	for pr, d := range dem {
-		if d <= 0 || pr[0] == pr[1] || paths.Hops(pr[0], pr[1]) < 0 {
+		if d <= 0 || pr[0] == pr[1] {
+			continue
+		}
+		dist := distTo(pr[1])
+		if dist[pr[0]] < 0 {
 			continue
 		}
 		front = append(front[:0], pr[0])
@@ -129,27 +172,29 @@ func edgeLoads(racks int, cfg circuit.Config, dem map[[2]int]float64) (map[[2]in
 				if cur == pr[1] {
 					continue
 				}
-				hops := paths.Next(cur, pr[1])
+				hops = hops[:0]
+				for _, h := range adj[cur] {
+					if dist[h.via] == dist[cur]-1 {
+						hops = append(hops, h)
+					}
+				}
 				per := x / float64(len(hops))
 				for _, h := range hops {
-					e := [2]int{cur, h.Uplink}
+					e := [2]int{cur, h.port}
 					if u := users[e]; len(u) == 0 || u[len(u)-1] != pr {
 						users[e] = append(u, pr)
 					}
 					loads[e] += per
-					if next[h.Via] == 0 {
-						nfront = append(nfront, h.Via)
+					if next[h.via] == 0 {
+						nfront = append(nfront, h.via)
 					}
-					next[h.Via] += per
+					next[h.via] += per
 				}
 			}
 			for _, r := range nfront {
 				share[r], next[r] = next[r], 0
 			}
 			front, nfront = nfront, front
-		}
-		for _, r := range front {
-			share[r] = 0
 		}
 	}
 	return loads, users
