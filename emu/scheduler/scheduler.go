@@ -1,7 +1,8 @@
 // Package scheduler holds the reference schedulers that turn a scenario
-// into a plan. Both baselines here work in time slots (clock mode) and
-// run the flow model as they plan, so every phase lands in the slot where
-// the model says it starts, and the plan carries the model's prediction:
+// into a plan (docs/schedulers.md). The slotted ones work in time slots
+// (clock mode) on one loop (slots.go) and run the flow model as they plan,
+// so every phase lands in the slot where the model says it starts, and the
+// plan carries the model's prediction:
 //
 //   - fcfs: paper 000's FCFS baseline. At every slot, circuits are fitted
 //     to the current demand greedily in job arrival order; INC goes to
@@ -9,10 +10,17 @@
 //   - static: paper 004's TopoOpt-style baseline. One topology, chosen
 //     once from the whole run's rack-to-rack traffic heatmap, held for
 //     the run.
+//   - ljf: paper 000's large-job-first (ljf.go): INC to the largest jobs
+//     first, circuits changed only where one would be a bottleneck.
+//   - interleave: paper 000's grouping-based interleaving (interleave.go).
 //
-// Both keep a base ring of circuits (when ToRs have two or more uplinks),
+// They keep a base ring of circuits (when ToRs have two or more uplinks),
 // so that every rack can reach every other at every slot: a plan whose
 // activity has no path is refused by plan.Check.
+//
+// tdm and notdm (tdm.go, tdmalg.go) are papers 001/002's time-division
+// multiplexing and its baseline: rounds of barrier stages, two groups of
+// jobs, Algorithms 1 to 3.
 package scheduler
 
 import (
