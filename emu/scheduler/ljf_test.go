@@ -182,3 +182,42 @@ scheduler: {name: interleave, slot: 10ms}
 		}
 	}
 }
+
+// Paper 000's generator: the knobs do what they say.
+func TestPaper000Generator(t *testing.T) {
+	s := Paper000(Paper000Options{Jobs: 2000, Seed: 5, Scheduler: "fcfs", INC: false, Iterations: 2, TwoRacks: -1})
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Jobs) != 2000 || !s.Scheduler.ExclusiveServers || !s.Scheduler.INCOff() || s.Scheduler.Name != "fcfs" {
+		t.Fatalf("jobs %d, exclusive %v, inc off %v, scheduler %s", len(s.Jobs), s.Scheduler.ExclusiveServers, s.Scheduler.INCOff(), s.Scheduler.Name)
+	}
+	sizes := map[int]int{}
+	for _, j := range s.Jobs {
+		sizes[len(j.Workers)]++
+		if j.Iterations != 2 || len(plan.JobsFromScenario(&scenario.Scenario{Jobs: []scenario.Job{j}})[0].ToRs()) != 1 {
+			t.Fatalf("job %s: %d iterations, workers %v (want 2 iterations, one rack)", j.Name, j.Iterations, j.Workers)
+		}
+	}
+	for w := range sizes {
+		if w != 2 && w != 4 && w != 8 && w != 16 {
+			t.Errorf("a job with %d workers", w)
+		}
+	}
+	// Poisson, 20 a second: 2,000 arrivals take about 100 s.
+	last := s.Jobs[len(s.Jobs)-1].Arrival.D().Seconds()
+	if last < 90 || last > 110 {
+		t.Errorf("last arrival at %.1f s, want about 100 s", last)
+	}
+	// The default: 30% of jobs over two racks.
+	s = Paper000(Paper000Options{Jobs: 2000, Seed: 5})
+	two := 0
+	for _, j := range s.Jobs {
+		if len(plan.JobsFromScenario(&scenario.Scenario{Jobs: []scenario.Job{j}})[0].ToRs()) == 2 {
+			two++
+		}
+	}
+	if f := float64(two) / 2000; f < 0.27 || f > 0.33 {
+		t.Errorf("%.2f of jobs over two racks, want about 0.3", f)
+	}
+}

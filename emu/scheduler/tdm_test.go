@@ -217,3 +217,35 @@ func TestStrictPorts(t *testing.T) {
 		t.Errorf("two circuits on four ports: %v", err)
 	}
 }
+
+// TDMBench's mixed jobs (ring, all-to-all, PS) plan in both duplex modes;
+// every plan checks (in half duplex with simplex circuits, each port in at
+// most one circuit per stage) and the flow model runs it to the end.
+func TestTDMPlansCheck(t *testing.T) {
+	for _, duplex := range []string{"full", "half"} {
+		for _, sched := range []string{"tdm", "notdm"} {
+			s := TDMBench(24, 4, 7, 1, duplex)
+			s.Scheduler.Name = sched
+			p, err := Plan(s)
+			if err != nil {
+				t.Fatalf("%s %s: %v", duplex, sched, err)
+			}
+			if err := plan.Check(p, s); err != nil {
+				t.Fatalf("%s %s: %v", duplex, sched, err)
+			}
+			for si, st := range p.Stages {
+				if err := strictPorts(st.Circuits); err != nil {
+					t.Errorf("%s %s stage %d: %v", duplex, sched, si, err)
+				}
+				for _, c := range st.Circuits {
+					if c.Simplex != (duplex == "half") {
+						t.Fatalf("%s %s stage %d: circuit %s", duplex, sched, si, c)
+					}
+				}
+			}
+			if _, err := flowmodel.Simulate(p, s); err != nil {
+				t.Fatalf("%s %s: %v", duplex, sched, err)
+			}
+		}
+	}
+}
