@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -14,28 +15,30 @@ import (
 
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 func (a *app) planCmd() *cobra.Command {
 	var out, sched string
+	var inc bool
 	cmd := &cobra.Command{
 		Use:   "plan <scenario.yaml | embedded-name>",
-		Short: "Turn a scenario into a plan with a reference scheduler (fcfs, static)",
+		Short: "Turn a scenario into a plan with a reference scheduler (" + strings.Join(scheduler.Names, ", ") + ")",
 		Long: `plan runs the scenario's scheduler (scheduler.name, or --scheduler) and writes
 the plan: a versioned JSON timeline of stages with circuits and activities
 (docs/plan.md). The plan is checked against the scenario before it is
 written. Your own scheduler, in any language, writes the same JSON.`,
-		Example: "  emu plan scenarios/plan-demo.yaml -o plan.json\n  emu plan plan-demo --scheduler static -o static.json",
+		Example: "  emu plan scenarios/plan-demo.yaml -o plan.json\n  emu plan plan-demo --scheduler static -o static.json\n  emu plan plan-demo --scheduler ljf --inc=false",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, _, err := loadScenario(args[0])
 			if err != nil {
 				return err
 			}
-			if sched != "" {
-				s.Scheduler.Name = sched
+			if err := overrideScheduler(s, sched, cmd.Flags().Changed("inc"), inc); err != nil {
+				return err
 			}
 			t0 := time.Now()
 			p, err := scheduler.Plan(s)
@@ -58,20 +61,39 @@ written. Your own scheduler, in any language, writes the same JSON.`,
 			for _, st := range p.Stages {
 				acts += len(st.Activities)
 			}
-			a.progress("%s: %d jobs, %d stages of %v, %d activities; predicted makespan %.3fs; planned in %v",
-				p.Scheduler, len(p.Jobs), len(p.Stages), s.Scheduler.Slot, acts, float64(p.Predicted.MakespanNs)/1e9, time.Since(t0).Round(time.Millisecond))
+			stages := fmt.Sprintf("%d stages of %v", len(p.Stages), s.Scheduler.Slot)
+			if p.Mode == plan.ModeBarrier {
+				stages = fmt.Sprintf("%d barrier stages", len(p.Stages))
+			}
+			a.progress("%s: %d jobs, %s, %d activities; predicted makespan %.3fs; planned in %v",
+				p.Scheduler, len(p.Jobs), stages, acts, float64(p.Predicted.MakespanNs)/1e9, time.Since(t0).Round(time.Millisecond))
 			fmt.Println(out)
 			return nil
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", "", "plan file (default <scenario>.<scheduler>.plan.json)")
 	cmd.Flags().StringVar(&sched, "scheduler", "", "override the scenario's scheduler: "+strings.Join(scheduler.Names, ", "))
+	cmd.Flags().BoolVar(&inc, "inc", true, "--inc=false turns in-network aggregation off for every job (scheduler.inc: false)")
 	return cmd
+}
+
+// overrideScheduler applies --scheduler and --inc to a loaded scenario.
+func overrideScheduler(s *scenario.Scenario, sched string, incSet, inc bool) error {
+	if sched != "" {
+		if !slices.Contains(scheduler.Names, sched) {
+			return fmt.Errorf("--scheduler %q: unknown scheduler (built in: %s)", sched, strings.Join(scheduler.Names, ", "))
+		}
+		s.Scheduler.Name = sched
+	}
+	if incSet {
+		s.Scheduler.INC = &inc
+	}
+	return nil
 }
 
 func (a *app) simulateCmd() *cobra.Command {
 	var scen, out string
-	var jobsTable bool
+	var jobsTable, inc bool
 	cmd := &cobra.Command{
 		Use:   "simulate <plan.json> --scenario <scenario>",
 		Short: "Predict a plan with the flow model (max-min fair fluid, dark periods included)",
@@ -97,6 +119,13 @@ measurements.`,
 			if err := plan.Check(p, s); err != nil {
 				return fmt.Errorf("%s does not fit scenario %s:\n%w", args[0], s.Name, err)
 			}
+			if cmd.Flags().Changed("inc") && !inc || s.Scheduler.INCOff() {
+				for _, j := range p.Jobs {
+					if j.INC {
+						return fmt.Errorf("%s grants in-network aggregation to job %s, but INC is off (--inc=false or scheduler.inc: false): plan again with `emu plan --inc=false`", args[0], j.Name)
+					}
+				}
+			}
 			if w := flowmodel.UnlimitedLinks(s.Fabric); w != "" {
 				a.log.Warn(w)
 			}
@@ -120,6 +149,7 @@ measurements.`,
 	cmd.Flags().StringVarP(&scen, "scenario", "s", "", "scenario the plan runs on (file or embedded name)")
 	cmd.Flags().StringVarP(&out, "output", "o", "", "prediction JSON (default <plan>.prediction.json)")
 	cmd.Flags().BoolVar(&jobsTable, "jobs", false, "print every job's completion time")
+	cmd.Flags().BoolVar(&inc, "inc", true, "--inc=false refuses a plan that grants in-network aggregation")
 	return cmd
 }
 

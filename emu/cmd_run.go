@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -18,6 +19,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/report"
+	"github.com/ocsemu/ocsemu/emu/scheduler"
 )
 
 // runSummary is what `emu run` prints and writes as summary.json.
@@ -47,7 +49,8 @@ type transferSummary struct {
 
 func (a *app) runCmd() *cobra.Command {
 	var keep, verify bool
-	var planFile string
+	var planFile, sched string
+	var inc bool
 	var dur time.Duration
 	var out string
 	var pcap pcapFlags
@@ -71,6 +74,9 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 			}
 			s, src, err := loadScenario(arg)
 			if err != nil {
+				return err
+			}
+			if err := overrideScheduler(s, sched, cmd.Flags().Changed("inc"), inc); err != nil {
 				return err
 			}
 			a.progress("scenario %s (%s): %s", s.Name, src, s.Description)
@@ -170,6 +176,8 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 	}
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab up afterwards")
 	cmd.Flags().StringVar(&planFile, "plan", "", "run this plan instead of the scenario scheduler's")
+	cmd.Flags().StringVar(&sched, "scheduler", "", "plan with this scheduler instead of the scenario's: "+strings.Join(scheduler.Names, ", "))
+	cmd.Flags().BoolVar(&inc, "inc", true, "--inc=false turns in-network aggregation off for every job (scheduler.inc: false)")
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte the workers move")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")

@@ -46,7 +46,7 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 		}
 	} else {
 		for i := range s.Jobs {
-			if s.Jobs[i].INC {
+			if s.Jobs[i].INC && !s.Scheduler.INCOff() {
 				a.log.Warn("the emulator does not run in-network aggregation yet: the job uses a CPU parameter server", "job", s.Jobs[i].Name)
 				s.Jobs[i].INC = false
 			}

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
+	"slices"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
@@ -129,6 +130,7 @@ type jobState struct {
 	caps      []phaseCaps
 	flowsLeft int
 	timerAt   int64
+	held      bool // Hold: waits for Admit
 	Start     []int64
 	End       []int64
 }
@@ -253,6 +255,9 @@ func (s *Sim) Now() int64 { return s.now }
 // rerouted over the new graph. The initial map is in place at time zero,
 // set up before the run as the emulator does, so it causes no dark period.
 func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
+	if !initial && s.paths != nil && slices.Equal(s.circuits.Circuits, cfg.Circuits) {
+		return // the same map: no port goes dark and every route stays
+	}
 	dark := circuit.Dark(s.circuits, cfg)
 	if initial {
 		dark = nil
@@ -285,6 +290,42 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 	}
 	s.recompute()
 }
+
+// Hold keeps a job of an ASAP simulation from starting until Admit: a
+// scheduler that queues jobs for free servers, or delays a cohort, holds
+// them at arrival. A held job is neither active nor in the demand. Only a
+// job that has not started can be held.
+func (s *Sim) Hold(ji int) {
+	js := s.jobs[ji]
+	if js.next > 0 || js.running {
+		return
+	}
+	js.held = true
+	for q := range js.notBefore {
+		js.notBefore[q] = -1
+	}
+}
+
+// Admit releases a held job's phases from time t (t >= Now).
+func (s *Sim) Admit(ji int, t int64) {
+	js := s.jobs[ji]
+	if !js.held {
+		return
+	}
+	js.held = false
+	for q := range js.notBefore {
+		js.notBefore[q] = t
+	}
+	s.tryStart(ji)
+	s.recompute()
+}
+
+// Current returns the index of a job's current (or next) phase and
+// whether it is running now.
+func (s *Sim) Current(ji int) (q int, running bool) { return s.jobs[ji].next, s.jobs[ji].running }
+
+// Held reports whether a job waits for Admit.
+func (s *Sim) Held(ji int) bool { return s.jobs[ji].held }
 
 // Release makes phase q of a job eligible from time notBefore, with
 // optional rate caps, as a plan's activity does.

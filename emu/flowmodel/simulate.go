@@ -175,7 +175,7 @@ func (s *Sim) ActiveRackDemand() map[[2]int]float64 {
 		}
 	}
 	for _, js := range s.jobs {
-		if js.j.ArrivalNs > s.now || js.next >= len(js.keys) {
+		if js.held || js.j.ArrivalNs > s.now || js.next >= len(js.keys) {
 			continue
 		}
 		for q := js.next; q < len(js.keys) && q <= js.next+2; q++ {
@@ -197,7 +197,7 @@ func (s *Sim) ActiveRackDemand() map[[2]int]float64 {
 func (s *Sim) JobsActive() []int {
 	var out []int
 	for ji, js := range s.jobs {
-		if js.j.ArrivalNs <= s.now && js.next < len(js.keys) {
+		if !js.held && js.j.ArrivalNs <= s.now && js.next < len(js.keys) {
 			out = append(out, ji)
 		}
 	}

@@ -2,6 +2,8 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
@@ -102,10 +104,34 @@ func (j *Job) RingOrder() []string {
 
 // Scheduler names the planner of a scenario and its settings.
 type Scheduler struct {
-	Name string `yaml:"name" json:"name"` // fcfs | static
+	Name string `yaml:"name" json:"name"` // fcfs | static | ljf | interleave | tdm | notdm
 	// Slot is the time slot of time-slotted schedulers (fcfs); default 1s.
 	Slot Duration `yaml:"slot,omitempty" json:"slot,omitempty"`
+	// INC: false turns in-network aggregation off for every job without
+	// editing them (paper 000's noINC designs); unset or true leaves each
+	// job's own inc.
+	INC *bool `yaml:"inc,omitempty" json:"inc,omitempty"`
+	// ExclusiveServers: a job waits until none of its servers is used by
+	// another active job (paper 000's server allocation).
+	ExclusiveServers bool `yaml:"exclusive_servers,omitempty" json:"exclusive_servers,omitempty"`
+	// Bottleneck (ljf): a circuit is a bottleneck when its load takes
+	// longer than this fraction of a slot; default 0.5.
+	Bottleneck float64 `yaml:"bottleneck,omitempty" json:"bottleneck,omitempty"`
 }
+
+// BottleneckOr is Bottleneck, or its default 0.5.
+func (s Scheduler) BottleneckOr() float64 {
+	if s.Bottleneck > 0 {
+		return s.Bottleneck
+	}
+	return 0.5
+}
+
+// SchedulerNames are the built-in schedulers (emu/scheduler implements them).
+var SchedulerNames = []string{"fcfs", "static", "ljf", "interleave", "tdm", "notdm"}
+
+// INCOff reports whether the scheduler settings turn INC off.
+func (s Scheduler) INCOff() bool { return s.INC != nil && !*s.INC }
 
 // INC configures in-network aggregation on the ToRs.
 type INC struct {
@@ -181,10 +207,11 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 			bad(p+".workers", "%v", err)
 		}
 	}
-	switch s.Scheduler.Name {
-	case "", "fcfs", "static":
-	default:
-		bad("scheduler.name", "unknown scheduler %q (built in: fcfs, static)", s.Scheduler.Name)
+	if n := s.Scheduler.Name; n != "" && !slices.Contains(SchedulerNames, n) {
+		bad("scheduler.name", "unknown scheduler %q (built in: %s)", n, strings.Join(SchedulerNames, ", "))
+	}
+	if b := s.Scheduler.Bottleneck; b < 0 || b > 100 {
+		bad("scheduler.bottleneck", "must be between 0 (default 0.5) and 100 slots, got %g", b)
 	}
 	if s.Fabric.INC.Capacity < 0 {
 		bad("fabric.inc.capacity", "must not be negative")

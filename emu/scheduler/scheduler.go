@@ -1,7 +1,8 @@
 // Package scheduler holds the reference schedulers that turn a scenario
-// into a plan. Both baselines here work in time slots (clock mode) and
-// run the flow model as they plan, so every phase lands in the slot where
-// the model says it starts, and the plan carries the model's prediction:
+// into a plan (docs/schedulers.md). The slotted ones work in time slots
+// (clock mode) on one loop (slots.go) and run the flow model as they plan,
+// so every phase lands in the slot where the model says it starts, and the
+// plan carries the model's prediction:
 //
 //   - fcfs: paper 000's FCFS baseline. At every slot, circuits are fitted
 //     to the current demand greedily in job arrival order; INC goes to
@@ -9,25 +10,32 @@
 //   - static: paper 004's TopoOpt-style baseline. One topology, chosen
 //     once from the whole run's rack-to-rack traffic heatmap, held for
 //     the run.
+//   - ljf: paper 000's large-job-first (ljf.go): INC to the largest jobs
+//     first, circuits changed only where one would be a bottleneck.
+//   - interleave: paper 000's grouping-based interleaving (interleave.go).
 //
-// Both keep a base ring of circuits (when ToRs have two or more uplinks),
+// They keep a base ring of circuits (when ToRs have two or more uplinks),
 // so that every rack can reach every other at every slot: a plan whose
 // activity has no path is refused by plan.Check.
+//
+// tdm and notdm (tdm.go, tdmalg.go) are papers 001/002's time-division
+// multiplexing and its baseline: rounds of barrier stages, two groups of
+// jobs, Algorithms 1 to 3.
 package scheduler
 
 import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
-	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
 // Names lists the built-in schedulers.
-var Names = []string{"fcfs", "static"}
+var Names = scenario.SchedulerNames
 
 // MaxSlots bounds a plan's length.
 const MaxSlots = 1_000_000
@@ -36,105 +44,21 @@ const MaxSlots = 1_000_000
 func Plan(s *scenario.Scenario) (*plan.Plan, error) {
 	switch s.Scheduler.Name {
 	case "fcfs":
-		return slotted(s, "fcfs", fcfsCircuits)
+		return slotted(s, policy{name: "fcfs", circuits: fcfsCircuits})
 	case "static":
 		st, err := staticTopology(s)
 		if err != nil {
 			return nil, err
 		}
-		return slotted(s, "static", func(*scenario.Scenario, *flowmodel.Sim, []plan.Job) circuit.Config { return st })
+		return slotted(s, policy{name: "static", circuits: func(*loop) circuit.Config { return st }})
+	case "ljf":
+		return slotted(s, policy{name: "ljf", largeINC: true, circuits: ljfCircuits})
+	case "interleave":
+		return interleave(s)
+	case "tdm", "notdm":
+		return TDM(s, s.Scheduler.Name == "tdm")
 	}
-	return nil, fmt.Errorf("unknown scheduler %q (built in: fcfs, static)", s.Scheduler.Name)
-}
-
-type circuitsFn func(s *scenario.Scenario, sim *flowmodel.Sim, jobs []plan.Job) circuit.Config
-
-// slotted is the slot loop both baselines share.
-func slotted(s *scenario.Scenario, name string, choose circuitsFn) (*plan.Plan, error) {
-	if len(s.Jobs) == 0 {
-		return nil, fmt.Errorf("scenario %q has no jobs to plan", s.Name)
-	}
-	f := s.Fabric
-	if f.Kind == scenario.KindOCS && f.Racks > 2 && f.UplinksPerToR < 2 {
-		return nil, fmt.Errorf("%s keeps a base ring of circuits so every rack stays reachable; that needs uplinks_per_tor >= 2 (got %d)", name, f.UplinksPerToR)
-	}
-	slot := int64(s.Scheduler.Slot)
-	jobs := plan.JobsFromScenario(s)
-	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].ArrivalNs < jobs[b].ArrivalNs })
-	wantINC := make([]bool, len(jobs))
-	for i := range jobs {
-		wantINC[i] = jobs[i].INC
-		jobs[i].INC = false // granted at arrival
-		if jobs[i].Pattern == scenario.PatternPS && jobs[i].PS == "" {
-			jobs[i].PS = jobs[i].Workers[0]
-		}
-	}
-	p := &plan.Plan{Version: plan.Version, Scenario: s.Name, Scheduler: name, Mode: plan.ModeClock}
-	sim := flowmodel.New(f, jobs, flowmodel.Options{ASAP: true, DelayNs: int64(f.OCS.ReconfigDelay)})
-	sim.OnPhaseStart = func(ji, q int, t int64) {
-		k := int(t / slot)
-		j := &jobs[ji]
-		key := j.Phases()[q]
-		tt := t
-		p.Stages[k].Activities = append(p.Stages[k].Activities, plan.Activity{Job: j.Name, Iteration: key.Iteration, Phase: key.Phase, StartNs: &tt})
-	}
-	incUse := map[string][]int{} // ToR -> INC jobs holding it
-	next := 0                    // next job to arrive
-	for k := 0; ; k++ {
-		if k >= MaxSlots {
-			return nil, fmt.Errorf("plan exceeds %d slots of %v", MaxSlots, s.Scheduler.Slot)
-		}
-		t := int64(k) * slot
-		// Release INC held by jobs that have finished.
-		for tor, js := range incUse {
-			keep := js[:0]
-			for _, ji := range js {
-				if _, end := sim.PhaseTimes(ji, len(jobs[ji].Phases())-1); end < 0 || end > t {
-					keep = append(keep, ji)
-				}
-			}
-			incUse[tor] = keep
-		}
-		// Grant INC to jobs arriving in this slot, in arrival order.
-		for ; next < len(jobs) && jobs[next].ArrivalNs < t+slot; next++ {
-			j := &jobs[next]
-			if !wantINC[next] {
-				continue
-			}
-			ok := true
-			for _, tor := range j.ToRs() {
-				if len(incUse[tor]) >= f.INC.Capacity {
-					ok = false
-				}
-			}
-			if ok {
-				j.INC, j.PS, j.Aggregator = true, "", plan.DefaultAggregator(j.Workers)
-				for _, tor := range j.ToRs() {
-					incUse[tor] = append(incUse[tor], next)
-				}
-			}
-		}
-		var cfg circuit.Config
-		if f.HasOCS() {
-			cfg = choose(s, sim, jobs)
-		}
-		p.Stages = append(p.Stages, plan.Stage{StartNs: t, DurationNs: slot, Circuits: cfg.Circuits})
-		sim.SetCircuits(cfg, k == 0)
-		sim.RunUntil(t + slot - 1)
-		if sim.Done() && next == len(jobs) {
-			break
-		}
-	}
-	p.Jobs = jobs
-	run := sim.Result()
-	p.Predicted = &plan.Predicted{MakespanNs: run.MakespanNs, JobsNs: map[string]int64{}}
-	for _, jr := range run.Jobs {
-		p.Predicted.JobsNs[jr.Job] = jr.JCTNs
-	}
-	for k := range p.Stages {
-		p.Stages[k].PredictedNs = p.Stages[k].DurationNs
-	}
-	return p, nil
+	return nil, fmt.Errorf("unknown scheduler %q (built in: %s)", s.Scheduler.Name, strings.Join(Names, ", "))
 }
 
 // ports tracks free uplinks per rack and OCS switch.
@@ -203,7 +127,8 @@ func (p *ports) baseRing(racks int) {
 // fcfsCircuits fits circuits to the demand of active jobs, greedily in
 // arrival order: every job's rack pairs get a circuit in turn, then extra
 // circuits go round again, in the same order, while ports remain.
-func fcfsCircuits(s *scenario.Scenario, sim *flowmodel.Sim, jobs []plan.Job) circuit.Config {
+func fcfsCircuits(l *loop) circuit.Config {
+	s, sim, jobs := l.s, l.sim, l.jobs
 	p := newPorts(s.Fabric)
 	p.baseRing(s.Fabric.Racks)
 	demand := sim.ActiveRackDemand()

@@ -1,0 +1,223 @@
+package scheduler
+
+import (
+	"testing"
+
+	"github.com/ocsemu/ocsemu/emu/flowmodel"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+)
+
+// With scheduler.exclusive_servers (paper 000's generator sets it), two
+// jobs that share a server never run at the same time, whatever the
+// scheduler.
+func TestExclusiveServers(t *testing.T) {
+	for _, d := range Paper000Designs {
+		s := Paper000(Paper000Options{Jobs: 150, Seed: 2, Scheduler: d.Scheduler, INC: d.INC})
+		p, err := Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := flowmodel.Simulate(p, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		span := map[string][2]int64{}
+		for _, j := range run.Jobs {
+			span[j.Job] = [2]int64{j.StartNs, j.EndNs}
+		}
+		users := map[string][]string{}
+		for _, j := range p.Jobs {
+			for _, w := range j.Workers {
+				users[w] = append(users[w], j.Name)
+			}
+		}
+		shared := 0
+		for w, js := range users {
+			for a := 0; a < len(js); a++ {
+				for b := a + 1; b < len(js); b++ {
+					shared++
+					x, y := span[js[a]], span[js[b]]
+					if x[0] < y[1] && y[0] < x[1] {
+						t.Errorf("%s: jobs %s %v and %s %v both use %s at once", d.Name, js[a], x, js[b], y, w)
+					}
+				}
+			}
+		}
+		if shared == 0 {
+			t.Fatalf("%s: no two jobs share a server: the case tests nothing", d.Name)
+		}
+	}
+}
+
+// scheduler.inc: false (emu plan --inc=false) plans every job without
+// INC; left unset, jobs that ask get it.
+func TestINCSwitch(t *testing.T) {
+	for _, off := range []bool{false, true} {
+		s := Paper000(Paper000Options{Jobs: 60, Seed: 1, Scheduler: "ljf", INC: !off})
+		p, err := Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, j := range p.Jobs {
+			if j.INC {
+				n++
+			}
+		}
+		if off && n > 0 || !off && n == 0 {
+			t.Errorf("inc off = %v: %d of %d jobs got INC", off, n, len(p.Jobs))
+		}
+	}
+}
+
+// ljf changes the circuits only where a circuit would be a bottleneck:
+// fewer reconfigurations than fcfs, which refits every slot.
+func TestLJFReconfiguresLessThanFCFS(t *testing.T) {
+	for _, inc := range []bool{true, false} {
+		count := map[string]int{}
+		for _, sched := range []string{"ljf", "fcfs"} {
+			s := Paper000(Paper000Options{Jobs: 300, Seed: 3, Scheduler: sched, INC: inc})
+			p, err := Plan(s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := plan.Check(p, s); err != nil {
+				t.Fatal(err)
+			}
+			run, err := flowmodel.Simulate(p, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			count[sched] = run.Reconfigurations
+		}
+		t.Logf("INC %v: reconfigurations ljf %d, fcfs %d", inc, count["ljf"], count["fcfs"])
+		if count["ljf"] >= count["fcfs"] {
+			t.Errorf("INC %v: ljf reconfigured %d times, fcfs %d", inc, count["ljf"], count["fcfs"])
+		}
+	}
+}
+
+// With one INC slot per ToR and two jobs arriving in the same slot on the
+// same rack, fcfs gives INC to the first to arrive, ljf to the larger;
+// ljf gives none to a 2-worker job (INC moves the same bytes as its PS).
+func TestINCOrder(t *testing.T) {
+	s, err := scenario.Parse([]byte(`name: inc-order
+fabric: {kind: ocs, racks: 2, servers_per_rack: 8, uplinks_per_tor: 2, inc: {capacity: 1}, rates: {server: 1Gbit, uplink: 1Gbit}}
+jobs:
+  - {name: two, pattern: ps, workers: [r0s0, r0s1], bytes: 1MB, compute: 1ms, iterations: 1, inc: true}
+  - {name: small, pattern: ps, workers: [r0s2, r0s3, r0s4], bytes: 1MB, compute: 1ms, iterations: 1, inc: true, arrival: 1ms}
+  - {name: big, pattern: ps, workers: [r0s5, r0s6, r0s7, r1s0], bytes: 1MB, compute: 1ms, iterations: 1, inc: true, arrival: 2ms}
+scheduler: {name: fcfs, slot: 100ms}
+`), "inc-order")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sched, want := range map[string]string{"fcfs": "two", "ljf": "big"} {
+		s.Scheduler.Name = sched
+		p, err := Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := plan.Check(p, s); err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, j := range p.Jobs {
+			if j.INC {
+				got = append(got, j.Name)
+			}
+		}
+		if len(got) != 1 || got[0] != want {
+			t.Errorf("%s gave INC to %v, want [%s]", sched, got, want)
+		}
+	}
+}
+
+// interleave deals jobs of equal ratio into two cohorts and admits cohort
+// B one communication time (of cohort A) late: here two identical ring
+// jobs on the same racks, 100 ms of compute and 80 ms of transfer (10 MB
+// at 1 Gbit/s), so the second starts 80 ms after it arrives.
+func TestInterleaveDelaysCohortB(t *testing.T) {
+	s, err := scenario.Parse([]byte(`name: inter
+fabric: {kind: ocs, racks: 2, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 1Gbit, uplink: 1Gbit}}
+jobs:
+  - {name: a, pattern: ring, workers: [r0s0, r1s0], bytes: 10MB, compute: 100ms, iterations: 3}
+  - {name: b, pattern: ring, workers: [r0s1, r1s1], bytes: 10MB, compute: 100ms, iterations: 3}
+scheduler: {name: interleave, slot: 10ms}
+`), "inter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := plan.Check(p, s); err != nil {
+		t.Fatal(err)
+	}
+	run, err := flowmodel.Simulate(p, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := map[string]int64{}
+	for _, j := range run.Jobs {
+		starts[j.Job] = j.StartNs
+	}
+	if starts["a"] != 0 || starts["b"] != 80e6 {
+		t.Errorf("starts = %v, want a at 0 and b at 80 ms", starts)
+	}
+	// Their all-reduces never overlap: each is alone on the racks' links.
+	var ar [][2]int64
+	for _, ph := range run.Phases {
+		if ph.Phase == scenario.PhaseAllReduce {
+			ar = append(ar, [2]int64{ph.StartNs, ph.EndNs})
+		}
+	}
+	for i := range ar {
+		for k := i + 1; k < len(ar); k++ {
+			if ar[i][0] < ar[k][1] && ar[k][0] < ar[i][1] {
+				t.Errorf("all-reduces %v and %v overlap", ar[i], ar[k])
+			}
+		}
+	}
+}
+
+// Paper 000's generator: the knobs do what they say.
+func TestPaper000Generator(t *testing.T) {
+	s := Paper000(Paper000Options{Jobs: 2000, Seed: 5, Scheduler: "fcfs", INC: false, Iterations: 2, TwoRacks: -1})
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.Jobs) != 2000 || !s.Scheduler.ExclusiveServers || !s.Scheduler.INCOff() || s.Scheduler.Name != "fcfs" {
+		t.Fatalf("jobs %d, exclusive %v, inc off %v, scheduler %s", len(s.Jobs), s.Scheduler.ExclusiveServers, s.Scheduler.INCOff(), s.Scheduler.Name)
+	}
+	sizes := map[int]int{}
+	for _, j := range s.Jobs {
+		sizes[len(j.Workers)]++
+		if j.Iterations != 2 || len(plan.JobsFromScenario(&scenario.Scenario{Jobs: []scenario.Job{j}})[0].ToRs()) != 1 {
+			t.Fatalf("job %s: %d iterations, workers %v (want 2 iterations, one rack)", j.Name, j.Iterations, j.Workers)
+		}
+	}
+	for w := range sizes {
+		if w != 2 && w != 4 && w != 8 && w != 16 {
+			t.Errorf("a job with %d workers", w)
+		}
+	}
+	// Poisson, 20 a second: 2,000 arrivals take about 100 s.
+	last := s.Jobs[len(s.Jobs)-1].Arrival.D().Seconds()
+	if last < 90 || last > 110 {
+		t.Errorf("last arrival at %.1f s, want about 100 s", last)
+	}
+	// The default: 30% of jobs over two racks.
+	s = Paper000(Paper000Options{Jobs: 2000, Seed: 5})
+	two := 0
+	for _, j := range s.Jobs {
+		if len(plan.JobsFromScenario(&scenario.Scenario{Jobs: []scenario.Job{j}})[0].ToRs()) == 2 {
+			two++
+		}
+	}
+	if f := float64(two) / 2000; f < 0.27 || f > 0.33 {
+		t.Errorf("%.2f of jobs over two racks, want about 0.3", f)
+	}
+}
