@@ -42,6 +42,9 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 	j := &r.spec.Job
 	data, base, send, recv := b.data, b.base, b.send, b.recv
 	me := r.spec.Rank
+	// A job with steps runs its all-reduce one step per phase (plan v2).
+	var hd *collective.HDSteps
+	var ring *collective.RingSteps
 	for q, key := range j.Phases() {
 		where := fmt.Sprintf("job %s rank %d iteration %d phase %s", j.Name, me, key.Iteration, key.Phase)
 		if err := r.gate(ctx, t0, q); err != nil {
@@ -82,6 +85,24 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				err = collective.CheckSum(data, r.n, it)
 				rec.Verified = err == nil
 			}
+		case stepPhase(key.Phase):
+			step, _ := job.ParseStep(key.Phase)
+			if step == 0 {
+				if j.Pattern == job.PatternHD {
+					hd, err = r.comm.NewHDSteps(data)
+				} else {
+					ring, err = r.comm.NewRingSteps(data, ringOrder(j))
+				}
+			}
+			if err == nil && j.Pattern == job.PatternHD {
+				err = hd.Step(step)
+			} else if err == nil {
+				err = ring.Step(step)
+			}
+			if last := step == job.AllReduceSteps(j.Pattern, r.n)-1; last && err == nil && r.spec.Verify {
+				err = collective.CheckSum(data, r.n, it)
+				rec.Verified = err == nil
+			}
 		case job.PhaseAllToAll:
 			if err = r.comm.AllToAll(send, recv); err == nil && r.spec.Verify {
 				for p := range recv {
@@ -105,6 +126,15 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		r.ctl.send(Msg{Type: "done", Job: j.Name, Rank: me, Iteration: it, Phase: key.Phase, EndNs: rec.EndNs})
 	}
 	return nil
+}
+
+// stepPhase returns phase when it is an all-reduce step, so that the
+// phase switch can match it.
+func stepPhase(phase string) string {
+	if _, ok := job.ParseStep(phase); ok {
+		return phase
+	}
+	return "\x00not a step"
 }
 
 // gate blocks until phase q may start: time zero in the built-in

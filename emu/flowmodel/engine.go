@@ -101,15 +101,22 @@ type flow struct {
 	frozen     bool
 }
 
+// jobState is one job's progress. Its phases form a graph (plan.Job.Preds):
+// a chain for the collective patterns, a task graph for dag jobs, where
+// several phases run at once.
 type jobState struct {
 	j         *plan.Job
 	keys      []plan.Key
-	next      int
-	running   bool
+	keyIdx    map[plan.Key]int
+	succs     [][]int
+	waiting   []int   // per phase: predecessors not yet done
+	ready     []int   // phases whose predecessors are done, not started
+	next      int     // lowest phase not done
+	running   int     // phases in progress
 	notBefore []int64 // per phase; -1 = not released
 	caps      []phaseCaps
-	flowsLeft int
-	timerAt   int64
+	flowsLeft []int
+	timerAt   []int64 // per phase: pending release timer, -1 none
 	Start     []int64
 	End       []int64
 }
@@ -117,6 +124,7 @@ type jobState struct {
 type phaseCaps struct {
 	all   float64 // bits/s, 0 = none
 	flows map[[2]string]float64
+	inc   *bool // the activity's INC decision (plan v2)
 }
 
 // Event kinds.
@@ -131,6 +139,7 @@ type event struct {
 	t       int64
 	kind    int
 	id      int
+	q       int // phase (compute done, release)
 	version int32
 }
 
@@ -188,14 +197,25 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	}
 	for i := range jobs {
 		j := &jobs[i]
-		js := &jobState{j: j, keys: j.Phases(), timerAt: -1}
-		np := len(js.keys)
-		js.notBefore = make([]int64, np)
-		js.caps = make([]phaseCaps, np)
-		js.Start = make([]int64, np)
-		js.End = make([]int64, np)
+		keys := j.Phases()
+		np := len(keys)
+		js := &jobState{j: j, keys: keys, keyIdx: make(map[plan.Key]int, np), succs: make([][]int, np),
+			waiting: make([]int, np), notBefore: make([]int64, np), caps: make([]phaseCaps, np),
+			flowsLeft: make([]int, np), timerAt: make([]int64, np), Start: make([]int64, np), End: make([]int64, np)}
+		for q, k := range keys {
+			js.keyIdx[k] = q
+		}
+		for q, ps := range j.Preds() {
+			js.waiting[q] = len(ps)
+			for _, pq := range ps {
+				js.succs[pq] = append(js.succs[pq], q)
+			}
+			if len(ps) == 0 {
+				js.ready = append(js.ready, q)
+			}
+		}
 		for q := range js.notBefore {
-			js.notBefore[q] = -1
+			js.notBefore[q], js.timerAt[q] = -1, -1
 			js.Start[q], js.End[q] = -1, -1
 			if opt.ASAP {
 				js.notBefore[q] = j.ArrivalNs
@@ -209,8 +229,7 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 		// Arrivals go through the event queue, so that OnPhaseStart,
 		// set after New, sees every start.
 		for ji, js := range s.jobs {
-			js.timerAt = js.j.ArrivalNs
-			heap.Push(&s.events, event{t: js.j.ArrivalNs, kind: evRelease, id: ji})
+			heap.Push(&s.events, event{t: js.j.ArrivalNs, kind: evRelease, id: ji, q: -1})
 		}
 	}
 	return s
@@ -264,64 +283,74 @@ func (s *Sim) Release(job string, key plan.Key, notBefore int64, a *plan.Activit
 		return fmt.Errorf("no job %q", job)
 	}
 	js := s.jobs[ji]
-	for q, k := range js.keys {
-		if k == key {
-			js.notBefore[q] = notBefore
-			if a != nil {
-				js.caps[q].all = a.RateCapBps
-				for _, fc := range a.Flows {
-					if js.caps[q].flows == nil {
-						js.caps[q].flows = map[[2]string]float64{}
-					}
-					js.caps[q].flows[[2]string{fc.Src, fc.Dst}] = fc.RateCapBps
-				}
+	q, ok := js.keyIdx[key]
+	if !ok {
+		return fmt.Errorf("job %s has no %s", job, key)
+	}
+	js.notBefore[q] = notBefore
+	if a != nil {
+		js.caps[q].all = a.RateCapBps
+		js.caps[q].inc = a.INC
+		for _, fc := range a.Flows {
+			if js.caps[q].flows == nil {
+				js.caps[q].flows = map[[2]string]float64{}
 			}
-			s.tryStart(ji)
-			s.recompute()
-			return nil
+			js.caps[q].flows[[2]string{fc.Src, fc.Dst}] = fc.RateCapBps
 		}
 	}
-	return fmt.Errorf("job %s has no %s", job, key)
+	s.tryStart(ji)
+	s.recompute()
+	return nil
 }
 
-// tryStart starts a job's next phase if it is released and due.
+// tryStart starts every phase of a job whose predecessors are done and
+// that is released and due; a phase due later gets a release timer.
 func (s *Sim) tryStart(ji int) {
 	js := s.jobs[ji]
-	if js.running || js.next >= len(js.keys) {
+	if len(js.ready) == 0 {
 		return
 	}
-	nb := js.notBefore[js.next]
-	if nb < 0 {
-		return
-	}
-	t := max(nb, js.j.ArrivalNs)
-	if t > s.now {
-		if js.timerAt != t {
-			js.timerAt = t
-			heap.Push(&s.events, event{t: t, kind: evRelease, id: ji})
+	keep := js.ready[:0]
+	var start []int
+	for _, q := range js.ready {
+		nb := js.notBefore[q]
+		if nb < 0 {
+			keep = append(keep, q)
+			continue
 		}
-		return
+		t := max(nb, js.j.ArrivalNs)
+		if t > s.now {
+			if js.timerAt[q] != t {
+				js.timerAt[q] = t
+				heap.Push(&s.events, event{t: t, kind: evRelease, id: ji, q: q})
+			}
+			keep = append(keep, q)
+			continue
+		}
+		start = append(start, q)
 	}
-	s.startPhase(ji)
+	js.ready = keep
+	for _, q := range start {
+		s.startPhase(ji, q)
+	}
 }
 
-func (s *Sim) startPhase(ji int) {
+func (s *Sim) startPhase(ji, q int) {
 	js := s.jobs[ji]
-	q := js.next
-	js.running = true
+	js.running++
 	js.Start[q] = s.now
 	if s.OnPhaseStart != nil {
 		s.OnPhaseStart(ji, q, s.now)
 	}
 	k := js.keys[q]
-	if k.Phase == scenario.PhaseCompute {
-		heap.Push(&s.events, event{t: s.now + js.j.ComputeNs, kind: evComputeDone, id: ji})
+	if d, ok := js.j.ComputeNsOf(k.Phase); ok {
+		heap.Push(&s.events, event{t: s.now + d, kind: evComputeDone, id: ji, q: q})
 		return
 	}
-	fls := js.j.Flows(k.Phase)
-	js.flowsLeft = len(fls)
+	fls := s.phaseFlows(js, q)
+	js.flowsLeft[q] = len(fls)
 	if len(fls) == 0 {
-		s.endPhase(ji)
+		s.endPhase(ji, q)
 		return
 	}
 	for _, pf := range fls {
@@ -345,11 +374,29 @@ func (s *Sim) startPhase(ji int) {
 	}
 }
 
-func (s *Sim) endPhase(ji int) {
+// phaseFlows returns the flows of phase q, with the activity's INC
+// decision if it made one.
+func (s *Sim) phaseFlows(js *jobState, q int) []plan.Flow {
+	inc := js.j.INC
+	if c := js.caps[q].inc; c != nil {
+		inc = *c
+	}
+	return js.j.FlowsINC(js.keys[q].Phase, inc)
+}
+
+// endPhase marks phase q done and starts what waited for it.
+func (s *Sim) endPhase(ji, q int) {
 	js := s.jobs[ji]
-	js.End[js.next] = s.now
-	js.running = false
-	js.next++
+	js.End[q] = s.now
+	js.running--
+	for js.next < len(js.keys) && js.End[js.next] >= 0 {
+		js.next++
+	}
+	for _, sq := range js.succs[q] {
+		if js.waiting[sq]--; js.waiting[sq] == 0 {
+			js.ready = append(js.ready, sq)
+		}
+	}
 	s.tryStart(ji)
 }
 
@@ -459,11 +506,11 @@ func (s *Sim) Idle() bool { return len(s.events) == 0 }
 func (s *Sim) handle(e event) {
 	switch e.kind {
 	case evComputeDone:
-		s.endPhase(e.id)
+		s.endPhase(e.id, e.q)
 	case evRelease:
 		js := s.jobs[e.id]
-		if js.timerAt == e.t {
-			js.timerAt = -1
+		if e.q >= 0 && js.timerAt[e.q] == e.t {
+			js.timerAt[e.q] = -1
 		}
 		s.tryStart(e.id)
 	case evDarkEnd:
@@ -492,9 +539,9 @@ func (s *Sim) handle(e event) {
 		}
 		fl.res, fl.pos = nil, nil
 		js := s.jobs[fl.job]
-		js.flowsLeft--
-		if js.flowsLeft == 0 {
-			s.endPhase(fl.job)
+		js.flowsLeft[fl.phase]--
+		if js.flowsLeft[fl.phase] == 0 {
+			s.endPhase(fl.job, fl.phase)
 		}
 	}
 }

@@ -40,7 +40,7 @@ func Simulate(p *plan.Plan, s *scenario.Scenario) (*record.Run, error) {
 			if a.StartNs != nil {
 				nb = max(nb, *a.StartNs)
 			}
-			if err := sim.Release(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}, nb, &a); err != nil {
+			if err := sim.Release(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: plan.ActivityPhase(a)}, nb, &a); err != nil {
 				return nil, fmt.Errorf("stage %d: %w", si, err)
 			}
 		}
@@ -70,7 +70,7 @@ func (s *Sim) runStage(st *plan.Stage) error {
 	for {
 		done := true
 		for _, a := range st.Activities {
-			if !s.phaseDone(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}) {
+			if !s.phaseDone(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: plan.ActivityPhase(a)}) {
 				done = false
 				break
 			}
@@ -87,12 +87,8 @@ func (s *Sim) runStage(st *plan.Stage) error {
 
 func (s *Sim) phaseDone(job string, k plan.Key) bool {
 	js := s.jobs[s.byName[job]]
-	for q, kk := range js.keys {
-		if kk == k {
-			return js.End[q] >= 0
-		}
-	}
-	return false
+	q, ok := js.keyIdx[k]
+	return ok && js.End[q] >= 0
 }
 
 // unfinished explains phases that can never finish.
@@ -101,7 +97,7 @@ func (s *Sim) unfinished() error {
 		if js.next < len(js.keys) {
 			k := js.keys[js.next]
 			why := "it was never released"
-			if js.running {
+			if js.running > 0 {
 				why = "its flows have no path over the circuits"
 			}
 			return fmt.Errorf("stalled at %.3fs: %s cannot finish: %s", float64(s.now)/1e9, k, why)
@@ -120,7 +116,7 @@ func (s *Sim) Result() *record.Run {
 				continue
 			}
 			var b float64
-			for _, f := range js.j.Flows(k.Phase) {
+			for _, f := range s.phaseFlows(js, q) {
 				b += f.Bytes
 			}
 			run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
@@ -162,7 +158,7 @@ func (s *Sim) ActiveRackDemand() map[[2]int]float64 {
 			continue
 		}
 		for q := js.next; q < len(js.keys) && q <= js.next+2; q++ {
-			if q == js.next && js.running {
+			if js.Start[q] >= 0 {
 				continue
 			}
 			for _, f := range js.j.Flows(js.keys[q].Phase) {
