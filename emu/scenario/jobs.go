@@ -183,8 +183,9 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 	}
 	switch s.Scheduler.Name {
 	case "", "fcfs", "static":
+	case "oddl", "topox": // paper 003 and 004 (emu/scheduler/oddl.go, topox.go)
 	default:
-		bad("scheduler.name", "unknown scheduler %q (built in: fcfs, static)", s.Scheduler.Name)
+		bad("scheduler.name", "unknown scheduler %q (built in: fcfs, static, oddl, topox)", s.Scheduler.Name)
 	}
 	if s.Fabric.INC.Capacity < 0 {
 		bad("fabric.inc.capacity", "must not be negative")

@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
@@ -44,7 +45,19 @@ func Plan(s *scenario.Scenario) (*plan.Plan, error) {
 		}
 		return slotted(s, "static", func(*scenario.Scenario, *flowmodel.Sim, []plan.Job) circuit.Config { return st })
 	}
-	return nil, fmt.Errorf("unknown scheduler %q (built in: fcfs, static)", s.Scheduler.Name)
+	if plan, ok := registered[s.Scheduler.Name]; ok {
+		return plan(s)
+	}
+	return nil, fmt.Errorf("unknown scheduler %q (built in: %s)", s.Scheduler.Name, strings.Join(Names, ", "))
+}
+
+// registered holds the schedulers that add themselves from their own file
+// (oddl.go, topox.go), in Names too.
+var registered = map[string]func(*scenario.Scenario) (*plan.Plan, error){}
+
+func register(name string, plan func(*scenario.Scenario) (*plan.Plan, error)) {
+	registered[name] = plan
+	Names = append(Names, name)
 }
 
 type circuitsFn func(s *scenario.Scenario, sim *flowmodel.Sim, jobs []plan.Job) circuit.Config
