@@ -40,6 +40,7 @@ type Sim struct {
 	now      int64
 	res      []resource
 	flows    []*flow
+	live     []*flow // flows not known to be done (compacted at stage changes)
 	jobs     []*jobState
 	byName   map[string]int
 	events   eventHeap
@@ -56,6 +57,8 @@ type Sim struct {
 
 	// OnPhaseStart, if set, is called when a phase starts.
 	OnPhaseStart func(job, phaseIdx int, t int64)
+	// OnPhaseEnd, if set, is called when a phase ends.
+	OnPhaseEnd func(job, phaseIdx int, t int64)
 
 	Stats Stats
 }
@@ -243,6 +246,9 @@ func (s *Sim) Now() int64 { return s.now }
 // rerouted over the new graph. The initial map is in place at time zero,
 // set up before the run as the emulator does, so it causes no dark period.
 func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
+	if sameConfig(s.circuits, cfg) && s.paths != nil {
+		return // nothing changes: every route stands
+	}
 	dark := circuit.Dark(s.circuits, cfg)
 	if initial {
 		dark = nil
@@ -265,14 +271,33 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 	}
 	s.circuits = cfg
 	s.paths = routing.NewPaths(s.f.Racks, cfg)
-	for _, fl := range s.flows {
-		if !fl.done && fl.srcRack != fl.dstRack {
+	live := s.live[:0]
+	for _, fl := range s.live {
+		if fl.done {
+			continue
+		}
+		live = append(live, fl)
+		if fl.srcRack != fl.dstRack {
 			s.advance(fl)
 			s.route(fl)
 			s.dirtyF = append(s.dirtyF, fl)
 		}
 	}
+	clear(s.live[len(live):])
+	s.live = live
 	s.recompute()
+}
+
+func sameConfig(a, b circuit.Config) bool {
+	if len(a.Circuits) != len(b.Circuits) {
+		return false
+	}
+	for i := range a.Circuits {
+		if a.Circuits[i] != b.Circuits[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // Release makes phase q of a job eligible from time notBefore, with
@@ -370,6 +395,7 @@ func (s *Sim) startPhase(ji, q int) {
 		s.route(fl)
 		fl.id = len(s.flows)
 		s.flows = append(s.flows, fl)
+		s.live = append(s.live, fl)
 		s.dirtyF = append(s.dirtyF, fl)
 	}
 }
@@ -389,6 +415,9 @@ func (s *Sim) endPhase(ji, q int) {
 	js := s.jobs[ji]
 	js.End[q] = s.now
 	js.running--
+	if s.OnPhaseEnd != nil {
+		s.OnPhaseEnd(ji, q, s.now)
+	}
 	for js.next < len(js.keys) && js.End[js.next] >= 0 {
 		js.next++
 	}

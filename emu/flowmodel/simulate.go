@@ -148,7 +148,7 @@ func (s *Sim) PhaseTimes(ji, q int) (int64, int64) { return s.jobs[ji].Start[q],
 // every unfinished job that has arrived. Schedulers fit circuits to it.
 func (s *Sim) ActiveRackDemand() map[[2]int]float64 {
 	d := map[[2]int]float64{}
-	for _, fl := range s.flows {
+	for _, fl := range s.live {
 		if !fl.done && fl.srcRack != fl.dstRack {
 			d[[2]int{fl.srcRack, fl.dstRack}] += fl.remaining
 		}

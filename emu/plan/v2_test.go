@@ -30,7 +30,7 @@ func hdSteps() *Plan {
 	m1 := []circuit.Circuit{cc("tor0:0", "tor1:0"), cc("tor2:0", "tor3:0")}
 	m2 := []circuit.Circuit{cc("tor0:0", "tor2:0"), cc("tor1:0", "tor3:0")}
 	p := &Plan{Version: 2, Scenario: "t", Mode: ModeBarrier,
-		Jobs: []Job{{Name: "hd", Pattern: "hd", Workers: []string{"r0s0", "r1s0", "r2s0", "r3s0"}, Bytes: 4e6, ComputeNs: 1e6, Iterations: 1, Steps: true}},
+		Jobs:   []Job{{Name: "hd", Pattern: "hd", Workers: []string{"r0s0", "r1s0", "r2s0", "r3s0"}, Bytes: 4e6, ComputeNs: 1e6, Iterations: 1, Steps: true}},
 		Stages: []Stage{{Circuits: m1, Activities: []Activity{{Job: "hd", Phase: "compute"}}}}}
 	for k, m := range [][]circuit.Circuit{m1, m2, m2, m1} {
 		p.Stages = append(p.Stages, Stage{Circuits: m, Activities: []Activity{{Job: "hd", Phase: "allreduce", Step: ip(k)}}})

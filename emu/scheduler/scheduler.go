@@ -252,13 +252,17 @@ func fcfsCircuits(s *scenario.Scenario, sim *flowmodel.Sim, jobs []plan.Job) cir
 // heatmap: a base ring, then circuits one at a time to the rack pair with
 // the most bytes per circuit, while ports remain (TopoOpt-style).
 func staticTopology(s *scenario.Scenario) (circuit.Config, error) {
-	f := s.Fabric
+	return staticFromJobs(s.Fabric, plan.JobsFromScenario(s)), nil
+}
+
+// staticFromJobs is staticTopology for given jobs (pattern or dag jobs).
+func staticFromJobs(f scenario.Fabric, jobs []plan.Job) circuit.Config {
 	if !f.HasOCS() {
-		return circuit.Config{}, nil
+		return circuit.Config{}
 	}
 	heat := map[[2]int]float64{}
-	for _, j := range plan.JobsFromScenario(s) {
-		for _, ph := range scenario.Phases(j.Pattern) {
+	for _, j := range jobs {
+		for _, ph := range j.IterPhases() {
 			for _, fl := range j.Flows(ph) {
 				if a, b := plan.Rack(fl.Src), plan.Rack(fl.Dst); a != b {
 					heat[pair(a, b)] += fl.Bytes * float64(j.Iterations)
@@ -295,5 +299,5 @@ func staticTopology(s *scenario.Scenario) (circuit.Config, error) {
 			cands = slices.Delete(cands, best, best+1)
 		}
 	}
-	return p.cfg, nil
+	return p.cfg
 }
