@@ -19,15 +19,15 @@ func init() { Register(Study{Paper: "003", Name: "paper003", Run: runPaper003}) 
 // Paper 003's prototype and workload, and the choices where it is silent.
 const (
 	p003Nodes      = 4
-	p003Rate       = 100e9            // 100 Gbit/s transceivers and 100 GE switch
-	p003Gradient   = 25_557_032 * 4   // ResNet-50 parameters x 4 B (fp32): 102.2 MB
-	p003Images     = 1_281_167        // ImageNet-1k training set
-	p003Batch      = 256              // per node (our choice)
-	p003Epochs     = 20               // Table 1
-	p003SwitchNs   = 11               // 10.5 ns wavelength switching, rounded up to the ns
-	p003EPSMinutes = 97.3             // Table 1, one-tier electrical network
-	p003ODDLMin    = 97.8             // Table 1, ODDL
-	p003QuickIters = 200              // iterations when Options.Quick
+	p003Rate       = 100e9          // 100 Gbit/s transceivers and 100 GE switch
+	p003Gradient   = 25_557_032 * 4 // ResNet-50 parameters x 4 B (fp32): 102.2 MB
+	p003Images     = 1_281_167      // ImageNet-1k training set
+	p003Batch      = 256            // per node (our choice)
+	p003Epochs     = 20             // Table 1
+	p003SwitchNs   = 11             // 10.5 ns wavelength switching, rounded up to the ns
+	p003EPSMinutes = 97.3           // Table 1, one-tier electrical network
+	p003ODDLMin    = 97.8           // Table 1, ODDL
+	p003QuickIters = 200            // iterations when Options.Quick
 	p003Iterations = p003Epochs * ((p003Images + p003Nodes*p003Batch - 1) / (p003Nodes * p003Batch))
 )
 

@@ -153,10 +153,10 @@ type topoX struct {
 	wait   [][]int
 	ready  []*topoTask
 	// circuits lit now, and which transfers hold each (by circuit index)
-	lit      []circuit.Circuit
-	holders  [][]*topoTask
-	heldBy map[*topoTask][]int // circuit indexes a running transfer holds
-	acts   map[int][]plan.Activity
+	lit     []circuit.Circuit
+	holders [][]*topoTask
+	heldBy  map[*topoTask][]int // circuit indexes a running transfer holds
+	acts    map[int][]plan.Activity
 }
 
 func (x *topoX) isTransfer(ji, q int) bool {
