@@ -78,7 +78,7 @@ func TopoXJobs(s *scenario.Scenario, jobs []plan.Job, slotNs int64) (*plan.Plan,
 	}
 	sim := flowmodel.New(f, jobs, flowmodel.Options{DelayNs: int64(f.OCS.ReconfigDelay)})
 	x := &topoX{f: f, layout: circuit.LayoutOf(f.Spec("")), jobs: jobs, sim: sim, slot: slotNs,
-		acts: map[int][]plan.Activity{}}
+		acts: map[int][]plan.Activity{}, changed: true, busy: map[circuit.Uplink]int{}}
 	x.prepare()
 	sim.OnPhaseStart = func(ji, q int, t int64) {
 		key := x.keys[ji][q]
@@ -157,6 +157,14 @@ type topoX struct {
 	holders [][]*topoTask
 	heldBy  map[*topoTask][]int // circuit indexes a running transfer holds
 	acts    map[int][]plan.Activity
+	// changed: a phase ended since the last allocation; nextArrival: the
+	// first arrival of a ready transfer's job still to come.
+	changed     bool
+	nextArrival int64
+	busy        map[circuit.Uplink]int // port -> lit circuit on it
+	litChanged  bool                   // lit changed since lastCfg
+	lastCfg     *circuit.Config
+	paths       *routing.Paths         // over the lit circuits; nil when stale
 }
 
 func (x *topoX) isTransfer(ji, q int) bool {
@@ -234,6 +242,7 @@ func (x *topoX) phaseEnded(ji, q int, _ int64) {
 		}
 	}
 	delete(x.heldBy, tk)
+	x.changed = true
 	for _, sq := range x.succs[ji][q] {
 		if x.wait[ji][sq]--; x.wait[ji][sq] == 0 && x.isTransfer(ji, sq) {
 			x.ready = append(x.ready, &x.tasks[ji][sq])
@@ -244,12 +253,19 @@ func (x *topoX) phaseEnded(ji, q int, _ int64) {
 // allocate gives circuits to ready transfers, critical path first, and
 // returns those that start at t.
 func (x *topoX) allocate(t int64) ([]*topoTask, error) {
+	// Nothing ended and nobody arrived since the last try: the ready
+	// transfers would fail again.
+	if !x.changed && t < x.nextArrival {
+		return nil, nil
+	}
+	x.changed, x.nextArrival = false, math.MaxInt64
 	sort.SliceStable(x.ready, func(a, b int) bool { return x.ready[a].bl > x.ready[b].bl })
 	var start []*topoTask
 	var stuck *topoTask
 	keep := x.ready[:0]
 	for _, tk := range x.ready {
-		if x.jobs[tk.ji].ArrivalNs > t {
+		if a := x.jobs[tk.ji].ArrivalNs; a > t {
+			x.nextArrival = min(x.nextArrival, a)
 			keep = append(keep, tk)
 			continue
 		}
@@ -298,7 +314,7 @@ func (x *topoX) take(tk *topoTask) bool {
 		}
 		for _, ci := range lit {
 			if ci >= 0 {
-				x.lit[ci] = circuit.Circuit{A: circuit.Uplink{Rack: -1}}
+				x.tearDown(ci)
 			}
 		}
 		// Not enough ports for a circuit per pair: light a ring over the
@@ -322,13 +338,16 @@ func (x *topoX) take(tk *topoTask) bool {
 				x.newCircuit(pr)
 			}
 		}
-		var alive []circuit.Circuit
-		for _, c := range x.lit {
-			if c.A.Rack >= 0 {
-				alive = append(alive, c)
+		if x.paths == nil {
+			var alive []circuit.Circuit
+			for _, c := range x.lit {
+				if c.A.Rack >= 0 {
+					alive = append(alive, c)
+				}
 			}
+			x.paths = routing.NewPaths(x.f.Racks, circuit.Config{Circuits: alive})
 		}
-		paths := routing.NewPaths(x.f.Racks, circuit.Config{Circuits: alive})
+		paths := x.paths
 		for _, pr := range tk.pairs {
 			if paths.Hops(pr[0], pr[1]) < 0 || paths.Hops(pr[1], pr[0]) < 0 {
 				return false
@@ -358,12 +377,7 @@ func (x *topoX) findLit(pr [2]int) int {
 // newCircuit lights a circuit for pr on ports no transfer holds (taking
 // them from idle circuits if need be); -1 if there are none.
 func (x *topoX) newCircuit(pr [2]int) int {
-	busy := map[circuit.Uplink]int{} // port -> lit circuit using it
-	for ci, c := range x.lit {
-		if c.A.Rack >= 0 { // not torn down
-			busy[c.A], busy[c.B] = ci, ci
-		}
-	}
+	busy := x.busy
 	free := func(u circuit.Uplink) bool {
 		ci, ok := busy[u]
 		return !ok || len(x.holders[ci]) == 0
@@ -400,17 +414,35 @@ func (x *topoX) newCircuit(pr [2]int) int {
 	// mark them dead instead and compact in config).
 	for _, u := range []circuit.Uplink{best.A, best.B} {
 		if ci, ok := busy[u]; ok {
-			x.lit[ci] = circuit.Circuit{A: circuit.Uplink{Rack: -1}}
+			x.tearDown(ci)
 		}
 	}
 	x.lit = append(x.lit, best)
 	x.holders = append(x.holders, nil)
+	x.busy[best.A], x.busy[best.B] = len(x.lit)-1, len(x.lit)-1
+	x.paths, x.litChanged = nil, true
 	return len(x.lit) - 1
+}
+
+// tearDown marks lit circuit ci as gone (config drops it).
+func (x *topoX) tearDown(ci int) {
+	c := x.lit[ci]
+	if c.A.Rack < 0 {
+		return
+	}
+	delete(x.busy, c.A)
+	delete(x.busy, c.B)
+	x.lit[ci] = circuit.Circuit{A: circuit.Uplink{Rack: -1}}
+	x.paths, x.litChanged = nil, true
 }
 
 // config returns the circuits lit in this slot, dropping torn-down ones
 // (and renumbering what transfers hold).
 func (x *topoX) config() circuit.Config {
+	if !x.litChanged && x.lastCfg != nil {
+		return *x.lastCfg
+	}
+	x.litChanged = false
 	remap := make([]int, len(x.lit))
 	var lit []circuit.Circuit
 	var holders [][]*topoTask
@@ -433,7 +465,12 @@ func (x *topoX) config() circuit.Config {
 		x.heldBy[tk] = out
 	}
 	x.lit, x.holders = lit, holders
-	return circuit.Config{Circuits: append([]circuit.Circuit(nil), lit...)}
+	x.busy = make(map[circuit.Uplink]int, 2*len(lit))
+	for ci, c := range lit {
+		x.busy[c.A], x.busy[c.B] = ci, ci
+	}
+	x.lastCfg = &circuit.Config{Circuits: append([]circuit.Circuit(nil), lit...)}
+	return *x.lastCfg
 }
 
 func sameCircuits(a, b []circuit.Circuit) bool {
