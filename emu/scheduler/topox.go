@@ -37,9 +37,11 @@ const TopoXSlot = int64(time.Millisecond)
 //
 // Choices where the paper is silent: a transfer's time is estimated as
 // its bytes per rack pair at the uplink rate; two transfers between the
-// same racks may share a circuit rather than wait; a transfer that cannot
-// get direct circuits for all its pairs but has multi-hop paths over the
-// slot's circuits starts over them (holding every circuit of the slot).
+// same racks may share a circuit rather than wait; a transfer that can
+// never have a circuit per rack pair (a rack of it has more pairs than
+// uplinks: a collective phase of a scenario job, not a task-graph
+// transfer) lights a ring over its racks and runs over multi-hop paths,
+// holding every circuit of the slot.
 func TopoX(s *scenario.Scenario) (*plan.Plan, error) {
 	if len(s.Jobs) == 0 {
 		return nil, fmt.Errorf("scenario %q has no jobs to plan", s.Name)
@@ -61,6 +63,9 @@ type topoTask struct {
 	ji, q int
 	pairs [][2]int // undirected rack pairs a transfer crosses
 	bl    int64    // bottom level: longest estimated path to the job's end
+	// multiHop: some rack of the transfer has more pairs than uplinks, so
+	// it can never have a circuit per pair and runs over multi-hop paths.
+	multiHop bool
 }
 
 // TopoXJobs plans given jobs (pattern or dag jobs) with TopoX on s's
@@ -78,7 +83,7 @@ func TopoXJobs(s *scenario.Scenario, jobs []plan.Job, slotNs int64) (*plan.Plan,
 	}
 	sim := flowmodel.New(f, jobs, flowmodel.Options{DelayNs: int64(f.OCS.ReconfigDelay)})
 	x := &topoX{f: f, layout: circuit.LayoutOf(f.Spec("")), jobs: jobs, sim: sim, slot: slotNs,
-		acts: map[int][]plan.Activity{}, changed: true, busy: map[circuit.Uplink]int{}}
+		acts: map[int][]plan.Activity{}, changed: true, busy: map[circuit.Uplink]int{}, litPair: map[[2]int]int{}}
 	x.prepare()
 	sim.OnPhaseStart = func(ji, q int, t int64) {
 		key := x.keys[ji][q]
@@ -162,9 +167,10 @@ type topoX struct {
 	changed     bool
 	nextArrival int64
 	busy        map[circuit.Uplink]int // port -> lit circuit on it
+	litPair     map[[2]int]int         // rack pair -> a lit circuit between them
 	litChanged  bool                   // lit changed since lastCfg
 	lastCfg     *circuit.Config
-	paths       *routing.Paths         // over the lit circuits; nil when stale
+	paths       *routing.Paths // over the lit circuits; nil when stale
 }
 
 func (x *topoX) isTransfer(ji, q int) bool {
@@ -208,6 +214,14 @@ func (x *topoX) prepare() {
 			}
 			for _, b := range perPair {
 				est[q] = max(est[q], int64(b/rate*1e9))
+			}
+			deg := map[int]int{}
+			for _, pr := range ts[q].pairs {
+				deg[pr[0]]++
+				deg[pr[1]]++
+				if deg[pr[0]] > x.f.UplinksPerToR || deg[pr[1]] > x.f.UplinksPerToR {
+					ts[q].multiHop = true
+				}
 			}
 		}
 		for q := len(keys) - 1; q >= 0; q-- { // preds come before their phase
@@ -317,6 +331,9 @@ func (x *topoX) take(tk *topoTask) bool {
 				x.tearDown(ci)
 			}
 		}
+		if !tk.multiHop {
+			return false // wait for ports: a direct circuit per pair (eq. 6)
+		}
 		// Not enough ports for a circuit per pair: light a ring over the
 		// transfer's racks where ports are free, for multi-hop paths.
 		seen := map[int]bool{}
@@ -366,10 +383,8 @@ func (x *topoX) take(tk *topoTask) bool {
 }
 
 func (x *topoX) findLit(pr [2]int) int {
-	for ci, c := range x.lit {
-		if c.A.Rack >= 0 && pair(c.A.Rack, c.B.Rack) == pr {
-			return ci
-		}
+	if ci, ok := x.litPair[pr]; ok {
+		return ci
 	}
 	return -1
 }
@@ -420,6 +435,7 @@ func (x *topoX) newCircuit(pr [2]int) int {
 	x.lit = append(x.lit, best)
 	x.holders = append(x.holders, nil)
 	x.busy[best.A], x.busy[best.B] = len(x.lit)-1, len(x.lit)-1
+	x.litPair[pr] = len(x.lit) - 1
 	x.paths, x.litChanged = nil, true
 	return len(x.lit) - 1
 }
@@ -432,6 +448,15 @@ func (x *topoX) tearDown(ci int) {
 	}
 	delete(x.busy, c.A)
 	delete(x.busy, c.B)
+	if pr := pair(c.A.Rack, c.B.Rack); x.litPair[pr] == ci {
+		delete(x.litPair, pr)
+		for cj, d := range x.lit { // another circuit between the same racks?
+			if cj != ci && d.A.Rack >= 0 && pair(d.A.Rack, d.B.Rack) == pr {
+				x.litPair[pr] = cj
+				break
+			}
+		}
+	}
 	x.lit[ci] = circuit.Circuit{A: circuit.Uplink{Rack: -1}}
 	x.paths, x.litChanged = nil, true
 }
@@ -466,8 +491,10 @@ func (x *topoX) config() circuit.Config {
 	}
 	x.lit, x.holders = lit, holders
 	x.busy = make(map[circuit.Uplink]int, 2*len(lit))
+	x.litPair = make(map[[2]int]int, len(lit))
 	for ci, c := range lit {
 		x.busy[c.A], x.busy[c.B] = ci, ci
+		x.litPair[pair(c.A.Rack, c.B.Rack)] = ci
 	}
 	x.lastCfg = &circuit.Config{Circuits: append([]circuit.Circuit(nil), lit...)}
 	return *x.lastCfg
