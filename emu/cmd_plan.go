@@ -58,8 +58,12 @@ written. Your own scheduler, in any language, writes the same JSON.`,
 			for _, st := range p.Stages {
 				acts += len(st.Activities)
 			}
-			a.progress("%s: %d jobs, %d stages of %v, %d activities; predicted makespan %.3fs; planned in %v",
-				p.Scheduler, len(p.Jobs), len(p.Stages), s.Scheduler.Slot, acts, float64(p.Predicted.MakespanNs)/1e9, time.Since(t0).Round(time.Millisecond))
+			stages := fmt.Sprintf("%d stages (%s mode)", len(p.Stages), p.Mode)
+			if p.Scheduler == "fcfs" || p.Scheduler == "static" {
+				stages = fmt.Sprintf("%d stages of %v", len(p.Stages), s.Scheduler.Slot)
+			}
+			a.progress("%s: %d jobs, %s, %d activities; predicted makespan %.3fs; planned in %v",
+				p.Scheduler, len(p.Jobs), stages, acts, float64(p.Predicted.MakespanNs)/1e9, time.Since(t0).Round(time.Millisecond))
 			fmt.Println(out)
 			return nil
 		},

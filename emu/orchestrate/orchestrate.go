@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/units"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
@@ -199,7 +200,15 @@ func circuitHooks(ctx context.Context, cl OCS, p *plan.Plan) (onStart func(int64
 		}
 	case plan.ModeBarrier:
 		onStage = func(ctx context.Context, k int, at int64) error {
+			if k > 0 && slices.Equal(p.Stages[k].Circuits, p.Stages[k-1].Circuits) {
+				return nil // the same circuits: nothing to switch (per-step plans repeat them)
+			}
 			_, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay, AtNs: at})
+			if err != nil && at != 0 && monoclock.Now() >= at {
+				// The coordinator's lead was used up before the OCS had the
+				// request (a loaded host): apply it as soon as possible.
+				_, err = cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay})
+			}
 			return err
 		}
 	}
