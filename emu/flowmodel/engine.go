@@ -31,6 +31,12 @@ type Options struct {
 	ASAP bool
 	// DelayNs is the reconfiguration delay (dark period) of changed ports.
 	DelayNs int64
+	// CoalesceNs, if positive, rounds flow completions up to a multiple of
+	// it, so that flows finishing within it of each other are handled at
+	// one instant, with one rate computation: a big all-to-all over a
+	// multi-hop topology (16,000 flows in one component) then costs
+	// seconds instead of minutes, each completion late by under CoalesceNs.
+	CoalesceNs int64
 }
 
 // Sim is one fluid simulation in progress.

@@ -25,7 +25,14 @@ func DelayOf(p *plan.Plan, s *scenario.Scenario) int64 {
 // they must. Barrier mode: stage k starts at its start_ns or when stage
 // k-1's activities have all finished, whichever is later.
 func Simulate(p *plan.Plan, s *scenario.Scenario) (*record.Run, error) {
-	sim := New(s.Fabric, p.Jobs, Options{DelayNs: DelayOf(p, s)})
+	return SimulateWith(p, s, Options{})
+}
+
+// SimulateWith is Simulate with options (CoalesceNs); the reconfiguration
+// delay is always the plan's.
+func SimulateWith(p *plan.Plan, s *scenario.Scenario, opt Options) (*record.Run, error) {
+	opt.ASAP, opt.DelayNs = false, DelayOf(p, s)
+	sim := New(s.Fabric, p.Jobs, opt)
 	stages := make([]record.Stage, len(p.Stages))
 	for si := range p.Stages {
 		st := &p.Stages[si]

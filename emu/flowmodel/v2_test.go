@@ -131,3 +131,26 @@ func TestINCPerStage(t *testing.T) {
 		t.Errorf("makespan %d, want 4 s", run.MakespanNs)
 	}
 }
+
+// CoalesceNs rounds completions up to its multiple: 125 MB at 1 Gbit/s
+// ends at exactly 1 s either way; 125,000,001 B ends 8 ns later exactly,
+// and at the next microsecond when coalesced.
+func TestCoalesce(t *testing.T) {
+	s := scen(t, `fabric: {kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 1Gbit}}`)
+	for _, tt := range []struct {
+		bytes    int64
+		coalesce int64
+		want     int64
+	}{{125e6, 0, 1e9}, {125e6, 1000, 1e9}, {125e6 + 1, 0, 1e9 + 8}, {125e6 + 1, 1000, 1e9 + 1000}} {
+		j := plan.Job{Name: "a", Pattern: "ring", Workers: []string{"r0s0", "r1s0"}, Bytes: tt.bytes, Iterations: 1}
+		p := &plan.Plan{Version: 2, Mode: plan.ModeBarrier, Jobs: []plan.Job{j}, Stages: []plan.Stage{
+			{Activities: []plan.Activity{act("a", 0, "compute")}}, {Activities: []plan.Activity{act("a", 0, "allreduce")}}}}
+		run, err := SimulateWith(p, s, Options{CoalesceNs: tt.coalesce})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.MakespanNs != tt.want {
+			t.Errorf("%d B, coalesce %d ns: makespan %d, want %d", tt.bytes, tt.coalesce, run.MakespanNs, tt.want)
+		}
+	}
+}

@@ -40,8 +40,8 @@ const TopoXSlot = int64(time.Millisecond)
 // same racks may share a circuit rather than wait; a transfer that can
 // never have a circuit per rack pair (a rack of it has more pairs than
 // uplinks: a collective phase of a scenario job, not a task-graph
-// transfer) lights a ring over its racks and runs over multi-hop paths,
-// holding every circuit of the slot.
+// transfer) lights a ring over its racks, holds it, and runs over the
+// shortest paths the slot's circuits give.
 func TopoX(s *scenario.Scenario) (*plan.Plan, error) {
 	if len(s.Jobs) == 0 {
 		return nil, fmt.Errorf("scenario %q has no jobs to plan", s.Name)
@@ -55,7 +55,7 @@ func TopoX(s *scenario.Scenario) (*plan.Plan, error) {
 			j.PS = j.Workers[0]
 		}
 	}
-	return TopoXJobs(s, jobs, int64(s.Scheduler.Slot))
+	return TopoXJobs(s, jobs, int64(s.Scheduler.Slot), 0)
 }
 
 // topoTask is one phase of one job, as the list scheduler sees it.
@@ -69,8 +69,9 @@ type topoTask struct {
 }
 
 // TopoXJobs plans given jobs (pattern or dag jobs) with TopoX on s's
-// fabric, in slots of slotNs.
-func TopoXJobs(s *scenario.Scenario, jobs []plan.Job, slotNs int64) (*plan.Plan, error) {
+// fabric, in slots of slotNs; coalesceNs is the flow model's
+// (flowmodel.Options.CoalesceNs, 0: exact).
+func TopoXJobs(s *scenario.Scenario, jobs []plan.Job, slotNs, coalesceNs int64) (*plan.Plan, error) {
 	f := s.Fabric
 	if !f.HasOCS() {
 		return nil, fmt.Errorf("topox schedules circuits: it needs a fabric with an OCS, not %s", f.Kind)
@@ -81,7 +82,7 @@ func TopoXJobs(s *scenario.Scenario, jobs []plan.Job, slotNs int64) (*plan.Plan,
 	if slotNs <= 0 {
 		return nil, fmt.Errorf("topox: slot must be positive, got %d ns", slotNs)
 	}
-	sim := flowmodel.New(f, jobs, flowmodel.Options{DelayNs: int64(f.OCS.ReconfigDelay)})
+	sim := flowmodel.New(f, jobs, flowmodel.Options{DelayNs: int64(f.OCS.ReconfigDelay), CoalesceNs: coalesceNs})
 	x := &topoX{f: f, layout: circuit.LayoutOf(f.Spec("")), jobs: jobs, sim: sim, slot: slotNs,
 		acts: map[int][]plan.Activity{}, changed: true, busy: map[circuit.Uplink]int{}, litPair: map[[2]int]int{}}
 	x.prepare()
@@ -304,8 +305,8 @@ func (x *topoX) allocate(t int64) ([]*topoTask, error) {
 // take gives a transfer a circuit for each rack pair it crosses: one
 // between the same racks already lit, else a new one on ports no transfer
 // holds. Failing that, it starts over multi-hop paths if the lit circuits
-// give them (lighting a ring over its racks on free ports first), holding
-// them all. It reports whether the transfer starts.
+// give them: it lights a ring over its racks on free ports and holds the
+// ring. It reports whether the transfer starts.
 func (x *topoX) take(tk *topoTask) bool {
 	var got, lit []int
 	ok := true
@@ -347,35 +348,31 @@ func (x *topoX) take(tk *topoTask) bool {
 			}
 		}
 		sort.Ints(racks)
+		got, lit = got[:0], lit[:0]
 		for i := range racks {
 			if len(racks) == 2 && i == 1 {
 				break
 			}
-			if pr := pair(racks[i], racks[(i+1)%len(racks)]); x.findLit(pr) < 0 {
-				x.newCircuit(pr)
-			}
-		}
-		if x.paths == nil {
-			var alive []circuit.Circuit
-			for _, c := range x.lit {
-				if c.A.Rack >= 0 {
-					alive = append(alive, c)
+			pr := pair(racks[i], racks[(i+1)%len(racks)])
+			ci := x.findLit(pr)
+			if ci < 0 {
+				if ci = x.newCircuit(pr); ci >= 0 {
+					lit = append(lit, ci)
 				}
 			}
-			x.paths = routing.NewPaths(x.f.Racks, circuit.Config{Circuits: alive})
-		}
-		paths := x.paths
-		for _, pr := range tk.pairs {
-			if paths.Hops(pr[0], pr[1]) < 0 || paths.Hops(pr[1], pr[0]) < 0 {
+			if ci < 0 {
+				for _, ci := range lit {
+					x.tearDown(ci)
+				}
 				return false
 			}
+			got = append(got, ci)
 		}
-		got = got[:0]
-		for ci, c := range x.lit {
-			if c.A.Rack >= 0 {
-				got = append(got, ci)
-				x.holders[ci] = append(x.holders[ci], tk)
-			}
+		// The ring joins all the transfer's racks: it holds just the
+		// ring, and its flows take the shortest paths over whatever the
+		// slot has lit.
+		for _, ci := range got {
+			x.holders[ci] = append(x.holders[ci], tk)
 		}
 	}
 	x.heldBy[tk] = got
@@ -515,8 +512,9 @@ func sameCircuits(a, b []circuit.Circuit) bool {
 // StaticJobs plans given jobs on one TopoOpt-style topology chosen from
 // their traffic heatmap (staticFromJobs), held for the whole run: every
 // phase starts as soon as what it waits for has finished. It is the
-// baseline TopoX is compared with on task graphs.
-func StaticJobs(s *scenario.Scenario, jobs []plan.Job) (*plan.Plan, error) {
+// baseline TopoX is compared with on task graphs. coalesceNs is the flow
+// model's (flowmodel.Options.CoalesceNs, 0: exact).
+func StaticJobs(s *scenario.Scenario, jobs []plan.Job, coalesceNs int64) (*plan.Plan, error) {
 	f := s.Fabric
 	if f.Kind == scenario.KindOCS && f.Racks > 2 && f.UplinksPerToR < 2 {
 		return nil, fmt.Errorf("static keeps a base ring of circuits so every rack stays reachable; that needs uplinks_per_tor >= 2 (got %d)", f.UplinksPerToR)
@@ -528,7 +526,7 @@ func StaticJobs(s *scenario.Scenario, jobs []plan.Job) (*plan.Plan, error) {
 		}
 	}
 	p := &plan.Plan{Version: plan.Version, Scenario: s.Name, Scheduler: "static", Mode: plan.ModeClock, Jobs: jobs, Stages: []plan.Stage{st}}
-	run, err := flowmodel.Simulate(p, s)
+	run, err := flowmodel.SimulateWith(p, s, flowmodel.Options{CoalesceNs: coalesceNs})
 	if err != nil {
 		return nil, fmt.Errorf("static: %w", err)
 	}

@@ -24,7 +24,7 @@ fabric: {kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, ocs: {swi
 		{Name: "to3", Kind: plan.TaskTransfer, Src: "r0s0", Dst: "r3s0", Bytes: 1.25e6, After: []string{"fwd"}},
 		{Name: "bwd", Kind: plan.TaskCompute, Server: "r3s0", ComputeNs: 5e6, After: []string{"to3"}},
 	}}
-	p, err := TopoXJobs(s, []plan.Job{j}, TopoXSlot)
+	p, err := TopoXJobs(s, []plan.Job{j}, TopoXSlot, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
