@@ -139,6 +139,14 @@ func TopoXJobs(s *scenario.Scenario, jobs []plan.Job, slotNs, coalesceNs int64) 
 	}
 	p.Jobs = jobs
 	run := sim.Result()
+	if early(p.Stages) {
+		// The first stage now has circuits the planning run did not: predict
+		// the plan as written.
+		var err error
+		if run, err = flowmodel.SimulateWith(p, s, flowmodel.Options{CoalesceNs: coalesceNs}); err != nil {
+			return nil, fmt.Errorf("topox: %w", err)
+		}
+	}
 	p.Predicted = &plan.Predicted{MakespanNs: run.MakespanNs, JobsNs: map[string]int64{}}
 	for _, jr := range run.Jobs {
 		p.Predicted.JobsNs[jr.Job] = jr.JCTNs
@@ -495,6 +503,35 @@ func (x *topoX) config() circuit.Config {
 	}
 	x.lastCfg = &circuit.Config{Circuits: append([]circuit.Circuit(nil), lit...)}
 	return *x.lastCfg
+}
+
+// early gives the first stage the circuits of the first later stage that
+// has any, on ports it leaves free: they are in place before time zero at no
+// cost, and the workers, which connect to their peers before time zero,
+// find a path. It reports whether it added any.
+func early(stages []plan.Stage) bool {
+	if len(stages) < 2 {
+		return false
+	}
+	used := map[circuit.Uplink]bool{}
+	for _, c := range stages[0].Circuits {
+		used[c.A], used[c.B] = true, true
+	}
+	added := false
+	for _, st := range stages[1:] {
+		if len(st.Circuits) == 0 {
+			continue
+		}
+		for _, c := range st.Circuits {
+			if !used[c.A] && !used[c.B] {
+				used[c.A], used[c.B] = true, true
+				stages[0].Circuits = append(stages[0].Circuits, c)
+				added = true
+			}
+		}
+		break
+	}
+	return added
 }
 
 func sameCircuits(a, b []circuit.Circuit) bool {
