@@ -369,19 +369,21 @@ func (x *topoX) take(tk *topoTask) bool {
 				}
 			}
 			if ci < 0 {
+				for _, ci := range got {
+					x.holders[ci] = x.holders[ci][:len(x.holders[ci])-1]
+				}
 				for _, ci := range lit {
 					x.tearDown(ci)
 				}
 				return false
 			}
+			// Held at once, so that the next edge cannot take its ports.
+			x.holders[ci] = append(x.holders[ci], tk)
 			got = append(got, ci)
 		}
 		// The ring joins all the transfer's racks: it holds just the
 		// ring, and its flows take the shortest paths over whatever the
 		// slot has lit.
-		for _, ci := range got {
-			x.holders[ci] = append(x.holders[ci], tk)
-		}
 	}
 	x.heldBy[tk] = got
 	return true

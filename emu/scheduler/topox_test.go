@@ -70,3 +70,28 @@ func TestTopoXScenarioJobs(t *testing.T) {
 	}
 	t.Log(fmt.Sprintf("%d stages, makespan %.3f s", len(p.Stages), float64(run.MakespanNs)/1e9))
 }
+
+// The benchmark's case (100 hd jobs on 16 pods, most of whose all-reduces
+// need more rack pairs than uplinks) plans, checks and predicts itself: a
+// ring a transfer lights for its multi-hop paths must not lose an edge to
+// its own next edge (it once did, and the plan never ended).
+func TestPlan100Jobs16Pods(t *testing.T) {
+	for _, sched := range []string{"oddl", "topox"} {
+		s := manyJobs(t, 16, 100, sched)
+		s.Scheduler.Slot = 1e6
+		p, err := Plan(s)
+		if err != nil {
+			t.Fatalf("%s: %v", sched, err)
+		}
+		if err := plan.Check(p, s); err != nil {
+			t.Fatalf("%s: plan does not check: %v", sched, err)
+		}
+		run, err := flowmodel.Simulate(p, s)
+		if err != nil {
+			t.Fatalf("%s: %v", sched, err)
+		}
+		if d := run.MakespanNs - p.Predicted.MakespanNs; d < -1000 || d > 1000 {
+			t.Errorf("%s: simulated makespan %d, predicted %d", sched, run.MakespanNs, p.Predicted.MakespanNs)
+		}
+	}
+}
