@@ -60,6 +60,9 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 	me := r.spec.Rank
 	var pending *pendingCheck
 	prevEnd := t0
+	// A job with steps runs its all-reduce one step per phase (plan v2).
+	var hd *collective.HDSteps
+	var ring *collective.RingSteps
 	for q, key := range j.Phases() {
 		where := fmt.Sprintf("job %s rank %d iteration %d phase %s", j.Name, me, key.Iteration, key.Phase)
 		if key.Phase != job.PhaseCompute {
@@ -107,6 +110,23 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				err = r.comm.RingAllReduce(data, ringOrder(j))
 			}
 			check = func() error { return collective.CheckSum(data, r.n, it) }
+		case stepPhase(key.Phase):
+			step, _ := job.ParseStep(key.Phase)
+			if step == 0 {
+				if j.Pattern == job.PatternHD {
+					hd, err = r.comm.NewHDSteps(data)
+				} else {
+					ring, err = r.comm.NewRingSteps(data, ringOrder(j))
+				}
+			}
+			if err == nil && j.Pattern == job.PatternHD {
+				err = hd.Step(step)
+			} else if err == nil {
+				err = ring.Step(step)
+			}
+			if step == job.AllReduceSteps(j.Pattern, r.n)-1 {
+				check = func() error { return collective.CheckSum(data, r.n, it) }
+			}
 		case job.PhaseAllToAll:
 			err = r.comm.AllToAll(send, recv)
 			check = func() error {
@@ -170,6 +190,15 @@ func (r *rank) checkPending(pp **pendingCheck) error {
 		return fmt.Errorf("%s: %w", p.where, err)
 	}
 	return r.record(p.rec)
+}
+
+// stepPhase returns phase when it is an all-reduce step, so that the
+// phase switch can match it.
+func stepPhase(phase string) string {
+	if _, ok := job.ParseStep(phase); ok {
+		return phase
+	}
+	return "\x00not a step"
 }
 
 // gate blocks until phase q may start: time zero in the built-in

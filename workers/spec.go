@@ -48,6 +48,9 @@ func (s *Spec) Validate() error {
 	if j.ComputeNs < 0 {
 		bad("job.compute_ns", "%d, must not be negative", j.ComputeNs)
 	}
+	if j.Steps && job.AllReduceSteps(j.Pattern, n) == 0 {
+		bad("job.steps", "only hd and ring all-reduces of 2 or more ranks run step by step, not %s", j.Pattern)
+	}
 	if len(j.Ring) > 0 && !job.SameMembers(j.Ring, j.Workers) {
 		bad("job.ring", "must list every worker exactly once")
 	}
@@ -86,7 +89,11 @@ func (s *Spec) Validate() error {
 	case job.ModeClock, job.ModeBarrier:
 		// Iterations are checked above: only then is counting phases cheap.
 		if j.Iterations >= 1 && j.Iterations <= limits.MaxIterations {
-			if want := j.Iterations * len(job.Phases(j.Pattern)); len(s.Gates) != want {
+			per := len(job.Phases(j.Pattern))
+			if j.Steps {
+				per = len(job.StepPhases(j.Pattern, len(j.Workers)))
+			}
+			if want := j.Iterations * per; len(s.Gates) != want {
 				bad("gates", "%d gates, want one per phase (%d)", len(s.Gates), want)
 			}
 		}

@@ -55,6 +55,9 @@ func TestSpecValidate(t *testing.T) {
 		{"port out of range", func(s *workers.Spec) { s.Ports[1] = 70000 }, []string{"ports[1]: 70000, want 1 to 65535"}},
 		{"gates short", func(s *workers.Spec) { s.Mode = job.ModeBarrier }, []string{"gates: 0 gates, want one per phase (4)"}},
 		{"bad mode", func(s *workers.Spec) { s.Mode = "slotted" }, []string{`mode: "slotted"`}},
+		{"gates of a per-step ring", func(s *workers.Spec) { s.Mode, s.Job.Steps = job.ModeBarrier, true },
+			[]string{"gates: 0 gates, want one per phase (6)"}}, // 2 x (compute + 2 steps)
+		{"steps of a ps job", func(s *workers.Spec) { s.Job.Pattern, s.Job.PS, s.Job.Steps = "ps", "r1s0", true }, []string{"job.steps"}},
 		{"negative compute", func(s *workers.Spec) { s.Job.ComputeNs = -1 }, []string{"job.compute_ns: -1"}},
 		{"negative timeout", func(s *workers.Spec) { s.Timeout = -time.Second }, []string{"timeout: -1s"}},
 		{"negative sampling", func(s *workers.Spec) { s.TCPInfoEvery = -time.Second }, []string{"tcpinfo_every: -1s"}},

@@ -27,12 +27,15 @@ type Spec struct {
 	OCSSwitches    int    `json:"ocs_switches"`
 	Spread         string `json:"spread"`
 	// HalfDuplex: a port is in at most one circuit, in one direction (paper 002).
-	HalfDuplex    bool           `json:"half_duplex"`
-	ReconfigDelay units.Duration `json:"reconfig_delay"`
-	ServerRate    units.Rate     `json:"server_rate"` // server <-> ToR; 0 unlimited
-	UplinkRate    units.Rate     `json:"uplink_rate"` // ToR <-> OCS port
-	CoreRate      units.Rate     `json:"core_rate"`   // ToR <-> packet core
-	MTU           int            `json:"mtu"`
+	HalfDuplex bool `json:"half_duplex"`
+	// StrictHalfDuplex: a port is in at most one circuit per stage, in one
+	// direction (paper 002's eq. (6), paper 004's eq. (8)); implies HalfDuplex.
+	StrictHalfDuplex bool           `json:"strict_half_duplex,omitempty"`
+	ReconfigDelay    units.Duration `json:"reconfig_delay"`
+	ServerRate       units.Rate     `json:"server_rate"` // server <-> ToR; 0 unlimited
+	UplinkRate       units.Rate     `json:"uplink_rate"` // ToR <-> OCS port
+	CoreRate         units.Rate     `json:"core_rate"`   // ToR <-> packet core
+	MTU              int            `json:"mtu"`
 	// CongestionControl is the default of server namespaces.
 	CongestionControl string `json:"congestion_control"`
 }

@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"math"
 	"net/netip"
-	"slices"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
@@ -41,6 +40,12 @@ type Options struct {
 	// connection up from TCP's initial window (the TCP-aware model,
 	// tcpaware.go).
 	SlowStart *SlowStart
+	// CoalesceNs, if positive, rounds flow completions up to a multiple of
+	// it, so that flows finishing within it of each other are handled at
+	// one instant, with one rate computation: a big all-to-all over a
+	// multi-hop topology (16,000 flows in one component) then costs
+	// seconds instead of minutes, each completion late by under CoalesceNs.
+	CoalesceNs int64
 }
 
 // Sim is one fluid simulation in progress.
@@ -50,6 +55,7 @@ type Sim struct {
 	now      int64
 	res      []resource
 	flows    []*flow
+	live     []*flow // flows not known to be done (compacted at stage changes)
 	jobs     []*jobState
 	byName   map[string]int
 	events   eventHeap
@@ -73,6 +79,8 @@ type Sim struct {
 
 	// OnPhaseStart, if set, is called when a phase starts.
 	OnPhaseStart func(job, phaseIdx int, t int64)
+	// OnPhaseEnd, if set, is called when a phase ends.
+	OnPhaseEnd func(job, phaseIdx int, t int64)
 
 	Stats Stats
 }
@@ -121,16 +129,23 @@ type flow struct {
 	frozen     bool
 }
 
+// jobState is one job's progress. Its phases form a graph (plan.Job.Preds):
+// a chain for the collective patterns, a task graph for dag jobs, where
+// several phases run at once.
 type jobState struct {
 	j         *plan.Job
 	keys      []plan.Key
-	next      int
-	running   bool
+	keyIdx    map[plan.Key]int
+	succs     [][]int
+	waiting   []int   // per phase: predecessors not yet done
+	ready     []int   // phases whose predecessors are done, not started
+	next      int     // lowest phase not done
+	running   int     // phases in progress
 	notBefore []int64 // per phase; -1 = not released
 	caps      []phaseCaps
-	flowsLeft int
-	timerAt   int64
-	held      bool // Hold: waits for Admit
+	flowsLeft []int
+	timerAt   []int64 // per phase: pending release timer, -1 none
+	held      bool    // Hold: waits for Admit
 	Start     []int64
 	End       []int64
 }
@@ -138,6 +153,7 @@ type jobState struct {
 type phaseCaps struct {
 	all   float64 // bits/s, 0 = none
 	flows map[[2]string]float64
+	inc   *bool // the activity's INC decision (plan v2)
 }
 
 // Event kinds.
@@ -153,6 +169,7 @@ type event struct {
 	t       int64
 	kind    int
 	id      int
+	q       int // phase (compute done, release)
 	version int32
 }
 
@@ -219,14 +236,25 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	}
 	for i := range jobs {
 		j := &jobs[i]
-		js := &jobState{j: j, keys: j.Phases(), timerAt: -1}
-		np := len(js.keys)
-		js.notBefore = make([]int64, np)
-		js.caps = make([]phaseCaps, np)
-		js.Start = make([]int64, np)
-		js.End = make([]int64, np)
+		keys := j.Phases()
+		np := len(keys)
+		js := &jobState{j: j, keys: keys, keyIdx: make(map[plan.Key]int, np), succs: make([][]int, np),
+			waiting: make([]int, np), notBefore: make([]int64, np), caps: make([]phaseCaps, np),
+			flowsLeft: make([]int, np), timerAt: make([]int64, np), Start: make([]int64, np), End: make([]int64, np)}
+		for q, k := range keys {
+			js.keyIdx[k] = q
+		}
+		for q, ps := range j.Preds() {
+			js.waiting[q] = len(ps)
+			for _, pq := range ps {
+				js.succs[pq] = append(js.succs[pq], q)
+			}
+			if len(ps) == 0 {
+				js.ready = append(js.ready, q)
+			}
+		}
 		for q := range js.notBefore {
-			js.notBefore[q] = -1
+			js.notBefore[q], js.timerAt[q] = -1, -1
 			js.Start[q], js.End[q] = -1, -1
 			if opt.ASAP {
 				js.notBefore[q] = j.ArrivalNs
@@ -240,8 +268,7 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 		// Arrivals go through the event queue, so that OnPhaseStart,
 		// set after New, sees every start.
 		for ji, js := range s.jobs {
-			js.timerAt = js.j.ArrivalNs
-			heap.Push(&s.events, event{t: js.j.ArrivalNs, kind: evRelease, id: ji})
+			heap.Push(&s.events, event{t: js.j.ArrivalNs, kind: evRelease, id: ji, q: -1})
 		}
 	}
 	return s
@@ -255,7 +282,7 @@ func (s *Sim) Now() int64 { return s.now }
 // rerouted over the new graph. The initial map is in place at time zero,
 // set up before the run as the emulator does, so it causes no dark period.
 func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
-	if !initial && s.paths != nil && slices.Equal(s.circuits.Circuits, cfg.Circuits) {
+	if !initial && s.paths != nil && sameConfig(s.circuits, cfg) {
 		return // the same map: no port goes dark and every route stays
 	}
 	dark := circuit.Dark(s.circuits, cfg)
@@ -281,13 +308,20 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 	s.circuits = cfg
 	s.switchAt = s.now
 	s.paths = routing.NewPaths(s.f.Racks, cfg)
-	for _, fl := range s.flows {
-		if !fl.done && fl.srcRack != fl.dstRack {
+	live := s.live[:0]
+	for _, fl := range s.live {
+		if fl.done {
+			continue
+		}
+		live = append(live, fl)
+		if fl.srcRack != fl.dstRack {
 			s.advance(fl)
 			s.route(fl)
 			s.dirtyF = append(s.dirtyF, fl)
 		}
 	}
+	clear(s.live[len(live):])
+	s.live = live
 	s.recompute()
 }
 
@@ -297,7 +331,7 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 // job that has not started can be held.
 func (s *Sim) Hold(ji int) {
 	js := s.jobs[ji]
-	if js.next > 0 || js.running {
+	if js.next > 0 || js.running > 0 {
 		return
 	}
 	js.held = true
@@ -322,10 +356,24 @@ func (s *Sim) Admit(ji int, t int64) {
 
 // Current returns the index of a job's current (or next) phase and
 // whether it is running now.
-func (s *Sim) Current(ji int) (q int, running bool) { return s.jobs[ji].next, s.jobs[ji].running }
+func (s *Sim) Current(ji int) (q int, running bool) {
+	return s.jobs[ji].next, s.jobs[ji].running > 0
+}
 
 // Held reports whether a job waits for Admit.
 func (s *Sim) Held(ji int) bool { return s.jobs[ji].held }
+
+func sameConfig(a, b circuit.Config) bool {
+	if len(a.Circuits) != len(b.Circuits) {
+		return false
+	}
+	for i := range a.Circuits {
+		if a.Circuits[i] != b.Circuits[i] {
+			return false
+		}
+	}
+	return true
+}
 
 // Release makes phase q of a job eligible from time notBefore, with
 // optional rate caps, as a plan's activity does.
@@ -335,64 +383,74 @@ func (s *Sim) Release(job string, key plan.Key, notBefore int64, a *plan.Activit
 		return fmt.Errorf("no job %q", job)
 	}
 	js := s.jobs[ji]
-	for q, k := range js.keys {
-		if k == key {
-			js.notBefore[q] = notBefore
-			if a != nil {
-				js.caps[q].all = a.RateCapBps
-				for _, fc := range a.Flows {
-					if js.caps[q].flows == nil {
-						js.caps[q].flows = map[[2]string]float64{}
-					}
-					js.caps[q].flows[[2]string{fc.Src, fc.Dst}] = fc.RateCapBps
-				}
+	q, ok := js.keyIdx[key]
+	if !ok {
+		return fmt.Errorf("job %s has no %s", job, key)
+	}
+	js.notBefore[q] = notBefore
+	if a != nil {
+		js.caps[q].all = a.RateCapBps
+		js.caps[q].inc = a.INC
+		for _, fc := range a.Flows {
+			if js.caps[q].flows == nil {
+				js.caps[q].flows = map[[2]string]float64{}
 			}
-			s.tryStart(ji)
-			s.recompute()
-			return nil
+			js.caps[q].flows[[2]string{fc.Src, fc.Dst}] = fc.RateCapBps
 		}
 	}
-	return fmt.Errorf("job %s has no %s", job, key)
+	s.tryStart(ji)
+	s.recompute()
+	return nil
 }
 
-// tryStart starts a job's next phase if it is released and due.
+// tryStart starts every phase of a job whose predecessors are done and
+// that is released and due; a phase due later gets a release timer.
 func (s *Sim) tryStart(ji int) {
 	js := s.jobs[ji]
-	if js.running || js.next >= len(js.keys) {
+	if len(js.ready) == 0 {
 		return
 	}
-	nb := js.notBefore[js.next]
-	if nb < 0 {
-		return
-	}
-	t := max(nb, js.j.ArrivalNs)
-	if t > s.now {
-		if js.timerAt != t {
-			js.timerAt = t
-			heap.Push(&s.events, event{t: t, kind: evRelease, id: ji})
+	keep := js.ready[:0]
+	var start []int
+	for _, q := range js.ready {
+		nb := js.notBefore[q]
+		if nb < 0 {
+			keep = append(keep, q)
+			continue
 		}
-		return
+		t := max(nb, js.j.ArrivalNs)
+		if t > s.now {
+			if js.timerAt[q] != t {
+				js.timerAt[q] = t
+				heap.Push(&s.events, event{t: t, kind: evRelease, id: ji, q: q})
+			}
+			keep = append(keep, q)
+			continue
+		}
+		start = append(start, q)
 	}
-	s.startPhase(ji)
+	js.ready = keep
+	for _, q := range start {
+		s.startPhase(ji, q)
+	}
 }
 
-func (s *Sim) startPhase(ji int) {
+func (s *Sim) startPhase(ji, q int) {
 	js := s.jobs[ji]
-	q := js.next
-	js.running = true
+	js.running++
 	js.Start[q] = s.now
 	if s.OnPhaseStart != nil {
 		s.OnPhaseStart(ji, q, s.now)
 	}
 	k := js.keys[q]
-	if k.Phase == scenario.PhaseCompute {
-		heap.Push(&s.events, event{t: s.now + js.j.ComputeNs, kind: evComputeDone, id: ji})
+	if d, ok := js.j.ComputeNsOf(k.Phase); ok {
+		heap.Push(&s.events, event{t: s.now + d, kind: evComputeDone, id: ji, q: q})
 		return
 	}
-	fls := js.j.Flows(k.Phase)
-	js.flowsLeft = len(fls)
+	fls := s.phaseFlows(js, q)
+	js.flowsLeft[q] = len(fls)
 	if len(fls) == 0 {
-		s.endPhase(ji)
+		s.endPhase(ji, q)
 		return
 	}
 	for _, pf := range fls {
@@ -410,6 +468,7 @@ func (s *Sim) startPhase(ji int) {
 		s.route(fl)
 		fl.id = len(s.flows)
 		s.flows = append(s.flows, fl)
+		s.live = append(s.live, fl)
 		s.dirtyF = append(s.dirtyF, fl)
 		if s.opt.SlowStart != nil {
 			s.startSlowStart(fl)
@@ -417,11 +476,32 @@ func (s *Sim) startPhase(ji int) {
 	}
 }
 
-func (s *Sim) endPhase(ji int) {
+// phaseFlows returns the flows of phase q, with the activity's INC
+// decision if it made one.
+func (s *Sim) phaseFlows(js *jobState, q int) []plan.Flow {
+	inc := js.j.INC
+	if c := js.caps[q].inc; c != nil {
+		inc = *c
+	}
+	return js.j.FlowsINC(js.keys[q].Phase, inc)
+}
+
+// endPhase marks phase q done and starts what waited for it.
+func (s *Sim) endPhase(ji, q int) {
 	js := s.jobs[ji]
-	js.End[js.next] = s.now
-	js.running = false
-	js.next++
+	js.End[q] = s.now
+	js.running--
+	if s.OnPhaseEnd != nil {
+		s.OnPhaseEnd(ji, q, s.now)
+	}
+	for js.next < len(js.keys) && js.End[js.next] >= 0 {
+		js.next++
+	}
+	for _, sq := range js.succs[q] {
+		if js.waiting[sq]--; js.waiting[sq] == 0 {
+			js.ready = append(js.ready, sq)
+		}
+	}
 	s.tryStart(ji)
 }
 
@@ -582,11 +662,11 @@ func (s *Sim) Idle() bool { return len(s.events) == 0 }
 func (s *Sim) handle(e event) {
 	switch e.kind {
 	case evComputeDone:
-		s.endPhase(e.id)
+		s.endPhase(e.id, e.q)
 	case evRelease:
 		js := s.jobs[e.id]
-		if js.timerAt == e.t {
-			js.timerAt = -1
+		if e.q >= 0 && js.timerAt[e.q] == e.t {
+			js.timerAt[e.q] = -1
 		}
 		s.tryStart(e.id)
 	case evDarkEnd:
@@ -631,9 +711,9 @@ func (s *Sim) handle(e event) {
 		}
 		fl.res, fl.pos = nil, nil
 		js := s.jobs[fl.job]
-		js.flowsLeft--
-		if js.flowsLeft == 0 {
-			s.endPhase(fl.job)
+		js.flowsLeft[fl.phase]--
+		if js.flowsLeft[fl.phase] == 0 {
+			s.endPhase(fl.job, fl.phase)
 		}
 	}
 }

@@ -58,7 +58,11 @@ func (s *Sim) recompute() {
 			continue
 		}
 		dt := int64(math.Ceil(fl.remaining / fl.rate * 1e9))
-		heap.Push(&s.events, event{t: s.now + dt, kind: evFlowDone, id: fl.id, version: fl.version})
+		t := s.now + dt
+		if c := s.opt.CoalesceNs; c > 0 {
+			t = (t + c - 1) / c * c
+		}
+		heap.Push(&s.events, event{t: t, kind: evFlowDone, id: fl.id, version: fl.version})
 	}
 }
 

@@ -32,13 +32,24 @@ func Simulate(p *plan.Plan, s *scenario.Scenario) (*record.Run, error) {
 // modes (Ideal: the papers' fluid model; Calibrated: calibrate.go;
 // TCPAware: tcpaware.go).
 func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, error) {
-	opt := Options{DelayNs: DelayOf(p, s)}
+	var opt Options
 	if m == Calibrated || m == TCPAware {
 		opt.Goodput = Framing(s.Fabric.MTU).Goodput()
 	}
 	if m == TCPAware {
 		opt.SlowStart = SlowStartFor(s.Fabric)
 	}
+	return simulate(p, s, opt, m)
+}
+
+// SimulateWith is Simulate (the ideal model) with options (CoalesceNs);
+// the reconfiguration delay is always the plan's.
+func SimulateWith(p *plan.Plan, s *scenario.Scenario, opt Options) (*record.Run, error) {
+	return simulate(p, s, opt, Ideal)
+}
+
+func simulate(p *plan.Plan, s *scenario.Scenario, opt Options, m Model) (*record.Run, error) {
+	opt.ASAP, opt.DelayNs = false, DelayOf(p, s)
 	sim := New(s.Fabric, p.Jobs, opt)
 	stages := make([]record.Stage, len(p.Stages))
 	for si := range p.Stages {
@@ -54,7 +65,7 @@ func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, er
 			if a.StartNs != nil {
 				nb = max(nb, *a.StartNs)
 			}
-			if err := sim.Release(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}, nb, &a); err != nil {
+			if err := sim.Release(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: plan.ActivityPhase(a)}, nb, &a); err != nil {
 				return nil, fmt.Errorf("stage %d: %w", si, err)
 			}
 		}
@@ -87,7 +98,7 @@ func (s *Sim) runStage(st *plan.Stage) error {
 	for {
 		done := true
 		for _, a := range st.Activities {
-			if !s.phaseDone(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}) {
+			if !s.phaseDone(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: plan.ActivityPhase(a)}) {
 				done = false
 				break
 			}
@@ -104,12 +115,8 @@ func (s *Sim) runStage(st *plan.Stage) error {
 
 func (s *Sim) phaseDone(job string, k plan.Key) bool {
 	js := s.jobs[s.byName[job]]
-	for q, kk := range js.keys {
-		if kk == k {
-			return js.End[q] >= 0
-		}
-	}
-	return false
+	q, ok := js.keyIdx[k]
+	return ok && js.End[q] >= 0
 }
 
 // unfinished explains phases that can never finish.
@@ -118,7 +125,7 @@ func (s *Sim) unfinished() error {
 		if js.next < len(js.keys) {
 			k := js.keys[js.next]
 			why := "it was never released"
-			if js.running {
+			if js.running > 0 {
 				why = "its flows have no path over the circuits"
 			}
 			return fmt.Errorf("stalled at %.3fs: %s cannot finish: %s", float64(s.now)/1e9, k, why)
@@ -137,7 +144,7 @@ func (s *Sim) Result() *record.Run {
 				continue
 			}
 			var b float64
-			for _, f := range js.j.Flows(k.Phase) {
+			for _, f := range s.phaseFlows(js, q) {
 				b += f.Bytes
 			}
 			run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
@@ -169,7 +176,7 @@ func (s *Sim) PhaseTimes(ji, q int) (int64, int64) { return s.jobs[ji].Start[q],
 // every unfinished job that has arrived. Schedulers fit circuits to it.
 func (s *Sim) ActiveRackDemand() map[[2]int]float64 {
 	d := map[[2]int]float64{}
-	for _, fl := range s.flows {
+	for _, fl := range s.live {
 		if !fl.done && fl.srcRack != fl.dstRack {
 			d[[2]int{fl.srcRack, fl.dstRack}] += fl.remaining
 		}
@@ -179,7 +186,7 @@ func (s *Sim) ActiveRackDemand() map[[2]int]float64 {
 			continue
 		}
 		for q := js.next; q < len(js.keys) && q <= js.next+2; q++ {
-			if q == js.next && js.running {
+			if js.Start[q] >= 0 {
 				continue
 			}
 			for _, f := range js.j.Flows(js.keys[q].Phase) {

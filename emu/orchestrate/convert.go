@@ -17,9 +17,19 @@ func WorkerJobs(p *plan.Plan) ([]job.Job, error) {
 		if j.INC {
 			return nil, fmt.Errorf("job %s asks for in-network aggregation, which the emulator does not run yet: plan it with inc: false (a CPU parameter server)", j.Name)
 		}
+		if j.Pattern == plan.PatternDAG {
+			return nil, fmt.Errorf("job %s is a task graph (pattern dag), which the workers do not run yet: predict it with emu simulate", j.Name)
+		}
 		out = append(out, job.Job{Name: j.Name, Pattern: j.Pattern, Workers: j.Workers, Bytes: j.Bytes,
 			ComputeNs: j.ComputeNs, Iterations: j.Iterations, ArrivalNs: j.ArrivalNs, PS: j.PS, Ring: j.Ring,
-			CongestionControl: j.CongestionControl})
+			CongestionControl: j.CongestionControl, Steps: j.Steps})
+	}
+	for si, st := range p.Stages {
+		for _, a := range st.Activities {
+			if a.INC != nil && *a.INC {
+				return nil, fmt.Errorf("stage %d: job %s iteration %d %s asks for in-network aggregation, which the emulator does not run yet", si, a.Job, a.Iteration, a.Phase)
+			}
+		}
 	}
 	return out, nil
 }
@@ -32,7 +42,7 @@ func Schedule(p *plan.Plan) *job.Schedule {
 		s.Stages[i].StartNs = st.StartNs
 		for _, a := range st.Activities {
 			s.Stages[i].Activities = append(s.Stages[i].Activities, job.Activity{
-				Key: job.Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}, StartNs: a.StartNs})
+				Key: job.Key{Job: a.Job, Iteration: a.Iteration, Phase: plan.ActivityPhase(a)}, StartNs: a.StartNs})
 		}
 	}
 	return s

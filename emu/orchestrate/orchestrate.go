@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/units"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
@@ -227,6 +228,11 @@ func circuitHooks(ctx context.Context, cl OCS, p *plan.Plan) (onStart func(int64
 				return nil
 			}
 			_, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay, AtNs: at})
+			if err != nil && at != 0 && monoclock.Now() >= at {
+				// The coordinator's lead was used up before the OCS had the
+				// request (a loaded host): apply it as soon as possible.
+				_, err = cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay})
+			}
 			return err
 		}
 	}

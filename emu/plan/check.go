@@ -99,6 +99,7 @@ func (c *checker) checkJobs() {
 		}
 		c.jobs[j.Name] = j
 		checkJob(j, c.s, where, c.bad)
+		c.checkV2Job(j, where)
 	}
 }
 
@@ -150,11 +151,14 @@ func (c *checker) checkActivity(si int, aw string, a Activity, paths *routing.Pa
 		c.bad("%s: iteration: %d is out of range (the job has %d)", aw, a.Iteration, j.Iterations)
 		return
 	}
-	if !validPhase(j.Pattern, a.Phase) {
-		c.bad("%s: phase: %q is not a phase of a %s job (want %v)", aw, a.Phase, j.Pattern, scenario.Phases(j.Pattern))
+	if !c.activityPhaseOK(j, a, aw) {
 		return
 	}
-	k := Key{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}
+	inc := j.INC
+	if a.INC != nil {
+		inc = *a.INC
+	}
+	k := Key{Job: a.Job, Iteration: a.Iteration, Phase: ActivityPhase(a)}
 	if prev, dup := c.scheduled[k]; dup {
 		c.bad("%s: %s is scheduled twice (also in stage %d)", aw, k, prev)
 		return
@@ -168,14 +172,14 @@ func (c *checker) checkActivity(si int, aw string, a Activity, paths *routing.Pa
 	}
 	checkFlowCaps(j, a, aw, c.bad)
 	if paths != nil {
-		for _, pr := range j.RackPairs(a.Phase) {
+		for _, pr := range j.RackPairsINC(k.Phase, inc) {
 			if paths.Hops(pr[0], pr[1]) < 0 {
-				c.bad("%s: %s needs rack %d -> rack %d, but the stage's circuits give no path", aw, a.Phase, pr[0], pr[1])
+				c.bad("%s: %s needs rack %d -> rack %d, but the stage's circuits give no path", aw, k.Phase, pr[0], pr[1])
 				break
 			}
 		}
 	}
-	if j.INC {
+	if inc {
 		if _, ok := c.firstStage[j.Name]; !ok {
 			c.firstStage[j.Name] = si
 		}
@@ -184,41 +188,96 @@ func (c *checker) checkActivity(si int, aw string, a Activity, paths *routing.Pa
 }
 
 // checkOrder checks that every phase of every job is scheduled exactly
-// once, in dependency order.
+// once, in dependency order: after each phase it waits for (Job.Preds),
+// in a later stage in barrier mode, the same or a later one in clock mode.
 func (c *checker) checkOrder() {
-	for _, j := range c.p.Jobs {
-		if j.Iterations < 1 || j.Iterations > MaxIterations {
+	for ji := range c.p.Jobs {
+		j := &c.p.Jobs[ji]
+		if j.Iterations < 1 || j.Iterations > MaxIterations || len(j.Tasks) > MaxTasks || j.Iterations*len(j.Tasks) > MaxTaskPhases {
 			continue // checkJob has said so
 		}
-		prevStage, prev := -1, Key{}
-		for _, k := range j.Phases() {
+		keys, preds := j.Phases(), j.Preds()
+		stage := make([]int, len(keys))
+		for q, k := range keys {
 			si, ok := c.scheduled[k]
+			stage[q] = si
 			if !ok {
+				stage[q] = -1
 				if !c.bad("job %s: %s is never scheduled", j.Name, k) {
-					break
+					return
 				}
+			}
+		}
+		for q, k := range keys {
+			if stage[q] < 0 {
 				continue
 			}
-			if prevStage >= 0 && (si < prevStage || si == prevStage && c.p.Mode == ModeBarrier) {
-				c.bad("job %s: %s is in stage %d but must come after %s (stage %d)", j.Name, k, si, prev, prevStage)
+			for _, pq := range preds[q] {
+				ps := stage[pq]
+				if ps >= 0 && (stage[q] < ps || stage[q] == ps && c.p.Mode == ModeBarrier) {
+					if !c.bad("job %s: %s is in stage %d but must come after %s (stage %d)", j.Name, k, stage[q], keys[pq], ps) {
+						return
+					}
+					break
+				}
 			}
-			prevStage, prev = si, k
 		}
 	}
 }
 
-func validPhase(pattern, phase string) bool {
-	for _, p := range scenario.Phases(pattern) {
-		if p == phase {
+// activityPhaseOK checks an activity's phase, step and inc against its
+// job and the plan's version.
+func (c *checker) activityPhaseOK(j *Job, a Activity, aw string) bool {
+	if c.p.Version < 2 && (a.Step != nil || a.INC != nil) {
+		c.bad("%s: step and inc need plan_version 2", aw)
+		return false
+	}
+	if a.INC != nil {
+		switch {
+		case j.Pattern != scenario.PatternPS || a.Phase != scenario.PhasePush && a.Phase != scenario.PhasePull:
+			c.bad("%s: inc: only the push and pull of a ps job aggregate in the network", aw)
+			return false
+		case *a.INC && !IsToR(j.Aggregator):
+			c.bad("%s: inc: true needs the job's aggregator (root ToR)", aw)
+			return false
+		case !*a.INC && j.PS == "":
+			c.bad("%s: inc: false needs the job's ps (a CPU parameter server)", aw)
+			return false
+		}
+	}
+	switch {
+	case j.Pattern == PatternDAG:
+		if _, ok := j.Task(a.Phase); !ok || a.Step != nil {
+			c.bad("%s: phase: %q is not a task of dag job %s", aw, a.Phase, j.Name)
+			return false
+		}
+		return true
+	case a.Step != nil:
+		steps := 0
+		if j.Steps {
+			steps = job.AllReduceSteps(j.Pattern, len(j.Workers))
+		}
+		if a.Phase != scenario.PhaseAllReduce || !j.Steps || *a.Step < 0 || *a.Step >= steps {
+			c.bad("%s: step: %d is not a step of %s's all-reduce (the job has steps: %v, %d steps)", aw, *a.Step, j.Name, j.Steps, steps)
+			return false
+		}
+		return true
+	case j.Steps && a.Phase == scenario.PhaseAllReduce:
+		c.bad("%s: phase: job %s runs its all-reduce step by step: give each step (0 to %d) its own activity with step", aw, j.Name, job.AllReduceSteps(j.Pattern, len(j.Workers))-1)
+		return false
+	}
+	for _, p := range scenario.Phases(j.Pattern) {
+		if p == a.Phase {
 			return true
 		}
 	}
+	c.bad("%s: phase: %q is not a phase of a %s job (want %v)", aw, a.Phase, j.Pattern, scenario.Phases(j.Pattern))
 	return false
 }
 
 func checkJob(j *Job, s *scenario.Scenario, where string, bad func(string, ...any) bool) {
-	if scenario.Phases(j.Pattern) == nil {
-		bad("%s: pattern: %q is not a pattern (ps, ring, alltoall, hd)", where, j.Pattern)
+	if scenario.Phases(j.Pattern) == nil && j.Pattern != PatternDAG {
+		bad("%s: pattern: %q is not a pattern (ps, ring, alltoall, hd, dag)", where, j.Pattern)
 	}
 	if len(j.Workers) < 2 || len(j.Workers) > MaxWorkers {
 		bad("%s: workers: a job needs between 2 and %d", where, MaxWorkers)
@@ -233,7 +292,7 @@ func checkJob(j *Job, s *scenario.Scenario, where string, bad func(string, ...an
 		}
 		seen[w] = true
 	}
-	if j.Bytes <= 0 || j.Bytes > limits.MaxBytes {
+	if j.Pattern != PatternDAG && (j.Bytes <= 0 || j.Bytes > limits.MaxBytes) {
 		bad("%s: bytes: must be between 1 and %d (1 TiB, the most per worker per iteration the flow model's arithmetic allows), got %d", where, limits.MaxBytes, j.Bytes)
 	}
 	if j.ComputeNs < 0 {
@@ -274,7 +333,11 @@ func checkFlowCaps(j *Job, a Activity, where string, bad func(string, ...any) bo
 		return
 	}
 	real := map[[2]string]bool{}
-	for _, fl := range j.Flows(a.Phase) {
+	inc := j.INC
+	if a.INC != nil {
+		inc = *a.INC
+	}
+	for _, fl := range j.FlowsINC(ActivityPhase(a), inc) {
 		real[[2]string{fl.Src, fl.Dst}] = true
 	}
 	for i, fc := range a.Flows {

@@ -44,7 +44,13 @@ func IsToR(endpoint string) bool { return strings.HasPrefix(endpoint, "tor") }
 //   - alltoall: every rank to every other, S/n.
 //
 // Flows between ranks on the same server carry nothing and are omitted.
-func (j *Job) Flows(phase string) []Flow {
+// A step of a per-step all-reduce ("allreduce.k") has the step's flows
+// (stepFlows), and a dag job's transfer task its one flow.
+func (j *Job) Flows(phase string) []Flow { return j.FlowsINC(phase, j.INC) }
+
+// FlowsINC is Flows with in-network aggregation decided by the caller (a
+// v2 activity's inc, the stage's decision) instead of the job.
+func (j *Job) FlowsINC(phase string, inc bool) []Flow {
 	S := float64(j.Bytes)
 	n := len(j.Workers)
 	var out []Flow
@@ -53,8 +59,18 @@ func (j *Job) Flows(phase string) []Flow {
 			out = append(out, Flow{Src: src, Dst: dst, Bytes: b})
 		}
 	}
+	if j.Pattern == PatternDAG {
+		if t, ok := j.Task(phase); ok && t.Kind == TaskTransfer {
+			add(t.Src, t.Dst, float64(t.Bytes))
+		}
+		return out
+	}
+	if k, ok := job.ParseStep(phase); ok && j.Steps {
+		j.stepFlows(k, add)
+		return out
+	}
 	switch {
-	case phase == scenario.PhasePush && j.INC:
+	case phase == scenario.PhasePush && inc:
 		root := j.Aggregator
 		for _, w := range j.Workers {
 			add(w, torOf(w), S)
@@ -62,7 +78,7 @@ func (j *Job) Flows(phase string) []Flow {
 		for _, t := range j.ToRs() {
 			add(t, root, S)
 		}
-	case phase == scenario.PhasePull && j.INC:
+	case phase == scenario.PhasePull && inc:
 		root := j.Aggregator
 		for _, t := range j.ToRs() {
 			add(root, t, S)
@@ -124,17 +140,16 @@ func (j *Job) ToRs() []string {
 	return out
 }
 
-// Phases returns the job's phase sequence over all iterations.
-func (j *Job) Phases() []Key {
-	return (&job.Job{Name: j.Name, Pattern: j.Pattern, Iterations: j.Iterations}).Phases()
-}
-
 // RackPairs returns the directed (src rack, dst rack) pairs a phase's
 // flows cross, each once.
-func (j *Job) RackPairs(phase string) [][2]int {
+func (j *Job) RackPairs(phase string) [][2]int { return j.RackPairsINC(phase, j.INC) }
+
+// RackPairsINC is RackPairs with in-network aggregation decided by the
+// caller (FlowsINC).
+func (j *Job) RackPairsINC(phase string, inc bool) [][2]int {
 	seen := map[[2]int]bool{}
 	var out [][2]int
-	if phase == scenario.PhaseAllToAll {
+	if phase == scenario.PhaseAllToAll && j.Pattern == scenario.PatternAllToAll {
 		// Every rank sends to every other: all pairs of the job's racks,
 		// without building n^2 flows.
 		var racks []int
@@ -150,7 +165,7 @@ func (j *Job) RackPairs(phase string) [][2]int {
 		}
 		return out
 	}
-	for _, f := range j.Flows(phase) {
+	for _, f := range j.FlowsINC(phase, inc) {
 		a, b := Rack(f.Src), Rack(f.Dst)
 		if a != b && !seen[[2]int{a, b}] {
 			seen[[2]int{a, b}] = true

@@ -22,8 +22,14 @@ import (
 	"github.com/ocsemu/ocsemu/workers/job"
 )
 
-// Version is the plan format version this code reads and writes.
-const Version = 1
+// Version is the plan format version this code writes and the newest it
+// reads. Version 2 adds per-step activities (Job.Steps, Activity.Step),
+// task-graph jobs (pattern "dag", Job.Tasks) and INC decided per stage
+// (Activity.INC); MinVersion files keep working unchanged.
+const Version = 2
+
+// MinVersion is the oldest plan format version this code reads.
+const MinVersion = 1
 
 // Execution modes.
 const (
@@ -67,6 +73,32 @@ type Job struct {
 	Ring []string `json:"ring,omitempty"`
 	// CongestionControl overrides the scenario's for this job's sockets.
 	CongestionControl string `json:"congestion_control,omitempty"`
+	// Steps (v2, hd and ring): the all-reduce runs one algorithm step at
+	// a time, each step an activity of its own (Activity.Step), so that
+	// circuits can change between steps (paper 003).
+	Steps bool `json:"steps,omitempty"`
+	// Tasks (v2, pattern dag) are one iteration's task graph: compute and
+	// transfer tasks with dependencies (paper 004). Iteration i+1 starts
+	// after every task of iteration i has finished.
+	Tasks []Task `json:"tasks,omitempty"`
+
+	dag *dagIndex // built on first use from Tasks
+}
+
+// Task is one node of a dag job's task graph. Its name is the phase name
+// its activity gives.
+type Task struct {
+	Name string `json:"name"`
+	// Kind is "compute" (Server computes for ComputeNs) or "transfer"
+	// (Src sends Bytes to Dst).
+	Kind      string `json:"kind"`
+	Server    string `json:"server,omitempty"`
+	ComputeNs int64  `json:"compute_ns,omitempty"`
+	Src       string `json:"src,omitempty"`
+	Dst       string `json:"dst,omitempty"`
+	Bytes     int64  `json:"bytes,omitempty"`
+	// After lists the tasks (of the same iteration) this one waits for.
+	After []string `json:"after,omitempty"`
 }
 
 // Stage is one step of the timeline.
@@ -89,6 +121,11 @@ type Activity struct {
 	Job       string `json:"job"`
 	Iteration int    `json:"iteration"`
 	Phase     string `json:"phase"`
+	// Step (v2) is the all-reduce step of a job with steps: true.
+	Step *int `json:"step,omitempty"`
+	// INC (v2) decides in-network aggregation for this push or pull (the
+	// stage's decision, paper 000); nil keeps the job's inc.
+	INC *bool `json:"inc,omitempty"`
 	// StartNs, if set, is the phase's start from time zero (flow start
 	// times, TOPO-X): the phase starts then, or when its predecessor ends
 	// if that is later.
@@ -139,8 +176,8 @@ func Parse(data []byte, source string) (*Plan, error) {
 	if err := duplicateKeys(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
-	if p.Version != Version {
-		return nil, fmt.Errorf("%s: plan_version %d is not supported (this emu reads version %d)", source, p.Version, Version)
+	if p.Version < MinVersion || p.Version > Version {
+		return nil, fmt.Errorf("%s: plan_version %d is not supported (this emu reads versions %d to %d)", source, p.Version, MinVersion, Version)
 	}
 	return &p, nil
 }

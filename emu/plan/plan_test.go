@@ -130,7 +130,8 @@ func TestParseErrors(t *testing.T) {
 	tests := []struct{ in, want string }{
 		{`{"plan_version": 1, "mode": "clock", "stagez": []}`, `line 1 col 51: unknown field "stagez"`},
 		{"{\"plan_version\": 1,\n \"jobs\": [{\"name\": 5}]}", `line 2 col 21: field "jobs.name": number is not a valid string`},
-		{`{"plan_version": 2}`, "plan_version 2 is not supported"},
+		{`{"plan_version": 3}`, "plan_version 3 is not supported (this emu reads versions 1 to 2)"},
+		{`{"plan_version": 0}`, "plan_version 0 is not supported"},
 		{`{"plan_version": 1} {}`, "trailing data"},
 		{`{"plan_version": 1,`, "unexpected EOF"},
 		{"{\"plan_version\": 1,\n \"mode\": \"clock\",\n \"mode\": \"barrier\"}", `p.json: line 3 col 2: duplicate key "mode" (mode, first given at line 2 col 2)`},
@@ -169,6 +170,12 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"plan_version":1,"predicted":{"jobs_ns":{"a":1,"a":2}},"jobs":[{"name":"a","workers":["r0s0","r0s0"]},{"name":"b","bytes":1,"bytes":2}]}`))
 	f.Add([]byte(`{"plan_version":1,"mode":"barrier","reconfig_delay_ns":10000000001,"jobs":[{"name":"a","pattern":"ps","workers":["r0s0","r1s0"],"ps":"r0s0","bytes":4611686018427387904,"compute_ns":0,"iterations":1,"arrival_ns":-1}],"stages":[]}`))
 	f.Add([]byte(`{"plan_version":1,"mode":"barrier","jobs":[{"name":"../x","pattern":"ring","workers":["r0s0","r1s0"],"bytes":1,"compute_ns":0,"iterations":1}],"stages":[{"start_ns":0,"circuits":null,"activities":[{"job":"../x","iteration":0,"phase":"compute","start_ns":-5}]}]}`))
+	// Version 2: steps, a task graph, INC per stage.
+	for _, p := range []*Plan{hdSteps(), dagPlan()} {
+		b, _ := json.Marshal(p)
+		f.Add(b)
+	}
+	f.Add([]byte(`{"plan_version":2,"mode":"barrier","jobs":[{"name":"g","pattern":"dag","workers":["r0s0","r1s0"],"iterations":2,"tasks":[{"name":"a","kind":"transfer","src":"r0s0","dst":"r1s0","bytes":1,"after":["a","zz"]}]}],"stages":[{"start_ns":0,"circuits":null,"activities":[{"job":"g","iteration":0,"phase":"a","step":1,"inc":true}]}]}`))
 	s := testScenario(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := Parse(data, "fuzz")

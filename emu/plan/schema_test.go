@@ -64,11 +64,29 @@ func TestSchemaMatchesCode(t *testing.T) {
 		strings.Replace(string(good), `"compute_ns":0`, `"compute_ns":0,"arrival_ns":-1`, 1),
 		strings.Replace(string(good), `"name":"a"`, `"name":"A_1"`, 1),
 		strings.Replace(string(good), `"mode":"barrier"`, `"mode":"async"`, 1),
-		strings.Replace(string(good), `"plan_version":1`, `"plan_version":2`, 1),
+		strings.Replace(string(good), `"plan_version":1`, `"plan_version":3`, 1),
 		strings.Replace(string(good), `"pattern":"ps"`, `"pattern":"ps","extra":1`, 1),
 		strings.Replace(string(good), `"a":"tor0:0"`, `"a":"t0"`, 1),
 	}
-	for i, text := range append([]string{string(good), string(atLimitsJSON)}, bad...) {
+	// Version 2: per-step activities, a task graph, INC per stage.
+	v2 := func(p *Plan) string { b, _ := json.Marshal(p); return string(b) }
+	steps, dag := v2(hdSteps()), v2(dagPlan())
+	yes := true
+	incPlan := valid()
+	incPlan.Version, incPlan.Jobs[0].Aggregator = 2, "tor0"
+	incPlan.Stages[1].Activities[0].INC = &yes
+	incJSON := v2(incPlan)
+	bad = append(bad,
+		strings.Replace(steps, `"plan_version":2`, `"plan_version":1`, 1),
+		strings.Replace(dag, `"plan_version":2`, `"plan_version":1`, 1),
+		strings.Replace(incJSON, `"plan_version":2`, `"plan_version":1`, 1),
+		strings.Replace(dag, `"compute_ns":0,"iterations":2`, `"compute_ns":0,"bytes":5,"iterations":2`, 1),
+		strings.Replace(dag, `"kind":"transfer","src":"r0s0"`, `"kind":"transfer","server":"r0s0","src":"r0s0"`, 1),
+		strings.Replace(dag, `"kind":"compute"`, `"kind":"sleep"`, 1),
+		strings.Replace(steps, `"step":3`, `"step":-1`, 1),
+	)
+	goods := []string{string(good), string(atLimitsJSON), steps, dag, incJSON}
+	for i, text := range append(goods, bad...) {
 		v, err := jsonschema.UnmarshalJSON(strings.NewReader(text))
 		if err != nil {
 			t.Fatal(err)
@@ -78,13 +96,13 @@ func TestSchemaMatchesCode(t *testing.T) {
 		if cerr == nil {
 			cerr = Check(pp, testScenario(t))
 		}
-		if i < 2 && (verr != nil || cerr != nil) {
+		if i < len(goods) && (verr != nil || cerr != nil) {
 			t.Fatalf("valid plan %d: schema says %v, emu says %v", i, verr, cerr)
 		}
-		if i >= 2 && verr == nil {
+		if i >= len(goods) && verr == nil {
 			t.Errorf("schema accepts bad plan %d: %s", i, text)
 		}
-		if i >= 2 && cerr == nil {
+		if i >= len(goods) && cerr == nil {
 			t.Errorf("emu accepts bad plan %d: %s", i, text)
 		}
 	}

@@ -128,7 +128,7 @@ func (s Scheduler) BottleneckOr() float64 {
 }
 
 // SchedulerNames are the built-in schedulers (emu/scheduler implements them).
-var SchedulerNames = []string{"fcfs", "static", "ljf", "interleave", "tdm", "notdm"}
+var SchedulerNames = []string{"fcfs", "static", "ljf", "interleave", "tdm", "notdm", "oddl", "topox"}
 
 // INCOff reports whether the scheduler settings turn INC off.
 func (s Scheduler) INCOff() bool { return s.INC != nil && !*s.INC }

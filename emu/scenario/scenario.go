@@ -111,9 +111,15 @@ type OCS struct {
 	Spread string `yaml:"spread" json:"spread"`
 	// ReconfigDelay is the dark period of a port whose circuit changes.
 	ReconfigDelay Duration `yaml:"reconfig_delay" json:"reconfig_delay"`
-	// Duplex is "full" (paper 001) or "half" (paper 002, one direction per stage).
+	// Duplex is "full" (paper 001), "half" (paper 002: simplex circuits;
+	// a port may send into one and receive from another) or "half-strict"
+	// (a port is in one circuit per stage, in one direction: paper 002's
+	// eq. (6), paper 004's eq. (8)).
 	Duplex string `yaml:"duplex" json:"duplex"`
 }
+
+// DuplexHalfStrict is the strict half-duplex mode of fabric.ocs.duplex.
+const DuplexHalfStrict = "half-strict"
 
 // EPS configures the electrical packet-switched core.
 type EPS struct {
@@ -597,9 +603,9 @@ func (s *Scenario) Validate() error {
 		bad("fabric.ocs.spread", "block spread needs uplinks_per_tor (%d) to be a multiple of switches (%d)", f.UplinksPerToR, f.OCS.Switches)
 	}
 	switch f.OCS.Duplex {
-	case "full", "half":
+	case "full", "half", DuplexHalfStrict:
 	default:
-		bad("fabric.ocs.duplex", "unknown duplex %q (want \"full\" or \"half\")", f.OCS.Duplex)
+		bad("fabric.ocs.duplex", "unknown duplex %q (want \"full\", \"half\" or %q)", f.OCS.Duplex, DuplexHalfStrict)
 	}
 	if err := reconfig.CheckDelay(f.OCS.ReconfigDelay.D()); err != nil {
 		bad("fabric.ocs.reconfig_delay", "%v", err)
@@ -736,8 +742,9 @@ func (f *Fabric) CoreRate() Rate {
 func (f *Fabric) Spec(lab string) topo.Spec {
 	return topo.Spec{
 		Lab: lab, Kind: f.Kind, Racks: f.Racks, ServersPerRack: f.ServersPerRack, UplinksPerToR: f.UplinksPerToR,
-		OCSSwitches: f.OCS.Switches, Spread: f.OCS.Spread, HalfDuplex: f.OCS.Duplex == "half",
-		ReconfigDelay: f.OCS.ReconfigDelay, ServerRate: f.Rates.Server, UplinkRate: f.Rates.Uplink, CoreRate: f.CoreRate(),
+		OCSSwitches: f.OCS.Switches, Spread: f.OCS.Spread, HalfDuplex: f.OCS.Duplex == "half" || f.OCS.Duplex == DuplexHalfStrict,
+		StrictHalfDuplex: f.OCS.Duplex == DuplexHalfStrict,
+		ReconfigDelay:    f.OCS.ReconfigDelay, ServerRate: f.Rates.Server, UplinkRate: f.Rates.Uplink, CoreRate: f.CoreRate(),
 		MTU: f.MTU, CongestionControl: f.TCP.CongestionControl,
 	}
 }

@@ -58,7 +58,21 @@ func Plan(s *scenario.Scenario) (*plan.Plan, error) {
 	case "tdm", "notdm":
 		return TDM(s, s.Scheduler.Name == "tdm")
 	}
+	if plan, ok := registered[s.Scheduler.Name]; ok {
+		return plan(s)
+	}
 	return nil, fmt.Errorf("unknown scheduler %q (built in: %s)", s.Scheduler.Name, strings.Join(Names, ", "))
+}
+
+// registered holds the schedulers that add themselves from their own file
+// (oddl.go, topox.go); scenario.SchedulerNames lists them too.
+var registered = map[string]func(*scenario.Scenario) (*plan.Plan, error){}
+
+func register(name string, plan func(*scenario.Scenario) (*plan.Plan, error)) {
+	if !slices.Contains(Names, name) {
+		panic("scheduler " + name + " is missing from scenario.SchedulerNames")
+	}
+	registered[name] = plan
 }
 
 // ports tracks free uplinks per rack and OCS switch.
@@ -164,13 +178,17 @@ func fcfsCircuits(l *loop) circuit.Config {
 // heatmap: a base ring, then circuits one at a time to the rack pair with
 // the most bytes per circuit, while ports remain (TopoOpt-style).
 func staticTopology(s *scenario.Scenario) (circuit.Config, error) {
-	f := s.Fabric
+	return staticFromJobs(s.Fabric, plan.JobsFromScenario(s)), nil
+}
+
+// staticFromJobs is staticTopology for given jobs (pattern or dag jobs).
+func staticFromJobs(f scenario.Fabric, jobs []plan.Job) circuit.Config {
 	if !f.HasOCS() {
-		return circuit.Config{}, nil
+		return circuit.Config{}
 	}
 	heat := map[[2]int]float64{}
-	for _, j := range plan.JobsFromScenario(s) {
-		for _, ph := range scenario.Phases(j.Pattern) {
+	for _, j := range jobs {
+		for _, ph := range j.IterPhases() {
 			for _, fl := range j.Flows(ph) {
 				if a, b := plan.Rack(fl.Src), plan.Rack(fl.Dst); a != b {
 					heat[pair(a, b)] += fl.Bytes * float64(j.Iterations)
@@ -207,5 +225,5 @@ func staticTopology(s *scenario.Scenario) (circuit.Config, error) {
 			cands = slices.Delete(cands, best, best+1)
 		}
 	}
-	return p.cfg, nil
+	return p.cfg
 }

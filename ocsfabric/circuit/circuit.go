@@ -72,12 +72,18 @@ type Config struct {
 type Layout struct {
 	Racks, Uplinks, Switches int
 	HalfDuplex               bool
-	spec                     topo.Spec
+	// StrictHalfDuplex: each port is in at most one circuit per
+	// configuration, in one direction (paper 002's eq. (6), paper 004's
+	// eq. (8)); plain half duplex lets a port send into one simplex
+	// circuit and receive from another.
+	StrictHalfDuplex bool
+	spec             topo.Spec
 }
 
 // LayoutOf returns the cabling of a validated fabric.
 func LayoutOf(f topo.Spec) Layout {
-	return Layout{Racks: f.Racks, Uplinks: f.UplinksPerToR, Switches: f.OCSSwitches, HalfDuplex: f.HalfDuplex, spec: f}
+	return Layout{Racks: f.Racks, Uplinks: f.UplinksPerToR, Switches: f.OCSSwitches, HalfDuplex: f.HalfDuplex || f.StrictHalfDuplex,
+		StrictHalfDuplex: f.StrictHalfDuplex, spec: f}
 }
 
 // Switch returns the OCS switch and its port number an uplink is cabled to.
@@ -107,12 +113,14 @@ func (l Layout) Check(u Uplink) error {
 
 // Validate checks a configuration: ports exist, both ends of a circuit are
 // on the same OCS, a circuit does not loop a ToR to itself, every port
-// transmits into at most one circuit and receives from at most one, and
-// the duplex mode matches the fabric.
+// transmits into at most one circuit and receives from at most one (on a
+// strict half-duplex fabric: is in at most one circuit at all), and the
+// duplex mode matches the fabric.
 func (l Layout) Validate(c Config) error {
 	var errs []error
 	tx := map[Uplink]Circuit{}
 	rx := map[Uplink]Circuit{}
+	inUse := map[Uplink]Circuit{} // strict half duplex
 	for i, ci := range c.Circuits {
 		where := fmt.Sprintf("circuit %d (%s)", i, ci)
 		if err := errors.Join(l.Check(ci.A), l.Check(ci.B)); err != nil {
@@ -143,6 +151,18 @@ func (l Layout) Validate(c Config) error {
 				return
 			}
 			m[u] = ci
+		}
+		if l.StrictHalfDuplex {
+			strict := func(u Uplink, dir string) {
+				if prev, ok := inUse[u]; ok {
+					errs = append(errs, fmt.Errorf("%s: %s already %s circuit %s; the fabric is strictly half duplex, so a port is in one circuit per stage, in one direction", where, u, dir, prev))
+					return
+				}
+				inUse[u] = ci
+			}
+			strict(ci.A, "is in")
+			strict(ci.B, "is in")
+			continue
 		}
 		use(tx, ci.A, "transmits into")
 		use(rx, ci.B, "receives from")

@@ -9,7 +9,7 @@ import (
 
 func layout(racks, uplinks, switches int, duplex string) Layout {
 	return LayoutOf(topo.Spec{Racks: racks, UplinksPerToR: uplinks,
-		OCSSwitches: switches, Spread: topo.SpreadRoundRobin, HalfDuplex: duplex == "half"})
+		OCSSwitches: switches, Spread: topo.SpreadRoundRobin, HalfDuplex: duplex == "half", StrictHalfDuplex: duplex == "half-strict"})
 }
 
 func u(s string) Uplink {
@@ -37,6 +37,14 @@ func TestValidate(t *testing.T) {
 		{"no such uplink", layout(4, 1, 1, "full"), []Circuit{full("tor0:0", "tor1:3")}, "no uplink 3"},
 		{"same rack", layout(4, 2, 1, "full"), []Circuit{full("tor0:0", "tor0:1")}, "both ends are on rack 0"},
 		{"across switches", layout(4, 2, 2, "full"), []Circuit{full("tor0:0", "tor1:1")}, "cabled to ocs0 but tor1:1 to ocs1"},
+		{"simplex triangle on half duplex", layout(3, 1, 1, "half"),
+			[]Circuit{simplex("tor0:0", "tor1:0"), simplex("tor1:0", "tor2:0"), simplex("tor2:0", "tor0:0")}, ""},
+		{"simplex triangle on strict half duplex", layout(3, 1, 1, "half-strict"),
+			[]Circuit{simplex("tor0:0", "tor1:0"), simplex("tor1:0", "tor2:0"), simplex("tor2:0", "tor0:0")},
+			"circuit 1 (tor1:0->tor2:0): tor1:0 already is in circuit tor0:0->tor1:0; the fabric is strictly half duplex"},
+		{"simplex matching on strict half duplex", layout(4, 1, 1, "half-strict"),
+			[]Circuit{simplex("tor0:0", "tor1:0"), simplex("tor3:0", "tor2:0")}, ""},
+		{"full circuit on strict half duplex", layout(4, 1, 1, "half-strict"), []Circuit{full("tor0:0", "tor1:0")}, "circuits must be simplex"},
 		{"simplex on full fabric", layout(4, 1, 1, "full"), []Circuit{simplex("tor0:0", "tor1:0")}, "need ocs.duplex: half"},
 		{"full on half fabric", layout(4, 1, 1, "half"), []Circuit{full("tor0:0", "tor1:0")}, "must be simplex"},
 		{"half: tx and rx to different peers", layout(4, 1, 1, "half"), []Circuit{simplex("tor0:0", "tor1:0"), simplex("tor1:0", "tor2:0")}, ""},

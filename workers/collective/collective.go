@@ -203,6 +203,62 @@ func (c *Comm) RingAllReduce(data []int32, order []int) error {
 	return nil
 }
 
+// RingSteps runs a ring all-reduce one step at a time, so that each step
+// can wait for its own stage (plan v2 per-step activities).
+type RingSteps struct {
+	c          *Comm
+	data       []int32
+	n, pos     int
+	next, prev int
+	ch         [][2]int
+	tmp        []int32
+}
+
+// NewRingSteps prepares a ring all-reduce of data over order.
+func (c *Comm) NewRingSteps(data []int32, order []int) (*RingSteps, error) {
+	n := len(order)
+	pos := -1
+	for i, r := range order {
+		if r == c.Rank {
+			pos = i
+		}
+	}
+	if pos < 0 {
+		return nil, fmt.Errorf("rank %d is not in the ring %v", c.Rank, order)
+	}
+	r := &RingSteps{c: c, data: data, n: n, pos: pos}
+	if n > 1 {
+		r.next, r.prev = order[(pos+1)%n], order[(pos-1+n)%n]
+		r.ch = chunks(len(data), n)
+		r.tmp = make([]int32, pieceElems)
+	}
+	return r, nil
+}
+
+// Steps is 2(n-1): n-1 reduce-scatter steps, then n-1 all-gather steps.
+func (r *RingSteps) Steps() int { return 2 * (r.n - 1) }
+
+// Step runs step s (steps run in order, 0 first).
+func (r *RingSteps) Step(s int) error {
+	n, pos, data, ch := r.n, r.pos, r.data, r.ch
+	switch {
+	case s < 0 || s >= r.Steps():
+		return fmt.Errorf("ring step %d: want 0 to %d", s, r.Steps()-1)
+	case s < n-1: // reduce-scatter
+		sc, rc := ch[(pos-s+n)%n], ch[(pos-s-1+2*n)%n]
+		if err := r.c.SendRecvAdd(r.next, asBytes(data[sc[0]:sc[1]]), r.prev, data[rc[0]:rc[1]], r.tmp); err != nil {
+			return fmt.Errorf("reduce-scatter step %d: %w", s, err)
+		}
+	default: // all-gather
+		s -= n - 1
+		sc, rc := ch[(pos+1-s+n)%n], ch[(pos-s+n)%n]
+		if err := r.c.SendRecv(r.next, asBytes(data[sc[0]:sc[1]]), r.prev, asBytes(data[rc[0]:rc[1]])); err != nil {
+			return fmt.Errorf("all-gather step %d: %w", s, err)
+		}
+	}
+	return nil
+}
+
 // ringPiece is the ring's forwarding unit: a piece goes on to the next rank
 // once it has arrived whole.
 const ringPiece = 64 << 10 // elements: 256 KiB
@@ -347,41 +403,83 @@ func (r *ring) recv(c *Comm, prev int, data []int32) error {
 // rank^1, rank^2, ...), then all-gather in reverse. Rank i exchanges
 // S/2k each way with partner i^k in each half, as paper 003's prototype.
 func (c *Comm) HDAllReduce(data []int32) error {
-	n := c.N
-	if n&(n-1) != 0 {
-		return fmt.Errorf("halving-doubling needs a power-of-two number of ranks, got %d", n)
+	h, err := c.NewHDSteps(data)
+	if err != nil {
+		return err
 	}
-	lo, hi := 0, len(data)
-	type seg struct{ lo, hi int }
-	var kept []seg
-	tmp := make([]int32, pieceElems)
+	for k := 0; k < h.Steps(); k++ {
+		if err := h.Step(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type seg struct{ lo, hi int }
+
+// HDSteps runs halving-doubling one step at a time, so that each step can
+// wait for its own stage and circuits (paper 003, plan v2 per-step
+// activities): steps 0..L-1 halve at distance 1, 2, ..., 2^(L-1); steps
+// L..2L-1 double back at distance 2^(L-1), ..., 1.
+type HDSteps struct {
+	c      *Comm
+	data   []int32
+	lo, hi int
+	kept   []seg
+	l      int
+	tmp    []int32
+}
+
+// NewHDSteps prepares a halving-doubling all-reduce of data.
+func (c *Comm) NewHDSteps(data []int32) (*HDSteps, error) {
+	n := c.N
+	if n < 1 || n&(n-1) != 0 {
+		return nil, fmt.Errorf("halving-doubling needs a power-of-two number of ranks, got %d", n)
+	}
+	h := &HDSteps{c: c, data: data, hi: len(data), tmp: make([]int32, pieceElems)}
 	for k := 1; k < n; k <<= 1 {
+		h.l++
+	}
+	return h, nil
+}
+
+// Steps is 2 log2(n).
+func (h *HDSteps) Steps() int { return 2 * h.l }
+
+// Step runs step s (steps run in order, 0 first).
+func (h *HDSteps) Step(s int) error {
+	c, data := h.c, h.data
+	if s < 0 || s >= h.Steps() {
+		return fmt.Errorf("halving-doubling step %d: want 0 to %d", s, h.Steps()-1)
+	}
+	if s < h.l { // halving
+		k := 1 << s
 		peer := c.Rank ^ k
-		mid := lo + (hi-lo)/2
-		keep, give := seg{lo, mid}, seg{mid, hi}
+		mid := h.lo + (h.hi-h.lo)/2
+		keep, give := seg{h.lo, mid}, seg{mid, h.hi}
 		if c.Rank&k != 0 {
 			keep, give = give, keep
 		}
-		if err := c.SendRecvAdd(peer, asBytes(data[give.lo:give.hi]), peer, data[keep.lo:keep.hi], tmp); err != nil {
+		if err := c.SendRecvAdd(peer, asBytes(data[give.lo:give.hi]), peer, data[keep.lo:keep.hi], h.tmp); err != nil {
 			return fmt.Errorf("halving step %d: %w", k, err)
 		}
-		kept = append(kept, seg{lo, hi})
-		lo, hi = keep.lo, keep.hi
+		h.kept = append(h.kept, seg{h.lo, h.hi})
+		h.lo, h.hi = keep.lo, keep.hi
+		return nil
 	}
-	for i := len(kept) - 1; i >= 0; i-- { // doubling: give back what was reduced
-		k := 1 << i
-		peer := c.Rank ^ k
-		whole := kept[i]
-		mid := whole.lo + (whole.hi-whole.lo)/2
-		other := seg{mid, whole.hi}
-		if c.Rank&k != 0 {
-			other = seg{whole.lo, mid}
-		}
-		if err := c.SendRecv(peer, asBytes(data[lo:hi]), peer, asBytes(data[other.lo:other.hi])); err != nil {
-			return fmt.Errorf("doubling step %d: %w", k, err)
-		}
-		lo, hi = whole.lo, whole.hi
+	i := 2*h.l - 1 - s // doubling: give back what was reduced
+	k := 1 << i
+	peer := c.Rank ^ k
+	whole := h.kept[i]
+	mid := whole.lo + (whole.hi-whole.lo)/2
+	other := seg{mid, whole.hi}
+	if c.Rank&k != 0 {
+		other = seg{whole.lo, mid}
 	}
+	if err := c.SendRecv(peer, asBytes(data[h.lo:h.hi]), peer, asBytes(data[other.lo:other.hi])); err != nil {
+		return fmt.Errorf("doubling step %d: %w", k, err)
+	}
+	h.lo, h.hi = whole.lo, whole.hi
 	return nil
 }
 

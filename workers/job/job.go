@@ -6,7 +6,11 @@
 // scenario and plan formats use.
 package job
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
 
 // Collective patterns of a job.
 const (
@@ -39,6 +43,54 @@ func Phases(pattern string) []string {
 	return nil
 }
 
+// AllReduceSteps is how many steps the all-reduce of a pattern takes with
+// n workers: halving-doubling 2 log2(n) (halving, then doubling), ring
+// 2(n-1) (reduce-scatter, then all-gather); 0 for other patterns.
+func AllReduceSteps(pattern string, n int) int {
+	switch {
+	case pattern == PatternHD && n >= 2:
+		l := 0
+		for k := 1; k < n; k <<= 1 {
+			l++
+		}
+		return 2 * l
+	case pattern == PatternRing && n >= 2:
+		return 2 * (n - 1)
+	}
+	return 0
+}
+
+// StepPhase names step k of the all-reduce: "allreduce.3".
+func StepPhase(k int) string { return fmt.Sprintf("%s.%d", PhaseAllReduce, k) }
+
+// ParseStep reads a step phase name; ok is false for any other phase.
+func ParseStep(phase string) (k int, ok bool) {
+	rest, found := strings.CutPrefix(phase, PhaseAllReduce+".")
+	if !found {
+		return 0, false
+	}
+	k, err := strconv.Atoi(rest)
+	if err != nil || k < 0 || StepPhase(k) != phase {
+		return 0, false
+	}
+	return k, true
+}
+
+// StepPhases returns one iteration's phases when the all-reduce runs step
+// by step: compute, then allreduce.0 ... allreduce.<steps-1>. Patterns
+// without steps keep their phases.
+func StepPhases(pattern string, n int) []string {
+	steps := AllReduceSteps(pattern, n)
+	if steps == 0 {
+		return Phases(pattern)
+	}
+	out := []string{PhaseCompute}
+	for k := 0; k < steps; k++ {
+		out = append(out, StepPhase(k))
+	}
+	return out
+}
+
 // Key names one phase of one iteration of one job.
 type Key struct {
 	Job       string
@@ -65,11 +117,18 @@ type Job struct {
 	Ring []string `json:"ring,omitempty"`
 	// CongestionControl of the job's sockets; empty: the namespace default.
 	CongestionControl string `json:"congestion_control,omitempty"`
+	// Steps runs the all-reduce one algorithm step at a time, each step a
+	// phase of its own (StepPhase) gated by its own stage (plan v2).
+	Steps bool `json:"steps,omitempty"`
 }
 
-// Phases returns the job's phase sequence over all iterations.
+// Phases returns the job's phase sequence over all iterations. With
+// Steps, the all-reduce phase becomes its steps.
 func (j *Job) Phases() []Key {
 	ph := Phases(j.Pattern)
+	if j.Steps {
+		ph = StepPhases(j.Pattern, len(j.Workers))
+	}
 	out := make([]Key, 0, max(j.Iterations, 0)*len(ph))
 	for it := 0; it < j.Iterations; it++ {
 		for _, p := range ph {

@@ -69,3 +69,28 @@ func TestSameMembers(t *testing.T) {
 		}
 	}
 }
+
+func TestSteps(t *testing.T) {
+	for _, tt := range []struct {
+		pattern string
+		n, want int
+	}{{PatternHD, 2, 2}, {PatternHD, 4, 4}, {PatternHD, 8, 6}, {PatternRing, 3, 4}, {PatternRing, 2, 2}, {PatternPS, 4, 0}, {PatternHD, 1, 0}} {
+		if got := AllReduceSteps(tt.pattern, tt.n); got != tt.want {
+			t.Errorf("AllReduceSteps(%s, %d) = %d, want %d", tt.pattern, tt.n, got, tt.want)
+		}
+	}
+	j := Job{Name: "j", Pattern: PatternHD, Workers: []string{"a", "b", "c", "d"}, Iterations: 2, Steps: true}
+	ph := j.Phases()
+	if len(ph) != 10 || ph[1].Phase != "allreduce.0" || ph[9].Phase != "allreduce.3" || ph[5].Iteration != 1 {
+		t.Errorf("phases of a per-step hd job: %v", ph)
+	}
+	for _, tt := range []struct {
+		phase string
+		k     int
+		ok    bool
+	}{{"allreduce.0", 0, true}, {"allreduce.12", 12, true}, {"allreduce", 0, false}, {"allreduce.-1", 0, false}, {"allreduce.01", 0, false}, {"push.1", 0, false}} {
+		if k, ok := ParseStep(tt.phase); k != tt.k || ok != tt.ok {
+			t.Errorf("ParseStep(%q) = %d, %v; want %d, %v", tt.phase, k, ok, tt.k, tt.ok)
+		}
+	}
+}

@@ -1,0 +1,56 @@
+package reproduce
+
+import (
+	"context"
+	"strconv"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/emu/plan"
+)
+
+// The synthesised DLRM graph checks as a plan job, in a topological order.
+func TestDLRMJob(t *testing.T) {
+	j := DLRMJob(DLRM2, 16, 1, 10e6)
+	// 16 emb + 16 bot + 240 a2f + 16 top + 16 topb + 240 a2b + 16 botb + 16 ar + 16 embu + 16 upd
+	if got, want := len(j.Tasks), 16*8+2*240; got != want {
+		t.Errorf("%d tasks, want %d", got, want)
+	}
+	var a2f int64
+	for _, tk := range j.Tasks {
+		if tk.Name == "a2f-0-1" {
+			a2f = tk.Bytes
+		}
+	}
+	if a2f != 4*256*256*4 { // 1 table x 4 GPUs x 256 samples x 256 floats
+		t.Errorf("a2f-0-1 carries %d B, want 1 MiB", a2f)
+	}
+	s := Paper004Fabric(16, 4, 4, 10)
+	p := &plan.Plan{Version: plan.Version, Mode: plan.ModeClock, Jobs: []plan.Job{j}}
+	if err := plan.Check(p, s); err == nil {
+		t.Fatal("a plan without stages checks")
+	}
+}
+
+// The quick study (rows 5 and 14): topox is faster than static where
+// bandwidth is scarce (row 5), and they are within 25% of each other at
+// row 14, where the paper has them equal.
+func TestPaper004Quick(t *testing.T) {
+	st, err := Lookup("paper004")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tables, err := st.Run(context.Background(), Options{Quick: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := tables[0].Rows
+	sp5, _ := strconv.ParseFloat(rows[0][7], 64)
+	sp14, _ := strconv.ParseFloat(rows[1][7], 64)
+	if sp5 <= 1 {
+		t.Errorf("row 5 speed-up %.2f, want > 1", sp5)
+	}
+	if sp14 < 0.8 || sp14 > 1.25 {
+		t.Errorf("row 14 speed-up %.2f, want about 1", sp14)
+	}
+	t.Log(rows)
+}
