@@ -1,0 +1,165 @@
+package inc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"golang.org/x/net/ipv4"
+)
+
+// DefaultBatch is how many datagrams the server reads and writes per
+// system call (recvmmsg/sendmmsg). docs/inc.md has the measurement that
+// chose batch I/O over one datagram per call.
+const DefaultBatch = 64
+
+// ServeOptions tune Serve.
+type ServeOptions struct {
+	// Batch is how many datagrams one system call reads or writes; 1 is
+	// the simple loop. Zero: DefaultBatch.
+	Batch int
+	// Drop, if set, is asked for every datagram read and every one to be
+	// written; true drops it. Tests inject seeded random loss with it.
+	Drop func() bool
+}
+
+// Serve runs an engine on a UDP socket until ctx ends. With Batch > 1 it
+// reads and writes up to Batch datagrams per system call (x/net/ipv4
+// ReadBatch and WriteBatch, recvmmsg and sendmmsg on Linux); with Batch 1
+// it reads one datagram and writes each reply at once, the simple loop the
+// benchmark compares against.
+func Serve(ctx context.Context, conn *net.UDPConn, e *Engine, opt ServeOptions) error {
+	stop := context.AfterFunc(ctx, func() { _ = conn.Close() })
+	defer stop()
+	if opt.Batch == 0 {
+		opt.Batch = DefaultBatch
+	}
+	if opt.Drop == nil {
+		opt.Drop = func() bool { return false }
+	}
+	var err error
+	if opt.Batch == 1 {
+		err = serveSimple(conn, e, opt.Drop)
+	} else {
+		err = serveBatch(conn, e, opt.Batch, opt.Drop)
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return fmt.Errorf("inc: serve: %w", err)
+}
+
+func serveSimple(conn *net.UDPConn, e *Engine, drop func() bool) error {
+	buf := make([]byte, 64<<10)
+	out := make([]byte, 0, 2048)
+	var h Header
+	var werr error
+	emit := func(to netip.AddrPort, oh *Header, elems []int32) {
+		if drop() {
+			return
+		}
+		out = Append(out[:0], oh, elems)
+		if _, err := conn.WriteToUDPAddrPort(out, to); err != nil && werr == nil {
+			werr = err
+		}
+	}
+	for {
+		n, from, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return err
+		}
+		if drop() {
+			continue
+		}
+		if h.DecodeFromBytes(buf[:n], nilDF{}) != nil {
+			e.Malformed()
+			continue
+		}
+		e.Handle(unmap(from), &h, emit)
+		if werr != nil && !transient(werr) {
+			return werr
+		}
+		werr = nil
+	}
+}
+
+func serveBatch(conn *net.UDPConn, e *Engine, batch int, drop func() bool) error {
+	pc := ipv4.NewPacketConn(conn)
+	in := make([]ipv4.Message, batch)
+	for i := range in {
+		in[i].Buffers = [][]byte{make([]byte, 2048)}
+	}
+	// Replies: a completion sends one packet per contributor, so a batch
+	// of inputs can give many outputs; they are flushed when full.
+	out := make([]ipv4.Message, 0, 4*batch)
+	bufs := make([][]byte, 4*batch)
+	addrs := make([]net.UDPAddr, 4*batch)
+	for i := range bufs {
+		bufs[i] = make([]byte, 0, 2048)
+	}
+	var werr error
+	flush := func() {
+		for done := 0; done < len(out); {
+			n, err := pc.WriteBatch(out[done:], 0)
+			if err != nil {
+				if !transient(err) && werr == nil {
+					werr = err
+				}
+				// Skip the message the kernel refused (e.g. no route).
+				n = max(n, 1)
+			}
+			done += n
+		}
+		out = out[:0]
+	}
+	emit := func(to netip.AddrPort, oh *Header, elems []int32) {
+		if drop() {
+			return
+		}
+		if len(out) == cap(out) {
+			flush()
+		}
+		i := len(out)
+		bufs[i] = Append(bufs[i][:0], oh, elems)
+		addrs[i] = net.UDPAddr{IP: to.Addr().AsSlice(), Port: int(to.Port())}
+		out = append(out, ipv4.Message{Buffers: [][]byte{bufs[i]}, Addr: &addrs[i]})
+	}
+	var h Header
+	for {
+		n, err := pc.ReadBatch(in, 0)
+		if err != nil {
+			return err
+		}
+		for _, m := range in[:n] {
+			if drop() {
+				continue
+			}
+			ua, ok := m.Addr.(*net.UDPAddr)
+			if !ok || h.DecodeFromBytes(m.Buffers[0][:m.N], nilDF{}) != nil {
+				e.Malformed()
+				continue
+			}
+			e.Handle(unmap(ua.AddrPort()), &h, emit)
+		}
+		flush()
+		if werr != nil {
+			return werr
+		}
+	}
+}
+
+// transient reports a send error that concerns one destination (ICMP
+// unreachable reported on the socket, a full queue): the aggregator keeps
+// serving, and the sender's retransmission recovers.
+func transient(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && !errors.Is(err, net.ErrClosed)
+}
+
+func unmap(a netip.AddrPort) netip.AddrPort { return netip.AddrPortFrom(a.Addr().Unmap(), a.Port()) }
+
+type nilDF struct{}
+
+func (nilDF) SetTruncated() {}

@@ -1,0 +1,288 @@
+// Package inc is the worker side of in-network aggregation: a client that
+// all-reduces a tensor through its ToR's aggregator (dataplane/inc) with a
+// window of outstanding slots, self-clocked across each slot's two sets
+// (SwitchML), and retransmission on timeout with back-off.
+package inc
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"time"
+
+	"golang.org/x/net/ipv4"
+
+	wire "github.com/ocsemu/ocsemu/dataplane/inc"
+)
+
+// ErrRefused: the aggregator has not admitted the job.
+var ErrRefused = errors.New("the aggregator refused the job (not admitted)")
+
+// Config is one worker's view of an INC job.
+type Config struct {
+	Job uint16
+	// Worker is this worker's index among the workers under its ToR, and
+	// Workers their number: what completes a slot at the ToR.
+	Worker, Workers int
+	// Total is the number of workers of the whole job (the fixed-point
+	// exponent leaves room for all of their sums).
+	Total int
+	// Aggregator is the ToR's aggregator.
+	Aggregator netip.AddrPort
+	// Window is the number of slots in flight, at most the job's
+	// partition; zero: DefaultWindow.
+	Window int
+	// Elems per packet, at most wire.MaxElems; zero: wire.MaxElems.
+	Elems int
+	// Stall bounds the time without any progress before an all-reduce
+	// fails; zero: 30 s.
+	Stall time.Duration
+	// Drop, if set, is asked for every packet sent and received; true
+	// drops it (tests inject loss with it).
+	Drop func() bool
+}
+
+// DefaultWindow is the number of slots a worker keeps in flight unless
+// told otherwise: 64 packets of 1.4 KiB, several times the bandwidth-delay
+// product of a 1 Gbit/s emulated rack, well below the ToR's queue.
+const DefaultWindow = 64
+
+// Stats count a client's packets.
+type Stats struct {
+	Sent, Retransmits, Received, Ignored uint64
+}
+
+// Client all-reduces through one aggregator. It is not safe for
+// concurrent use; all workers of a job must run the same sequence of
+// all-reduces of the same sizes (the packet numbers and slot sets follow
+// it).
+type Client struct {
+	cfg    Config
+	conn   *net.UDPConn
+	pc     *ipv4.PacketConn
+	sets   []uint8 // next set of each slot
+	packet uint32  // packet number of the next all-reduce's first block
+	stats  Stats
+	srtt   time.Duration
+}
+
+// Dial opens a client's socket (any local port; the aggregator answers
+// to it).
+func Dial(cfg Config) (*Client, error) {
+	if cfg.Window == 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Elems == 0 {
+		cfg.Elems = wire.MaxElems
+	}
+	if cfg.Stall == 0 {
+		cfg.Stall = 30 * time.Second
+	}
+	if cfg.Drop == nil {
+		cfg.Drop = func() bool { return false }
+	}
+	switch {
+	case cfg.Workers < 1 || cfg.Workers > wire.MaxContributors || cfg.Worker < 0 || cfg.Worker >= cfg.Workers:
+		return nil, fmt.Errorf("inc client: worker %d of %d, want 0 <= worker < workers <= %d", cfg.Worker, cfg.Workers, wire.MaxContributors)
+	case cfg.Total < cfg.Workers:
+		return nil, fmt.Errorf("inc client: %d workers in the job, fewer than the %d under this ToR", cfg.Total, cfg.Workers)
+	case cfg.Window < 1 || cfg.Window > wire.MaxSlots:
+		return nil, fmt.Errorf("inc client: window %d, want 1..%d", cfg.Window, wire.MaxSlots)
+	case cfg.Elems < 1 || cfg.Elems > wire.MaxElems:
+		return nil, fmt.Errorf("inc client: %d elements per packet, want 1..%d", cfg.Elems, wire.MaxElems)
+	case !cfg.Aggregator.IsValid():
+		return nil, errors.New("inc client: no aggregator address")
+	}
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{})
+	if err != nil {
+		return nil, fmt.Errorf("inc client: %w", err)
+	}
+	_ = conn.SetReadBuffer(4 << 20)
+	_ = conn.SetWriteBuffer(4 << 20)
+	return &Client{cfg: cfg, conn: conn, pc: ipv4.NewPacketConn(conn), sets: make([]uint8, cfg.Window), srtt: 5 * time.Millisecond}, nil
+}
+
+// Close closes the socket.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Stats returns the client's counters.
+func (c *Client) Stats() Stats { return c.stats }
+
+// AllReduce replaces data by its sum over the job's workers, exactly
+// (int32 elements, exponent 0).
+func (c *Client) AllReduce(ctx context.Context, data []int32) error {
+	k := c.cfg.Elems
+	return c.run(ctx, (len(data)+k-1)/k, func(b int, h *wire.Header) []int32 {
+		h.Exp = 0
+		return data[b*k : min((b+1)*k, len(data))]
+	}, func(b int, h *wire.Header) error {
+		if h.Exp != 0 || int(h.Count) != min((b+1)*k, len(data))-b*k {
+			return fmt.Errorf("block %d: result of %d elements with exponent %d", b, h.Count, h.Exp)
+		}
+		h.Elems(data[b*k:])
+		return nil
+	})
+}
+
+// AllReduceFloat32 replaces data by its sum over the job's workers in
+// fixed point (wire.ErrorBound states the error).
+func (c *Client) AllReduceFloat32(ctx context.Context, data []float32) error {
+	k := c.cfg.Elems
+	q := make([]int32, len(data))
+	return c.run(ctx, (len(data)+k-1)/k, func(b int, h *wire.Header) []int32 {
+		lo, hi := b*k, min((b+1)*k, len(data))
+		h.Exp = wire.Exponent(wire.MaxAbs(data[lo:hi]), c.cfg.Total)
+		wire.ToFixed(q[lo:hi], data[lo:hi], h.Exp)
+		return q[lo:hi]
+	}, func(b int, h *wire.Header) error {
+		lo, hi := b*k, min((b+1)*k, len(data))
+		if int(h.Count) != hi-lo {
+			return fmt.Errorf("block %d: result of %d elements, want %d", b, h.Count, hi-lo)
+		}
+		wire.FromFixed(data[lo:hi], h.Elems(q[lo:hi]), h.Exp)
+		return nil
+	})
+}
+
+type pending struct {
+	block  int
+	active bool
+	sent   time.Time
+	rto    time.Duration
+	tries  int
+	exp    int8
+}
+
+// run moves blocks 0..n-1 through the window: block b goes in slot
+// b mod W, in the slot's next set; a slot's result frees it for its next
+// block (self-clocking). fill returns a block's elements and sets its
+// exponent; done takes a block's result.
+func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header) []int32, done func(b int, h *wire.Header) error) error {
+	if n == 0 {
+		return nil
+	}
+	base := c.packet
+	c.packet += uint32(n)
+	w := min(c.cfg.Window, n)
+	pend := make([]pending, w)
+	const batch = 64
+	out := make([]ipv4.Message, 0, batch)
+	outBufs := make([][]byte, batch)
+	dst := &net.UDPAddr{IP: c.cfg.Aggregator.Addr().AsSlice(), Port: int(c.cfg.Aggregator.Port())}
+	var werr error
+	flush := func() {
+		for done := 0; done < len(out) && werr == nil; {
+			k, err := c.pc.WriteBatch(out[done:], 0)
+			if err != nil {
+				werr = fmt.Errorf("inc client: send to %v: %w", c.cfg.Aggregator, err)
+			}
+			done += k
+		}
+		out = out[:0]
+	}
+	var h wire.Header
+	send := func(slot int) {
+		p := &pend[slot]
+		h = wire.Header{Type: wire.TypeData, Job: c.cfg.Job, Worker: uint16(c.cfg.Worker), Workers: uint16(c.cfg.Workers),
+			Slot: uint16(slot), Set: c.sets[slot], Packet: base + uint32(p.block)}
+		elems := fill(p.block, &h)
+		p.exp, p.sent = h.Exp, time.Now()
+		c.stats.Sent++
+		if c.cfg.Drop() {
+			return
+		}
+		if len(out) == batch {
+			flush()
+		}
+		i := len(out)
+		outBufs[i] = wire.Append(outBufs[i][:0], &h, elems)
+		out = append(out, ipv4.Message{Buffers: [][]byte{outBufs[i]}, Addr: dst})
+	}
+	for s := range pend {
+		pend[s] = pending{block: s, active: true, rto: c.rto()}
+		send(s)
+	}
+	in := make([]ipv4.Message, batch)
+	for i := range in {
+		in[i].Buffers = [][]byte{make([]byte, 2048)}
+	}
+	left, progress := n, time.Now()
+	for left > 0 {
+		flush()
+		if werr != nil {
+			return werr
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		wake := time.Now().Add(time.Second)
+		for s := range pend {
+			if p := &pend[s]; p.active && p.sent.Add(p.rto).Before(wake) {
+				wake = p.sent.Add(p.rto)
+			}
+		}
+		_ = c.conn.SetReadDeadline(wake)
+		m, err := c.pc.ReadBatch(in, 0)
+		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			return fmt.Errorf("inc client: receive: %w", err)
+		}
+		for _, msg := range in[:max(m, 0)] {
+			if c.cfg.Drop() {
+				continue
+			}
+			c.stats.Received++
+			if h.DecodeFromBytes(msg.Buffers[0][:msg.N], nilDF{}) != nil || h.Job != c.cfg.Job {
+				c.stats.Ignored++
+				continue
+			}
+			if h.Type == wire.TypeRefused {
+				return fmt.Errorf("inc client: job %d at %v: %w", c.cfg.Job, c.cfg.Aggregator, ErrRefused)
+			}
+			s := int(h.Slot)
+			if h.Type != wire.TypeResult || s >= w || !pend[s].active || h.Set != c.sets[s] || h.Packet != base+uint32(pend[s].block) {
+				c.stats.Ignored++ // a late copy of a result already taken
+				continue
+			}
+			p := &pend[s]
+			if err := done(p.block, &h); err != nil {
+				return fmt.Errorf("inc client: %w", err)
+			}
+			if p.tries == 0 { // Karn: time only what was sent once
+				c.srtt = (7*c.srtt + time.Since(p.sent)) / 8
+			}
+			left--
+			progress = time.Now()
+			c.sets[s] ^= 1
+			if b := p.block + w; b < n { // every worker puts block b in slot b mod w
+				*p = pending{block: b, active: true, rto: c.rto()}
+				send(s)
+			} else {
+				p.active = false
+			}
+		}
+		now := time.Now()
+		for s := range pend {
+			if p := &pend[s]; p.active && now.Sub(p.sent) >= p.rto {
+				p.tries++
+				p.rto = min(2*p.rto, time.Second)
+				c.stats.Retransmits++
+				send(s)
+			}
+		}
+		if now.Sub(progress) > c.cfg.Stall {
+			return fmt.Errorf("inc client: no result from %v for %v (%d of %d blocks left)", c.cfg.Aggregator, c.cfg.Stall, left, n)
+		}
+	}
+	return nil
+}
+
+// rto is the first retransmission timeout of a block: a few smoothed
+// round trips, at least 2 ms.
+func (c *Client) rto() time.Duration { return min(max(3*c.srtt, 2*time.Millisecond), 200*time.Millisecond) }
+
+type nilDF struct{}
+
+func (nilDF) SetTruncated() {}
