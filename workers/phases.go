@@ -51,8 +51,8 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: key.Phase, Rank: me, StartNs: monoclock.Now()}
 		sent0 := r.comm.Sent()
 		var err error
-		switch key.Phase {
-		case job.PhaseCompute:
+		switch {
+		case key.Phase == job.PhaseCompute:
 			// Fill the gradient first (that is the "compute" output), then
 			// wait out the rest of the compute time.
 			// Iteration 0's data were made before time zero.
@@ -65,14 +65,24 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				collective.Stamp(data, it)
 			}
 			err = monoclock.SleepUntil(ctx, rec.StartNs+j.ComputeNs)
-		case job.PhasePush:
+		case key.Phase == job.PhasePush && r.inc != nil:
+			// The ToRs sum while the workers send: the whole all-reduce.
+			b0 := r.inc.Stats().Bytes
+			err = r.inc.AllReduce(ctx, data)
+			rec.Bytes = int64(r.inc.Stats().Bytes - b0)
+		case key.Phase == job.PhasePull && r.inc != nil:
+			if r.spec.Verify {
+				err = collective.CheckSum(data, r.n, it)
+				rec.Verified = err == nil
+			}
+		case key.Phase == job.PhasePush:
 			err = r.comm.Push(r.ps, data)
-		case job.PhasePull:
+		case key.Phase == job.PhasePull:
 			if err = r.comm.Pull(r.ps, data); err == nil && r.spec.Verify {
 				err = collective.CheckSum(data, r.n, it)
 				rec.Verified = err == nil
 			}
-		case job.PhaseAllReduce:
+		case key.Phase == job.PhaseAllReduce:
 			if j.Pattern == job.PatternHD {
 				err = r.comm.HDAllReduce(data)
 			} else {
@@ -82,7 +92,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				err = collective.CheckSum(data, r.n, it)
 				rec.Verified = err == nil
 			}
-		case job.PhaseAllToAll:
+		case key.Phase == job.PhaseAllToAll:
 			if err = r.comm.AllToAll(send, recv); err == nil && r.spec.Verify {
 				for p := range recv {
 					if err = collective.CheckTokens(recv[p], p, me, it); err != nil {
@@ -93,7 +103,9 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			}
 		}
 		rec.EndNs = monoclock.Now()
-		rec.Bytes = r.comm.Sent() - sent0
+		if r.inc == nil {
+			rec.Bytes = r.comm.Sent() - sent0
+		}
 		if err != nil {
 			rec.Note = "failed: " + err.Error()
 			_ = r.record(rec) // the phase's own error is the one to report

@@ -53,6 +53,9 @@ const DefaultWindow = 64
 // Stats count a client's packets.
 type Stats struct {
 	Sent, Retransmits, Received, Ignored uint64
+	// Bytes is what the client handed to the socket (INC header and
+	// elements; retransmissions included).
+	Bytes uint64
 }
 
 // Client all-reduces through one aggregator. It is not safe for
@@ -199,6 +202,7 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 		}
 		i := len(out)
 		outBufs[i] = wire.Append(outBufs[i][:0], &h, elems)
+		c.stats.Bytes += uint64(len(outBufs[i]))
 		out = append(out, ipv4.Message{Buffers: [][]byte{outBufs[i]}, Addr: dst})
 	}
 	for s := range pend {
@@ -281,7 +285,9 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 
 // rto is the first retransmission timeout of a block: a few smoothed
 // round trips, at least 2 ms.
-func (c *Client) rto() time.Duration { return min(max(3*c.srtt, 2*time.Millisecond), 200*time.Millisecond) }
+func (c *Client) rto() time.Duration {
+	return min(max(3*c.srtt, 2*time.Millisecond), 200*time.Millisecond)
+}
 
 type nilDF struct{}
 

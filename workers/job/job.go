@@ -65,7 +65,22 @@ type Job struct {
 	Ring []string `json:"ring,omitempty"`
 	// CongestionControl of the job's sockets; empty: the namespace default.
 	CongestionControl string `json:"congestion_control,omitempty"`
+	// INC, on a ps job, aggregates in the ToRs instead of a CPU parameter
+	// server: push is the whole in-network all-reduce, pull only checks it.
+	INC *INC `json:"inc,omitempty"`
 }
+
+// INC is how a job reaches the ToR aggregators that admitted it.
+type INC struct {
+	// ID is the job's number at the aggregators.
+	ID uint16 `json:"id"`
+	// Window is the number of slots each worker keeps in flight, at most
+	// the job's partition of a ToR's slot pool.
+	Window int `json:"window"`
+}
+
+// UsesPS reports whether the job runs a CPU parameter server.
+func (j *Job) UsesPS() bool { return j.Pattern == PatternPS && j.INC == nil }
 
 // Phases returns the job's phase sequence over all iterations.
 func (j *Job) Phases() []Key {
