@@ -18,6 +18,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/inc"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // aggCmd groups the commands of the per-ToR INC aggregators.
@@ -65,7 +66,8 @@ func (a *app) aggServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return serveAgg(cmd.Context(), e, aggSocket(lab, tor), batch, a)
+			rack, _ := names.ParseToR(tor)
+			return serveAgg(cmd.Context(), e, aggSocket(lab, tor), inc.ServeOptions{Batch: batch, Src: topo.GatewayAddr(rack)}, a)
 		},
 	}
 	cmd.Flags().StringVar(&lab, "lab", "", "lab")
@@ -78,7 +80,7 @@ func (a *app) aggServeCmd() *cobra.Command {
 
 // serveAgg serves the engine's UDP port and its control socket until ctx
 // ends.
-func serveAgg(ctx context.Context, e *inc.Engine, sock string, batch int, a *app) error {
+func serveAgg(ctx context.Context, e *inc.Engine, sock string, opt inc.ServeOptions, a *app) error {
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{Port: inc.Port})
 	if err != nil {
 		return fmt.Errorf("aggregator: %w", err)
@@ -96,7 +98,7 @@ func serveAgg(ctx context.Context, e *inc.Engine, sock string, batch int, a *app
 	go func() { _ = srv.Serve(ln) }()
 	defer srv.Close()
 	a.log.Info("aggregator serving", "udp", conn.LocalAddr(), "socket", sock, "capacity", e.Config().Capacity, "slots", e.Config().Slots)
-	return inc.Serve(ctx, conn, e, inc.ServeOptions{Batch: batch})
+	return inc.Serve(ctx, conn, e, opt)
 }
 
 func (a *app) aggStatsCmd() *cobra.Command {
@@ -207,4 +209,21 @@ func (a *app) startAggregators(ctx context.Context, lab *fabric.Lab, capacity in
 	}
 	a.progress("%d aggregators serving (UDP port %d, capacity %d jobs per ToR)", len(cmds), inc.Port, capacity)
 	return stop, nil
+}
+
+// labAggregators reaches a lab's aggregators through their sockets.
+type labAggregators string
+
+func (l labAggregators) Admit(ctx context.Context, tor string, cfg inc.JobConfig) error {
+	if err := checkToR(string(l), tor); err != nil {
+		return err
+	}
+	return inc.NewClient(aggSocket(string(l), tor)).Admit(ctx, cfg)
+}
+
+func (l labAggregators) Release(ctx context.Context, tor string, id uint16) error {
+	if err := checkToR(string(l), tor); err != nil {
+		return err
+	}
+	return inc.NewClient(aggSocket(string(l), tor)).Release(ctx, id)
 }

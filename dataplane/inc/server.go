@@ -23,6 +23,11 @@ type ServeOptions struct {
 	// Drop, if set, is asked for every datagram read and every one to be
 	// written; true drops it. Tests inject seeded random loss with it.
 	Drop func() bool
+	// Src, if set, is the source address of every datagram sent
+	// (IP_PKTINFO): a ToR sends from its rack gateway address, which every
+	// rack routes, rather than from the uplink address the kernel would
+	// pick, which only its circuit neighbours know.
+	Src netip.Addr
 }
 
 // Serve runs an engine on a UDP socket until ctx ends. With Batch > 1 it
@@ -39,11 +44,15 @@ func Serve(ctx context.Context, conn *net.UDPConn, e *Engine, opt ServeOptions) 
 	if opt.Drop == nil {
 		opt.Drop = func() bool { return false }
 	}
+	var oob []byte
+	if opt.Src.IsValid() {
+		oob = (&ipv4.ControlMessage{Src: opt.Src.AsSlice()}).Marshal()
+	}
 	var err error
 	if opt.Batch == 1 {
-		err = serveSimple(conn, e, opt.Drop)
+		err = serveSimple(conn, e, opt.Drop, oob)
 	} else {
-		err = serveBatch(conn, e, opt.Batch, opt.Drop)
+		err = serveBatch(conn, e, opt.Batch, opt.Drop, oob)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -51,7 +60,7 @@ func Serve(ctx context.Context, conn *net.UDPConn, e *Engine, opt ServeOptions) 
 	return fmt.Errorf("inc: serve: %w", err)
 }
 
-func serveSimple(conn *net.UDPConn, e *Engine, drop func() bool) error {
+func serveSimple(conn *net.UDPConn, e *Engine, drop func() bool, oob []byte) error {
 	buf := make([]byte, 64<<10)
 	out := make([]byte, 0, 2048)
 	var h Header
@@ -61,7 +70,7 @@ func serveSimple(conn *net.UDPConn, e *Engine, drop func() bool) error {
 			return
 		}
 		out = Append(out[:0], oh, elems)
-		if _, err := conn.WriteToUDPAddrPort(out, to); err != nil && werr == nil {
+		if _, _, err := conn.WriteMsgUDPAddrPort(out, oob, to); err != nil && werr == nil {
 			werr = err
 		}
 	}
@@ -85,7 +94,7 @@ func serveSimple(conn *net.UDPConn, e *Engine, drop func() bool) error {
 	}
 }
 
-func serveBatch(conn *net.UDPConn, e *Engine, batch int, drop func() bool) error {
+func serveBatch(conn *net.UDPConn, e *Engine, batch int, drop func() bool, oob []byte) error {
 	pc := ipv4.NewPacketConn(conn)
 	in := make([]ipv4.Message, batch)
 	for i := range in {
@@ -124,7 +133,7 @@ func serveBatch(conn *net.UDPConn, e *Engine, batch int, drop func() bool) error
 		i := len(out)
 		bufs[i] = Append(bufs[i][:0], oh, elems)
 		addrs[i] = net.UDPAddr{IP: to.Addr().AsSlice(), Port: int(to.Port())}
-		out = append(out, ipv4.Message{Buffers: [][]byte{bufs[i]}, Addr: &addrs[i]})
+		out = append(out, ipv4.Message{Buffers: [][]byte{bufs[i]}, OOB: oob, Addr: &addrs[i]})
 	}
 	var h Header
 	for {

@@ -8,21 +8,28 @@ import (
 )
 
 // WorkerJobs converts a plan's jobs into the workers' own job type: the
-// one place where a plan becomes what the workers run. A job the workers
-// cannot run yet (in-network aggregation) is refused here, before any
-// kernel work.
+// one place where a plan becomes what the workers run. An INC job gets
+// its aggregator number (its place in the plan, from 1); Run admits it at
+// its ToRs and falls back to a CPU parameter server if one refuses.
 func WorkerJobs(p *plan.Plan) ([]job.Job, error) {
+	if len(p.Jobs) >= 1<<16 {
+		return nil, fmt.Errorf("%d jobs: INC numbers jobs with 16 bits", len(p.Jobs))
+	}
 	out := make([]job.Job, 0, len(p.Jobs))
-	for _, j := range p.Jobs {
-		if j.INC {
-			return nil, fmt.Errorf("job %s asks for in-network aggregation, which the emulator does not run yet: plan it with inc: false (a CPU parameter server)", j.Name)
-		}
-		out = append(out, job.Job{Name: j.Name, Pattern: j.Pattern, Workers: j.Workers, Bytes: j.Bytes,
+	for i, j := range p.Jobs {
+		wj := job.Job{Name: j.Name, Pattern: j.Pattern, Workers: j.Workers, Bytes: j.Bytes,
 			ComputeNs: j.ComputeNs, Iterations: j.Iterations, ArrivalNs: j.ArrivalNs, PS: j.PS, Ring: j.Ring,
-			CongestionControl: j.CongestionControl})
+			CongestionControl: j.CongestionControl}
+		if j.INC {
+			wj.INC = &job.INC{ID: uint16(i + 1), Window: DefaultINCWindow}
+		}
+		out = append(out, wj)
 	}
 	return out, nil
 }
+
+// DefaultINCWindow is the slots each worker of an INC job keeps in flight.
+const DefaultINCWindow = 64
 
 // Schedule converts a plan's stages into the schedule that gates the
 // workers' phases.

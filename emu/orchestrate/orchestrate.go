@@ -58,6 +58,13 @@ type Options struct {
 	// Prediction is the flow model's prediction of Plan, if the caller
 	// has made it already (before deploying); nil: Run makes it.
 	Prediction *record.Run
+
+	// Aggregators admit the plan's INC jobs; nil: every INC job falls
+	// back to a CPU parameter server. INCWindow is the slots each INC
+	// worker keeps in flight (at most a job's partition of the slot
+	// pool); zero: DefaultINCWindow.
+	Aggregators Aggregators
+	INCWindow   int
 }
 
 // Result is the prediction, the measurement and their comparison.
@@ -67,7 +74,9 @@ type Result struct {
 	Stats       []workers.PhaseStat `json:"phases"`
 	Jobs        []workers.JobStat   `json:"jobs"`
 	Compare     []Comparison        `json:"comparison"`
-	Outcome     *workers.Outcome    `json:"-"`
+	// INC is what the ToR aggregators decided for each INC job.
+	INC     []Admission      `json:"inc,omitempty"`
+	Outcome *workers.Outcome `json:"-"`
 }
 
 // Comparison is one phase, predicted against measured.
@@ -91,6 +100,22 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		}
 	}
 	progress("prediction: makespan %.3fs, %d reconfigurations", float64(pred.MakespanNs)/1e9, pred.Reconfigurations)
+	window := o.INCWindow
+	if window == 0 {
+		window = DefaultINCWindow
+	}
+	adm, release, err := admitINC(ctx, o.Aggregators, p, jobs, window)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	for _, a := range adm {
+		if a.Admitted {
+			progress("job %s: in-network aggregation at %v, rooted at %s", a.Job, a.ToRs, a.Aggregator)
+		} else {
+			progress("job %s: no in-network aggregation (%s): CPU parameter server on %s; the prediction assumed INC", a.Job, a.Reason, a.FallbackPS)
+		}
+	}
 
 	cl := o.OCS
 	if cl == nil && s.Fabric.HasOCS() && len(p.Stages) > 0 {
@@ -123,7 +148,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		_ = cl.StopSchedule(context.WithoutCancel(ctx))
 	}
 	if err != nil {
-		return &Result{Prediction: pred, Outcome: out}, err
+		return &Result{Prediction: pred, Outcome: out, INC: adm}, err
 	}
 	progress("workers done in %.2fs", time.Since(t0).Seconds())
 	stats, jstats, meas := workers.Summarize(jobs, out)
@@ -135,7 +160,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	}
 	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
 	meas.Reconfigurations = pred.Reconfigurations
-	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), Outcome: out}, nil
+	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), INC: adm, Outcome: out}, nil
 }
 
 // reportStages makes the run tell the user which stage it is in: barrier
