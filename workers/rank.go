@@ -167,7 +167,7 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 		bufs = r.prepare()
 	}
 	if spec.Job.INC != nil {
-		if r.inc, err = dialINC(spec); err != nil {
+		if err = r.inNS(func() (err error) { r.inc, err = dialINC(spec); return err }); err != nil {
 			<-connected
 			return r.fail(fmt.Errorf("%s: %w", spec.Name(), err))
 		}

@@ -69,7 +69,8 @@ type Client struct {
 	sets   []uint8 // next set of each slot
 	packet uint32  // packet number of the next all-reduce's first block
 	stats  Stats
-	srtt   time.Duration
+	// srtt and rttvar estimate the round trip to a result (RFC 6298).
+	srtt, rttvar time.Duration
 }
 
 // Dial opens a client's socket (any local port; the aggregator answers
@@ -105,7 +106,7 @@ func Dial(cfg Config) (*Client, error) {
 	}
 	_ = conn.SetReadBuffer(4 << 20)
 	_ = conn.SetWriteBuffer(4 << 20)
-	return &Client{cfg: cfg, conn: conn, pc: ipv4.NewPacketConn(conn), sets: make([]uint8, cfg.Window), srtt: 5 * time.Millisecond}, nil
+	return &Client{cfg: cfg, conn: conn, pc: ipv4.NewPacketConn(conn), sets: make([]uint8, cfg.Window), srtt: 10 * time.Millisecond, rttvar: 5 * time.Millisecond}, nil
 }
 
 // Close closes the socket.
@@ -255,7 +256,9 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 				return fmt.Errorf("inc client: %w", err)
 			}
 			if p.tries == 0 { // Karn: time only what was sent once
-				c.srtt = (7*c.srtt + time.Since(p.sent)) / 8
+				rtt := time.Since(p.sent)
+				c.rttvar = (3*c.rttvar + (c.srtt - rtt).Abs()) / 4
+				c.srtt = (7*c.srtt + rtt) / 8
 			}
 			left--
 			progress = time.Now()
@@ -283,11 +286,18 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 	return nil
 }
 
-// rto is the first retransmission timeout of a block: a few smoothed
-// round trips, at least 2 ms.
+// rto is the first retransmission timeout of a block, as TCP's (RFC
+// 6298: srtt + 4 rttvar), between MinRTO and 200 ms.
 func (c *Client) rto() time.Duration {
-	return min(max(3*c.srtt, 2*time.Millisecond), 200*time.Millisecond)
+	return min(max(c.srtt+4*c.rttvar, MinRTO), 200*time.Millisecond)
 }
+
+// MinRTO is the shortest retransmission timeout. Emulated round trips
+// are tens of microseconds, but a busy machine delays the aggregators'
+// and workers' processes by milliseconds: a shorter timeout resends
+// blocks that were never lost, and the duplicates cost the aggregator
+// the time it lacked.
+const MinRTO = 10 * time.Millisecond
 
 type nilDF struct{}
 

@@ -1,0 +1,184 @@
+package workers_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	wire "github.com/ocsemu/ocsemu/dataplane/inc"
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/workers"
+	"github.com/ocsemu/ocsemu/workers/job"
+)
+
+// aggregators serves one engine per ToR of the lab in the ToR's namespace
+// (in this process) and returns the engines by rack.
+func aggregators(b *testing.B, lab *fabric.Lab) []*wire.Engine {
+	var es []*wire.Engine
+	for r := 0; r < lab.Topo.Spec.Racks; r++ {
+		e, err := wire.NewEngine(wire.Config{Slots: wire.DefaultSlots, Capacity: 4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var conn *net.UDPConn
+		if err := netns.Do(names.NSName(lab.Topo.Lab, names.ToRName(r)), func() (err error) {
+			conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: wire.Port})
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		_ = conn.SetReadBuffer(8 << 20)
+		_ = conn.SetWriteBuffer(8 << 20)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = wire.Serve(ctx, conn, e, wire.ServeOptions{Src: topo.GatewayAddr(r)})
+		}()
+		b.Cleanup(func() { cancel(); <-done })
+		es = append(es, e)
+	}
+	return es
+}
+
+// admit admits job id on the ToRs of its workers, rooted at the first.
+func admit(b *testing.B, es []*wire.Engine, id uint16, workers []string) {
+	var racks []int
+	seen := map[int]bool{}
+	for _, w := range workers {
+		if r, _, _ := names.ParseServer(w); !seen[r] {
+			seen[r] = true
+			racks = append(racks, r)
+		}
+	}
+	for i, r := range racks {
+		cfg := wire.JobConfig{ID: id, ToRs: len(racks), Index: i}
+		if i > 0 {
+			cfg.Parent = netip.AddrPortFrom(topo.GatewayAddr(racks[0]), wire.Port)
+		}
+		if err := es[r].Admit(cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// coreBytes sums the bytes the ToRs sent into the layer between racks
+// (their core ports; uplinks on OCS fabrics).
+func coreBytes(b *testing.B, lab *fabric.Lab) int64 {
+	var sum int64
+	for r := 0; r < lab.Topo.Spec.Racks; r++ {
+		err := netns.Do(names.NSName(lab.Topo.Lab, names.ToRName(r)), func() error {
+			data, err := os.ReadFile("/proc/thread-self/net/dev")
+			if err != nil {
+				return err
+			}
+			for _, l := range strings.Split(string(data), "\n") {
+				name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
+				if !ok || !(name == "core" || strings.HasPrefix(name, "up")) {
+					continue
+				}
+				f := strings.Fields(rest)
+				tx, _ := strconv.ParseInt(f[8], 10, 64)
+				sum += tx
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return sum
+}
+
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+// phaseTimes runs a job and returns the median time of one phase over
+// iterations after the first.
+func phaseTimes(b *testing.B, lab *fabric.Lab, j job.Job, phase string) float64 {
+	out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: []job.Job{j}, Dir: b.TempDir(), TCPInfoEvery: -1, Verify: true, Timeout: 120 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stats, _, _ := workers.Summarize([]job.Job{j}, out)
+	var ts []float64
+	for _, s := range stats {
+		if s.Phase == phase && s.Iteration > 0 {
+			ts = append(ts, float64(s.DurationNs)/1e9)
+		}
+	}
+	return median(ts)
+}
+
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// BenchmarkINC measures, on one 4-rack fabric with 1 Gbit/s links (a
+// packet core between racks): INC all-reduce (ps job with the ToR
+// aggregators, 1 worker per rack) against the TCP ring all-reduce for 16
+// and 64 MiB, the aggregators' element rate and this process's CPU use
+// while they run (ranks and aggregators share it), and the bytes that
+// cross the layer between racks for a 3-rack, 6-worker job with and
+// without INC. Run with `sudo scripts/bench inc`.
+func BenchmarkINC(b *testing.B) {
+	fabrictest.SkipUnlessRoot(b)
+	lab := fabrictest.Deploy(b, fabrictest.Fabric(b, fabrictest.UniqueLab("incb"),
+		"{kind: eps, racks: 4, servers_per_rack: 2, rates: {server: 1Gbit}}"))
+	es := aggregators(b, lab)
+	four := []string{"r0s0", "r1s0", "r2s0", "r3s0"}
+	id := uint16(0)
+	for range b.N {
+		fmt.Printf("\nINC against TCP ring all-reduce, 4 racks x 1 worker, 1 Gbit/s, median of iterations 2-4\n")
+		fmt.Printf("%-6s %10s %10s %9s %9s %14s %12s\n", "size", "ring ms", "INC ms", "speed-up", "ideal", "agg Melem/s/ToR", "CPU cores")
+		for _, S := range []int64{16 << 20, 64 << 20} {
+			ring := phaseTimes(b, lab, job.Job{Name: "ring", Pattern: "ring", Workers: four, Bytes: S, Iterations: 4}, "allreduce")
+			id++
+			admit(b, es, id, four)
+			e0, c0, t0 := es[0].Stats().Elements, cpuSeconds(), time.Now()
+			incT := phaseTimes(b, lab, job.Job{Name: "inc", Pattern: "ps", Workers: four, Bytes: S, Iterations: 4,
+				INC: &job.INC{ID: id, Window: 64}}, "push")
+			cpu := (cpuSeconds() - c0) / time.Since(t0).Seconds()
+			// The root ToR adds every worker's elements (its own and the
+			// other ToRs' partials): per ToR, its elements over the push
+			// phases.
+			rate := float64(es[0].Stats().Elements-e0) / 4 / (4 * incT) // elements per push at the root, per iteration
+			ideal := 2 * float64(3) / 4
+			fmt.Printf("%4dMiB %10.1f %10.1f %9.2f %9.2f %14.1f %12.2f\n", S>>20, ring*1e3, incT*1e3, ring/incT, ideal, rate/1e6, cpu)
+			b.ReportMetric(ring/incT/ideal, fmt.Sprintf("of-ideal-speedup-%dMiB", S>>20))
+			for r := range es {
+				_ = es[r].Release(id)
+			}
+		}
+		six := []string{"r0s0", "r0s1", "r1s0", "r1s1", "r2s0", "r2s1"}
+		const S = 16 << 20
+		before := coreBytes(b, lab)
+		phaseTimes(b, lab, job.Job{Name: "cpups", Pattern: "ps", Workers: six, PS: "r0s0", Bytes: S, Iterations: 2}, "push")
+		cpuPS := coreBytes(b, lab) - before
+		id++
+		admit(b, es, id, six)
+		before = coreBytes(b, lab)
+		phaseTimes(b, lab, job.Job{Name: "incps", Pattern: "ps", Workers: six, Bytes: S, Iterations: 2, INC: &job.INC{ID: id, Window: 64}}, "push")
+		incPS := coreBytes(b, lab) - before
+		fmt.Printf("\nbytes into the layer between racks, 3 racks x 2 workers, 16 MiB, 2 iterations\n")
+		fmt.Printf("CPU parameter server on r0s0: %7.1f MiB (%.1f S per iteration)\n", float64(cpuPS)/(1<<20), float64(cpuPS)/2/S)
+		fmt.Printf("INC rooted at tor0:           %7.1f MiB (%.1f S per iteration)\n", float64(incPS)/(1<<20), float64(incPS)/2/S)
+		b.ReportMetric(float64(cpuPS)/float64(incPS), "core-bytes-ps/inc")
+	}
+}
