@@ -54,6 +54,7 @@ func (a *app) aggServeCmd() *cobra.Command {
 	var lab, tor string
 	cfg := inc.Config{Slots: inc.DefaultSlots}
 	var batch int
+	var gso bool
 	cmd := &cobra.Command{
 		Use:   "serve --lab <lab> --tor <tor>",
 		Short: "Run one ToR's aggregator in the current namespace (emu run starts it in the ToR's)",
@@ -67,7 +68,7 @@ func (a *app) aggServeCmd() *cobra.Command {
 				return err
 			}
 			rack, _ := names.ParseToR(tor)
-			return serveAgg(cmd.Context(), e, aggSocket(lab, tor), inc.ServeOptions{Batch: batch, Src: topo.GatewayAddr(rack)}, a)
+			return serveAgg(cmd.Context(), e, aggSocket(lab, tor), inc.ServeOptions{Batch: batch, GSO: gso && batch > 1, Src: topo.GatewayAddr(rack)}, a)
 		},
 	}
 	cmd.Flags().StringVar(&lab, "lab", "", "lab")
@@ -75,6 +76,7 @@ func (a *app) aggServeCmd() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Capacity, "capacity", 4, "jobs aggregated at once (fabric.inc.capacity)")
 	cmd.Flags().IntVar(&cfg.Slots, "slots", inc.DefaultSlots, "slot pool, partitioned among the jobs")
 	cmd.Flags().IntVar(&batch, "batch", inc.DefaultBatch, "datagrams per system call (1: one at a time)")
+	cmd.Flags().BoolVar(&gso, "gso", true, "coalesce datagrams per destination in kernel buffers (UDP GSO/GRO)")
 	return cmd
 }
 

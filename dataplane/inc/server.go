@@ -23,6 +23,10 @@ type ServeOptions struct {
 	// Drop, if set, is asked for every datagram read and every one to be
 	// written; true drops it. Tests inject seeded random loss with it.
 	Drop func() bool
+	// GSO coalesces the datagrams of a batch to one destination into one
+	// kernel buffer (UDP_SEGMENT) and reads coalesced ones (UDP_GRO); see
+	// batchio.go. Batch mode only.
+	GSO bool
 	// Src, if set, is the source address of every datagram sent
 	// (IP_PKTINFO): a ToR sends from its rack gateway address, which every
 	// rack routes, rather than from the uplink address the kernel would
@@ -52,7 +56,7 @@ func Serve(ctx context.Context, conn *net.UDPConn, e *Engine, opt ServeOptions) 
 	if opt.Batch == 1 {
 		err = serveSimple(conn, e, opt.Drop, oob)
 	} else {
-		err = serveBatch(conn, e, opt.Batch, opt.Drop, oob)
+		err = serveBatch(conn, e, opt)
 	}
 	if ctx.Err() != nil {
 		return nil
@@ -94,65 +98,39 @@ func serveSimple(conn *net.UDPConn, e *Engine, drop func() bool, oob []byte) err
 	}
 }
 
-func serveBatch(conn *net.UDPConn, e *Engine, batch int, drop func() bool, oob []byte) error {
-	pc := ipv4.NewPacketConn(conn)
-	in := make([]ipv4.Message, batch)
-	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, 2048)}
-	}
-	// Replies: a completion sends one packet per contributor, so a batch
-	// of inputs can give many outputs; they are flushed when full.
-	out := make([]ipv4.Message, 0, 4*batch)
-	bufs := make([][]byte, 4*batch)
-	addrs := make([]net.UDPAddr, 4*batch)
-	for i := range bufs {
-		bufs[i] = make([]byte, 0, 2048)
-	}
-	var werr error
-	flush := func() {
-		for done := 0; done < len(out); {
-			n, err := pc.WriteBatch(out[done:], 0)
-			if err != nil {
-				if !transient(err) && werr == nil {
-					werr = err
-				}
-				// Skip the message the kernel refused (e.g. no route).
-				n = max(n, 1)
-			}
-			done += n
-		}
-		out = out[:0]
-	}
-	emit := func(to netip.AddrPort, oh *Header, elems []int32) {
-		if drop() {
-			return
-		}
-		if len(out) == cap(out) {
-			flush()
-		}
-		i := len(out)
-		bufs[i] = Append(bufs[i][:0], oh, elems)
-		addrs[i] = net.UDPAddr{IP: to.Addr().AsSlice(), Port: int(to.Port())}
-		out = append(out, ipv4.Message{Buffers: [][]byte{bufs[i]}, OOB: oob, Addr: &addrs[i]})
-	}
-	var h Header
-	for {
-		n, err := pc.ReadBatch(in, 0)
-		if err != nil {
+func serveBatch(conn *net.UDPConn, e *Engine, opt ServeOptions) error {
+	if opt.GSO {
+		if err := EnableGRO(conn); err != nil {
 			return err
 		}
-		for _, m := range in[:n] {
-			if drop() {
-				continue
-			}
-			ua, ok := m.Addr.(*net.UDPAddr)
-			if !ok || h.DecodeFromBytes(m.Buffers[0][:m.N], nilDF{}) != nil {
-				e.Malformed()
-				continue
-			}
-			e.Handle(unmap(ua.AddrPort()), &h, emit)
+	}
+	r := NewReader(conn, opt.Batch)
+	w := NewWriter(conn, opt.Batch, opt.Src, opt.GSO)
+	w.Drop = opt.Drop
+	var werr error
+	emit := func(to netip.AddrPort, oh *Header, elems []int32) {
+		if err := w.Add(to, oh, elems); err != nil && werr == nil {
+			werr = err
 		}
-		flush()
+	}
+	var h Header
+	handle := func(from netip.AddrPort, b []byte) {
+		if opt.Drop() {
+			return
+		}
+		if h.DecodeFromBytes(b, nilDF{}) != nil {
+			e.Malformed()
+			return
+		}
+		e.Handle(from, &h, emit)
+	}
+	for {
+		if err := r.Read(handle); err != nil {
+			return err
+		}
+		if err := w.Flush(); err != nil {
+			return err
+		}
 		if werr != nil {
 			return werr
 		}

@@ -13,8 +13,6 @@ import (
 	"os"
 	"time"
 
-	"golang.org/x/net/ipv4"
-
 	wire "github.com/ocsemu/ocsemu/dataplane/inc"
 )
 
@@ -43,6 +41,9 @@ type Config struct {
 	// Drop, if set, is asked for every packet sent and received; true
 	// drops it (tests inject loss with it).
 	Drop func() bool
+	// GSO sends the blocks of a batch as one kernel buffer (UDP_SEGMENT)
+	// and reads coalesced results (UDP_GRO): dataplane/inc batchio.go.
+	GSO bool
 }
 
 // DefaultWindow is the number of slots a worker keeps in flight unless
@@ -65,7 +66,8 @@ type Stats struct {
 type Client struct {
 	cfg    Config
 	conn   *net.UDPConn
-	pc     *ipv4.PacketConn
+	r      *wire.Reader
+	w      *wire.Writer
 	sets   []uint8 // next set of each slot
 	packet uint32  // packet number of the next all-reduce's first block
 	stats  Stats
@@ -106,7 +108,13 @@ func Dial(cfg Config) (*Client, error) {
 	}
 	_ = conn.SetReadBuffer(4 << 20)
 	_ = conn.SetWriteBuffer(4 << 20)
-	return &Client{cfg: cfg, conn: conn, pc: ipv4.NewPacketConn(conn), sets: make([]uint8, cfg.Window), srtt: 10 * time.Millisecond, rttvar: 5 * time.Millisecond}, nil
+	if cfg.GSO {
+		if err := wire.EnableGRO(conn); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("inc client: %w", err)
+		}
+	}
+	return &Client{cfg: cfg, conn: conn, r: wire.NewReader(conn, 16), w: wire.NewWriter(conn, 64, netip.Addr{}, cfg.GSO), sets: make([]uint8, cfg.Window), srtt: 10 * time.Millisecond, rttvar: 5 * time.Millisecond}, nil
 }
 
 // Close closes the socket.
@@ -172,21 +180,7 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 	c.packet += uint32(n)
 	w := min(c.cfg.Window, n)
 	pend := make([]pending, w)
-	const batch = 64
-	out := make([]ipv4.Message, 0, batch)
-	outBufs := make([][]byte, batch)
-	dst := &net.UDPAddr{IP: c.cfg.Aggregator.Addr().AsSlice(), Port: int(c.cfg.Aggregator.Port())}
-	var werr error
-	flush := func() {
-		for done := 0; done < len(out) && werr == nil; {
-			k, err := c.pc.WriteBatch(out[done:], 0)
-			if err != nil {
-				werr = fmt.Errorf("inc client: send to %v: %w", c.cfg.Aggregator, err)
-			}
-			done += k
-		}
-		out = out[:0]
-	}
+	var werr, rerr error
 	var h wire.Header
 	send := func(slot int) {
 		p := &pend[slot]
@@ -195,28 +189,62 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 		elems := fill(p.block, &h)
 		p.exp, p.sent = h.Exp, time.Now()
 		c.stats.Sent++
+		c.stats.Bytes += uint64(wire.HeaderLen + 4*len(elems))
 		if c.cfg.Drop() {
 			return
 		}
-		if len(out) == batch {
-			flush()
+		if err := c.w.Add(c.cfg.Aggregator, &h, elems); err != nil && werr == nil {
+			werr = fmt.Errorf("inc client: send to %v: %w", c.cfg.Aggregator, err)
 		}
-		i := len(out)
-		outBufs[i] = wire.Append(outBufs[i][:0], &h, elems)
-		c.stats.Bytes += uint64(len(outBufs[i]))
-		out = append(out, ipv4.Message{Buffers: [][]byte{outBufs[i]}, Addr: dst})
 	}
 	for s := range pend {
 		pend[s] = pending{block: s, active: true, rto: c.rto()}
 		send(s)
 	}
-	in := make([]ipv4.Message, batch)
-	for i := range in {
-		in[i].Buffers = [][]byte{make([]byte, 2048)}
-	}
 	left, progress := n, time.Now()
+	var res wire.Header
+	take := func(_ netip.AddrPort, b []byte) {
+		if rerr != nil || c.cfg.Drop() {
+			return
+		}
+		c.stats.Received++
+		if res.DecodeFromBytes(b, nilDF{}) != nil || res.Job != c.cfg.Job {
+			c.stats.Ignored++
+			return
+		}
+		if res.Type == wire.TypeRefused {
+			rerr = fmt.Errorf("inc client: job %d at %v: %w", c.cfg.Job, c.cfg.Aggregator, ErrRefused)
+			return
+		}
+		s := int(res.Slot)
+		if res.Type != wire.TypeResult || s >= w || !pend[s].active || res.Set != c.sets[s] || res.Packet != base+uint32(pend[s].block) {
+			c.stats.Ignored++ // a late copy of a result already taken
+			return
+		}
+		p := &pend[s]
+		if err := done(p.block, &res); err != nil {
+			rerr = fmt.Errorf("inc client: %w", err)
+			return
+		}
+		if p.tries == 0 { // Karn: time only what was sent once
+			rtt := time.Since(p.sent)
+			c.rttvar = (3*c.rttvar + (c.srtt - rtt).Abs()) / 4
+			c.srtt = (7*c.srtt + rtt) / 8
+		}
+		left--
+		progress = time.Now()
+		c.sets[s] ^= 1
+		if b := p.block + w; b < n { // every worker puts block b in slot b mod w
+			*p = pending{block: b, active: true, rto: c.rto()}
+			send(s)
+		} else {
+			p.active = false
+		}
+	}
 	for left > 0 {
-		flush()
+		if err := c.w.Flush(); err != nil && werr == nil {
+			werr = fmt.Errorf("inc client: send to %v: %w", c.cfg.Aggregator, err)
+		}
 		if werr != nil {
 			return werr
 		}
@@ -230,45 +258,12 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 			}
 		}
 		_ = c.conn.SetReadDeadline(wake)
-		m, err := c.pc.ReadBatch(in, 0)
+		err := c.r.Read(take)
 		if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 			return fmt.Errorf("inc client: receive: %w", err)
 		}
-		for _, msg := range in[:max(m, 0)] {
-			if c.cfg.Drop() {
-				continue
-			}
-			c.stats.Received++
-			if h.DecodeFromBytes(msg.Buffers[0][:msg.N], nilDF{}) != nil || h.Job != c.cfg.Job {
-				c.stats.Ignored++
-				continue
-			}
-			if h.Type == wire.TypeRefused {
-				return fmt.Errorf("inc client: job %d at %v: %w", c.cfg.Job, c.cfg.Aggregator, ErrRefused)
-			}
-			s := int(h.Slot)
-			if h.Type != wire.TypeResult || s >= w || !pend[s].active || h.Set != c.sets[s] || h.Packet != base+uint32(pend[s].block) {
-				c.stats.Ignored++ // a late copy of a result already taken
-				continue
-			}
-			p := &pend[s]
-			if err := done(p.block, &h); err != nil {
-				return fmt.Errorf("inc client: %w", err)
-			}
-			if p.tries == 0 { // Karn: time only what was sent once
-				rtt := time.Since(p.sent)
-				c.rttvar = (3*c.rttvar + (c.srtt - rtt).Abs()) / 4
-				c.srtt = (7*c.srtt + rtt) / 8
-			}
-			left--
-			progress = time.Now()
-			c.sets[s] ^= 1
-			if b := p.block + w; b < n { // every worker puts block b in slot b mod w
-				*p = pending{block: b, active: true, rto: c.rto()}
-				send(s)
-			} else {
-				p.active = false
-			}
+		if rerr != nil {
+			return rerr
 		}
 		now := time.Now()
 		for s := range pend {
