@@ -182,6 +182,7 @@ func BenchmarkINC(b *testing.B) {
 		b.ReportMetric(float64(cpuPS)/float64(incPS), "core-bytes-ps/inc")
 	}
 }
+
 // gso: the aggregators coalesce with UDP GSO/GRO, as emu agg does.
 const gso = true
 

@@ -14,12 +14,17 @@ import (
 
 // BenchmarkAggregator measures one aggregator's throughput on loopback:
 // 4 workers all-reduce 4 MiB each through it, with the server reading one
-// datagram per system call (batch 1) or many (recvmmsg/sendmmsg). It
-// reports the elements the aggregator added per second and its CPU time
-// per million elements.
+// datagram per system call (batch 1) or many (recvmmsg/sendmmsg), with
+// or without UDP GSO/GRO. It reports the elements the aggregator added per
+// second and the CPU cores the whole process (workers and aggregator)
+// used.
 func BenchmarkAggregator(b *testing.B) {
-	for _, batch := range []int{1, 64} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+	for _, mode := range []struct {
+		batch int
+		gso   bool
+	}{{1, false}, {64, false}, {64, true}} {
+		batch := mode.batch
+		b.Run(fmt.Sprintf("batch=%d/gso=%v", batch, mode.gso), func(b *testing.B) {
 			e, err := wire.NewEngine(wire.Config{Slots: 1024, Capacity: 4})
 			if err != nil {
 				b.Fatal(err)
@@ -37,12 +42,12 @@ func BenchmarkAggregator(b *testing.B) {
 			var cpu0, cpu1 syscall.Rusage
 			go func() {
 				defer close(done)
-				_ = wire.Serve(ctx, conn, e, wire.ServeOptions{Batch: batch})
+				_ = wire.Serve(ctx, conn, e, wire.ServeOptions{Batch: batch, GSO: mode.gso})
 			}()
 			const workers, size = 4, 1 << 20
 			clients := make([]*Client, workers)
 			for w := range clients {
-				if clients[w], err = Dial(Config{Job: 1, Worker: w, Workers: workers, Total: workers, Aggregator: conn.LocalAddr().(*net.UDPAddr).AddrPort()}); err != nil {
+				if clients[w], err = Dial(Config{Job: 1, Worker: w, Workers: workers, Total: workers, Aggregator: conn.LocalAddr().(*net.UDPAddr).AddrPort(), GSO: mode.gso}); err != nil {
 					b.Fatal(err)
 				}
 				defer clients[w].Close()
