@@ -296,3 +296,49 @@ func TestConfigValidate(t *testing.T) {
 		}
 	}
 }
+
+// TestHierarchy wires a root ToR and a ToR below it by hand: partial sums
+// go up, the result comes down to both racks' workers, and a lost result
+// between the ToRs is recovered by a worker's retransmission (the lower
+// ToR resends its partial, the root answers it alone).
+func TestHierarchy(t *testing.T) {
+	rootAddr, lowAddr := addr(100), addr(101)
+	root := newRig(t, flat, JobConfig{ID: 1, ToRs: 2, Index: 0})
+	low := newRig(t, flat, JobConfig{ID: 1, ToRs: 2, Index: 1, Parent: rootAddr})
+	// Rack 0: one worker at the root; rack 1: two workers below.
+	if out := root.send(addr(0), data(1, 0, 1, 0, 0, 0), []int32{1, 10}); len(out) != 0 {
+		t.Fatalf("root completed with one ToR missing: %v", out)
+	}
+	low.send(addr(1), data(1, 0, 2, 0, 0, 0), []int32{2, 20})
+	up := low.send(addr(2), data(1, 1, 2, 0, 0, 0), []int32{3, 30})
+	if len(up) != 1 || up[0].h.Type != TypePartial || up[0].to != rootAddr || !slices.Equal(up[0].elems, []int32{5, 50}) || up[0].h.Worker != 1 || up[0].h.Workers != 2 {
+		t.Fatalf("lower ToR sent %v, want its partial sum to the root", up)
+	}
+	down := root.send(lowAddr, up[0].h, up[0].elems)
+	sum := []int32{6, 60}
+	// One result to the lower ToR, one to the root's own worker.
+	if len(down) != 2 || down[0].to != lowAddr || down[1].to != addr(0) || !slices.Equal(down[0].elems, sum) || !slices.Equal(down[1].elems, sum) {
+		t.Fatalf("root sent %v", down)
+	}
+	// The result to the lower ToR is lost; worker 1 retransmits.
+	again := low.send(addr(2), data(1, 1, 2, 0, 0, 0), []int32{3, 30})
+	if len(again) != 1 || again[0].h.Type != TypePartial || !slices.Equal(again[0].elems, []int32{5, 50}) {
+		t.Fatalf("retransmission below a missing result sent %v, want the partial again", again)
+	}
+	uni := root.send(lowAddr, again[0].h, again[0].elems)
+	if len(uni) != 1 || uni[0].to != lowAddr || !slices.Equal(uni[0].elems, sum) {
+		t.Fatalf("root answered a repeated partial with %v, want the sum to that ToR only", uni)
+	}
+	res := low.send(rootAddr, uni[0].h, uni[0].elems)
+	wantResults(t, res, []netip.AddrPort{addr(1), addr(2)}, sum)
+	// A second copy of the result changes nothing.
+	if out := low.send(rootAddr, uni[0].h, uni[0].elems); len(out) != 0 {
+		t.Fatalf("a duplicate result was sent on: %v", out)
+	}
+	if st := root.e.Stats(); st.Completions != 1 || st.Duplicates != 1 || st.Unicasts != 1 {
+		t.Errorf("root stats %+v", st)
+	}
+	if st := low.e.Stats(); st.Partials != 2 || st.Completions != 1 || st.Stale != 1 {
+		t.Errorf("lower ToR stats %+v", st)
+	}
+}
