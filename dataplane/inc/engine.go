@@ -54,11 +54,19 @@ type JobConfig struct {
 	// Parent is the root ToR's aggregator, where this ToR sends partial
 	// sums; unset on the root ToR and for single-rack jobs.
 	Parent netip.AddrPort `json:"parent,omitzero"`
+	// FirstStage and LastStage bound the plan stages the job is active
+	// in. Capacity counts the jobs active in one stage, as the plan check
+	// and the scheduler do; jobs admitted without stages all share stage 0.
+	FirstStage int `json:"first_stage,omitempty"`
+	LastStage  int `json:"last_stage,omitempty"`
 }
 
 func (j JobConfig) validate() error {
 	if j.ToRs < 1 || j.ToRs > MaxContributors || j.Index < 0 || j.Index >= j.ToRs {
 		return fmt.Errorf("inc: job %d: ToR %d of %d, want 0 <= index < tors <= %d", j.ID, j.Index, j.ToRs, MaxContributors)
+	}
+	if j.FirstStage < 0 || j.LastStage < j.FirstStage {
+		return fmt.Errorf("inc: job %d: stages %d..%d", j.ID, j.FirstStage, j.LastStage)
 	}
 	if j.ToRs == 1 && j.Parent.IsValid() {
 		return fmt.Errorf("inc: job %d: a single-rack job has no parent aggregator", j.ID)
@@ -115,7 +123,6 @@ func newTable(n int) table {
 
 type job struct {
 	cfg      JobConfig
-	part     int   // partition index in the pool
 	local    table // the workers of this ToR
 	upper    table // the job's ToRs (root of a multi-rack job only)
 	workers  [MaxContributors]netip.AddrPort
@@ -133,9 +140,8 @@ type Emit func(to netip.AddrPort, h *Header, elems []int32)
 // Jobs and Stats may be called from others.
 type Engine struct {
 	cfg  Config
-	mu   sync.RWMutex // guards jobs and parts against Admit/Release
+	mu   sync.RWMutex // guards jobs against Admit/Release
 	jobs map[uint16]*job
-	part []bool // partition in use
 	c    counters
 	out  Header
 	buf  []byte // the root's own partial in wire order
@@ -146,14 +152,15 @@ func NewEngine(cfg Config) (*Engine, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Engine{cfg: cfg, jobs: map[uint16]*job{}, part: make([]bool, cfg.Capacity)}, nil
+	return &Engine{cfg: cfg, jobs: map[uint16]*job{}}, nil
 }
 
 // Config returns the engine's memory configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
-// Admit gives a job a partition of the slot pool, or ErrNoRoom. Admitting
-// a job again with the same configuration is a no-op.
+// Admit gives a job a partition of the slot pool, or ErrNoRoom when
+// Capacity admitted jobs are already active in one of its stages.
+// Admitting a job again with the same configuration is a no-op.
 func (e *Engine) Admit(cfg JobConfig) error {
 	if err := cfg.validate(); err != nil {
 		return err
@@ -166,36 +173,35 @@ func (e *Engine) Admit(cfg JobConfig) error {
 		}
 		return fmt.Errorf("inc: job %d is already admitted with another configuration", cfg.ID)
 	}
-	p := -1
-	for i, used := range e.part {
-		if !used {
-			p = i
-			break
+	for s := cfg.FirstStage; s <= cfg.LastStage; s++ {
+		n := 0
+		for _, o := range e.jobs {
+			if o.cfg.FirstStage <= s && s <= o.cfg.LastStage {
+				n++
+			}
+		}
+		if n >= e.cfg.Capacity {
+			e.c.refusals.Add(1)
+			return fmt.Errorf("job %d: %w (%d jobs in stage %d)", cfg.ID, ErrNoRoom, n, s)
 		}
 	}
-	if p < 0 {
-		e.c.refusals.Add(1)
-		return fmt.Errorf("job %d: %w (%d jobs)", cfg.ID, ErrNoRoom, e.cfg.Capacity)
-	}
-	j := &job{cfg: cfg, part: p, local: newTable(e.cfg.Partition())}
+	// Each job gets its own partition's worth of memory: jobs that are
+	// never active in the same stage could reuse one partition (the first
+	// writer overwrites), but a job running late would then share it.
+	j := &job{cfg: cfg, local: newTable(e.cfg.Partition())}
 	if j.root() {
 		j.upper = newTable(e.cfg.Partition())
 	}
-	e.part[p] = true
 	e.jobs[cfg.ID] = j
 	return nil
 }
 
-// Release frees a job's partition; its slots are not cleared (the next
-// job's first writers overwrite them).
+// Release frees a job's partition.
 func (e *Engine) Release(id uint16) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	j, ok := e.jobs[id]
-	if ok {
-		e.part[j.part] = false
-		delete(e.jobs, id)
-	}
+	_, ok := e.jobs[id]
+	delete(e.jobs, id)
 	return ok
 }
 

@@ -273,7 +273,7 @@ func TestAdmission(t *testing.T) {
 	if got := r.e.Jobs(); len(got) != 2 || got[0].ID != 1 || got[1].ID != 3 {
 		t.Fatalf("jobs %v", got)
 	}
-	for _, bad := range []JobConfig{{ID: 4, ToRs: 0}, {ID: 4, ToRs: 2, Index: 2}, {ID: 4, ToRs: 1, Parent: addr(9)}} {
+	for _, bad := range []JobConfig{{ID: 4, ToRs: 0}, {ID: 4, ToRs: 2, Index: 2}, {ID: 4, ToRs: 1, Parent: addr(9)}, {ID: 4, ToRs: 1, FirstStage: 3, LastStage: 2}} {
 		if err := r.e.Admit(bad); err == nil || errors.Is(err, ErrNoRoom) {
 			t.Errorf("Admit(%+v) = %v, want a configuration error", bad, err)
 		}
@@ -340,5 +340,25 @@ func TestHierarchy(t *testing.T) {
 	}
 	if st := low.e.Stats(); st.Partials != 2 || st.Completions != 1 || st.Stale != 1 {
 		t.Errorf("lower ToR stats %+v", st)
+	}
+}
+
+// TestAdmissionByStage: capacity counts the jobs active in one stage, as
+// the plan check and the scheduler do.
+func TestAdmissionByStage(t *testing.T) {
+	r := newRig(t, Config{Slots: 8, Capacity: 2},
+		JobConfig{ID: 1, ToRs: 1, FirstStage: 0, LastStage: 4},
+		JobConfig{ID: 2, ToRs: 1, FirstStage: 3, LastStage: 6})
+	if err := r.e.Admit(JobConfig{ID: 3, ToRs: 1, FirstStage: 5, LastStage: 9}); err != nil {
+		t.Fatalf("job active in stages 5-9 beside one other: %v", err)
+	}
+	if err := r.e.Admit(JobConfig{ID: 4, ToRs: 1, FirstStage: 4, LastStage: 5}); !errors.Is(err, ErrNoRoom) {
+		t.Fatalf("stage 4 holds jobs 1 and 2 already: %v", err)
+	}
+	if err := r.e.Admit(JobConfig{ID: 5, ToRs: 1, FirstStage: 10, LastStage: 12}); err != nil {
+		t.Fatalf("a later job after the others: %v", err)
+	}
+	if n := len(r.e.Jobs()); n != 4 {
+		t.Fatalf("%d jobs admitted, want 4 (capacity counts per stage)", n)
 	}
 }

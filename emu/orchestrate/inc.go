@@ -34,15 +34,29 @@ type Admission struct {
 	Reason     string `json:"reason,omitempty"`
 }
 
-// admitINC asks every ToR of each INC job, in plan order, to admit it:
-// each ToR sums its own workers, the plan's aggregator ToR completes the
-// sum. A job some ToR refuses falls back to a CPU parameter server on its
-// first worker's server (jobs is changed in place). release frees what
-// was admitted.
+// admitINC asks every ToR of each INC job, in plan order, to admit it
+// for the stages it is active in: each ToR sums its own workers, the
+// plan's aggregator ToR completes the sum. A ToR holds at most its
+// capacity of jobs in any one stage, the rule plan.Check and the
+// scheduler apply, so a checked plan is admitted whole. A job some ToR
+// refuses all the same falls back to a CPU parameter server on its first
+// worker's server (jobs is changed in place). release frees what was
+// admitted.
 func admitINC(ctx context.Context, ag Aggregators, p *plan.Plan, jobs []job.Job, window int) (adm []Admission, release func(), err error) {
 	type held struct {
 		tor string
 		id  uint16
+	}
+	// A job is active from the stage of its first activity to that of its
+	// last: the span plan.Check and the scheduler count capacity over.
+	first, last := map[string]int{}, map[string]int{}
+	for si, st := range p.Stages {
+		for _, a := range st.Activities {
+			if _, ok := first[a.Job]; !ok {
+				first[a.Job] = si
+			}
+			last[a.Job] = si
+		}
 	}
 	var all []held
 	release = func() {
@@ -67,7 +81,7 @@ func admitINC(ctx context.Context, ag Aggregators, p *plan.Plan, jobs []job.Job,
 		}
 		var mine []held
 		for t := 0; reason == nil && t < len(tors); t++ {
-			cfg := inc.JobConfig{ID: a.ID, ToRs: len(tors), Index: t}
+			cfg := inc.JobConfig{ID: a.ID, ToRs: len(tors), Index: t, FirstStage: first[pj.Name], LastStage: max(last[pj.Name], first[pj.Name])}
 			if t != root {
 				cfg.Parent = netip.AddrPortFrom(topo.GatewayAddr(plan.Rack(pj.Aggregator)), inc.Port)
 			}

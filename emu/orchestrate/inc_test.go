@@ -84,3 +84,53 @@ func TestAdmitINC(t *testing.T) {
 		t.Errorf("no aggregators: %v, %+v", err, adm)
 	}
 }
+
+// engines are real aggregator engines, one per ToR.
+type engines map[string]*inc.Engine
+
+func (e engines) Admit(_ context.Context, tor string, cfg inc.JobConfig) error { return e[tor].Admit(cfg) }
+func (e engines) Release(_ context.Context, tor string, id uint16) error {
+	e[tor].Release(id)
+	return nil
+}
+
+// TestAdmissionAgreesWithCapacity: two INC jobs on one ToR of capacity 1,
+// one after the other in the plan's stages, are both admitted, as
+// plan.Check allows; overlapping, the second falls back.
+func TestAdmissionAgreesWithCapacity(t *testing.T) {
+	stage := func(jobs ...string) plan.Stage {
+		var st plan.Stage
+		for _, j := range jobs {
+			st.Activities = append(st.Activities, plan.Activity{Job: j, Phase: "push"})
+		}
+		return st
+	}
+	for _, c := range []struct {
+		name   string
+		stages []plan.Stage
+		second bool
+	}{
+		{"one after the other", []plan.Stage{stage("a"), stage("a"), stage("b")}, true},
+		{"overlapping", []plan.Stage{stage("a"), stage("a", "b"), stage("b")}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := &plan.Plan{Stages: c.stages, Jobs: []plan.Job{
+				{Name: "a", Pattern: "ps", Workers: []string{"r0s0", "r0s1"}, INC: true, Aggregator: "tor0"},
+				{Name: "b", Pattern: "ps", Workers: []string{"r0s2", "r0s3"}, INC: true, Aggregator: "tor0"},
+			}}
+			e, err := inc.NewEngine(inc.Config{Slots: 64, Capacity: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			jobs, _ := WorkerJobs(p)
+			adm, release, err := admitINC(context.Background(), engines{"tor0": e}, p, jobs, 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer release()
+			if !adm[0].Admitted || adm[1].Admitted != c.second {
+				t.Fatalf("admissions %+v, want the second admitted: %v", adm, c.second)
+			}
+		})
+	}
+}
