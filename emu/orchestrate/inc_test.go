@@ -88,7 +88,9 @@ func TestAdmitINC(t *testing.T) {
 // engines are real aggregator engines, one per ToR.
 type engines map[string]*inc.Engine
 
-func (e engines) Admit(_ context.Context, tor string, cfg inc.JobConfig) error { return e[tor].Admit(cfg) }
+func (e engines) Admit(_ context.Context, tor string, cfg inc.JobConfig) error {
+	return e[tor].Admit(cfg)
+}
 func (e engines) Release(_ context.Context, tor string, id uint16) error {
 	e[tor].Release(id)
 	return nil
