@@ -114,7 +114,7 @@ func Dial(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("inc client: %w", err)
 		}
 	}
-	return &Client{cfg: cfg, conn: conn, r: wire.NewReader(conn, 16), w: wire.NewWriter(conn, 64, netip.Addr{}, cfg.GSO), sets: make([]uint8, cfg.Window), srtt: 10 * time.Millisecond, rttvar: 5 * time.Millisecond}, nil
+	return &Client{cfg: cfg, conn: conn, r: wire.NewReader(conn, 16), w: wire.NewWriter(conn, 64, netip.Addr{}, cfg.GSO), sets: make([]uint8, cfg.Window), srtt: time.Millisecond, rttvar: time.Millisecond / 2}, nil
 }
 
 // Close closes the socket.
@@ -269,7 +269,9 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 		for s := range pend {
 			if p := &pend[s]; p.active && now.Sub(p.sent) >= p.rto {
 				p.tries++
-				p.rto = min(2*p.rto, time.Second)
+				// Back off, but not far: the window already bounds what is
+				// in flight, and random loss is no congestion.
+				p.rto = min(2*p.rto, 2*c.rto())
 				c.stats.Retransmits++
 				send(s)
 			}

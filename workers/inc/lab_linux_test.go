@@ -138,10 +138,10 @@ func TestLabHierarchicalUnderLoss(t *testing.T) {
 			job := uint16(k + 1)
 			engines := labAggregators(t, lab, job, []int{0, 1, 2}, 1, p)
 			cs := labClients(t, lab, job, servers, p, 30*time.Second)
-			const size = 1 << 20 // 4 MiB
+			const size = 1 << 19 // 2 MiB
 			for it := 0; it < 2; it++ {
 				d := reduceAll(t, cs, size, it)
-				t.Logf("loss %.0f%%: 4 MiB all-reduce over 3 racks in %v (%.0f Mbit/s per worker)", 100*p, d, 8*4*float64(size)/d.Seconds()/1e6)
+				t.Logf("loss %.0f%%: 2 MiB all-reduce over 3 racks in %v (%.0f Mbit/s per worker)", 100*p, d, 8*4*float64(size)/d.Seconds()/1e6)
 			}
 			var retrans uint64
 			for _, c := range cs {
@@ -154,7 +154,7 @@ func TestLabHierarchicalUnderLoss(t *testing.T) {
 			if p > 0 && retrans == 0 {
 				t.Errorf("%.0f%% loss and no retransmission: the loss hook did nothing", 100*p)
 			}
-			t.Logf("retransmissions %d; root %+v", retrans, root)
+			t.Logf("retransmissions %d; root %+v; worker 0 srtt %v rttvar %v", retrans, root, cs[0].srtt, cs[0].rttvar)
 		})
 	}
 }
