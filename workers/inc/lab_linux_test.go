@@ -138,10 +138,10 @@ func TestLabHierarchicalUnderLoss(t *testing.T) {
 			job := uint16(k + 1)
 			engines := labAggregators(t, lab, job, []int{0, 1, 2}, 1, p)
 			cs := labClients(t, lab, job, servers, p, 30*time.Second)
-			const size = 1 << 19 // 2 MiB
+			const size = 1 << 18 // 1 MiB
 			for it := 0; it < 2; it++ {
 				d := reduceAll(t, cs, size, it)
-				t.Logf("loss %.0f%%: 2 MiB all-reduce over 3 racks in %v (%.0f Mbit/s per worker)", 100*p, d, 8*4*float64(size)/d.Seconds()/1e6)
+				t.Logf("loss %.0f%%: 1 MiB all-reduce over 3 racks in %v (%.0f Mbit/s per worker)", 100*p, d, 8*4*float64(size)/d.Seconds()/1e6)
 			}
 			var retrans uint64
 			for _, c := range cs {
