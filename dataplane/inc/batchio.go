@@ -188,7 +188,6 @@ func (w *Writer) Flush() error {
 		}
 		w.msgs[i].OOB = oob
 	}
-	var first error
 	for done := 0; done < len(w.msgs); {
 		n, err := w.pc.WriteBatch(w.msgs[done:], 0)
 		if err != nil {
@@ -197,15 +196,11 @@ func (w *Writer) Flush() error {
 				w.msgs = w.msgs[:0]
 				return err
 			}
-			if first == nil {
-				first = err
-			}
-			n = max(n, 1) // skip the message the kernel refused
+			n = max(n, 1) // skip the message the kernel refused: its packets are lost
 		}
 		done += n
 	}
 	w.msgs = w.msgs[:0]
-	_ = first // per-destination errors count as loss
 	return nil
 }
 

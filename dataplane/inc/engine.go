@@ -260,7 +260,7 @@ func (e *Engine) Handle(from netip.AddrPort, h *Header, emit Emit) {
 			return
 		}
 		j.children[h.Worker] = from
-		e.partial(j, h, emit)
+		e.upper(j, h, h.Payload, emit)
 	case TypeResult:
 		e.result(j, h, emit)
 	default:
@@ -333,7 +333,7 @@ func (e *Engine) data(j *job, h *Header, emit Emit) {
 		// Retransmission after the sum completed: its result was lost on
 		// the way to this sender only (SwitchML unicast).
 		e.c.unicasts.Add(1)
-		e.send(emit, from(j, h.Worker), TypeResult, j.cfg.ID, h.Worker, s.want, h.Slot, h.Set, s)
+		e.send(emit, j.workers[h.Worker], TypeResult, j.cfg.ID, h.Worker, s.want, h.Slot, h.Set, s)
 	case dup && s.count == s.want && j.cfg.Parent.IsValid():
 		// Locally complete but no result from the root yet: the partial
 		// or the result may have been lost between the ToRs.
@@ -350,11 +350,8 @@ func (e *Engine) data(j *job, h *Header, emit Emit) {
 	}
 }
 
-func from(j *job, w uint16) netip.AddrPort { return j.workers[w] }
-
-// partial handles a ToR's partial sum at the job's root ToR.
-func (e *Engine) partial(j *job, h *Header, emit Emit) { e.upper(j, h, h.Payload, emit) }
-
+// upper counts a ToR's partial sum (h, payload in wire order) at the
+// job's root ToR: from a ToR below, or the root's own local sum.
 func (e *Engine) upper(j *job, h *Header, payload []byte, emit Emit) {
 	u, complete, dup := e.contribute(j.upper, h, payload)
 	switch {
