@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/inc"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
@@ -45,12 +47,6 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 			return nil, err
 		}
 	} else {
-		for i := range s.Jobs {
-			if s.Jobs[i].INC && !s.Scheduler.INCOff() {
-				a.log.Warn("the emulator does not run in-network aggregation yet: the job uses a CPU parameter server", "job", s.Jobs[i].Name)
-				s.Jobs[i].INC = false
-			}
-		}
 		if p, err = scheduler.Plan(s); err != nil {
 			return nil, err
 		}
@@ -90,8 +86,18 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	a.progress("plan by %s: %d jobs, %d stages (%s mode); running it with real workers", p.Scheduler, len(p.Jobs), len(p.Stages), p.Mode)
 	exe, _ := os.Executable()
 	rec := a.startRecording(ctx, lab, s)
-	res, err := orchestrate.Run(ctx, &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify,
-		Log: a.log, Progress: a.progress})
+	opts := &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify,
+		Log: a.log, Progress: a.progress}
+	if slices.ContainsFunc(p.Jobs, func(j plan.Job) bool { return j.INC }) {
+		stop, err := a.startAggregators(ctx, lab, s.Fabric.INC.Capacity)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		opts.Aggregators = labAggregators(lab.Topo.Lab)
+		opts.INCWindow = min(orchestrate.DefaultINCWindow, inc.Config{Slots: inc.DefaultSlots, Capacity: s.Fabric.INC.Capacity}.Partition())
+	}
+	res, err := orchestrate.Run(ctx, opts)
 	if err != nil {
 		rec.stop()
 		err = fmt.Errorf("jobs: %w", err)

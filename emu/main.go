@@ -56,7 +56,7 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log debug details")
 	root.AddCommand(
 		a.deployCmd(), a.destroyCmd(), a.inspectCmd(), a.execCmd(), a.captureCmd(), a.lossCmd(),
-		a.doctorCmd(), a.runCmd(), a.scenariosCmd(), a.ocsCmd(), a.planCmd(), a.simulateCmd(), a.workerCmd(), a.collectiveCmd(), a.reportCmd(), a.compareCmd(), a.reproduceCmd(), a.uiCmd(), a.labCmd(),
+		a.doctorCmd(), a.runCmd(), a.scenariosCmd(), a.ocsCmd(), a.planCmd(), a.simulateCmd(), a.workerCmd(), a.collectiveCmd(), a.reportCmd(), a.compareCmd(), a.reproduceCmd(), a.uiCmd(), a.labCmd(), a.aggCmd(),
 	)
 	if err := root.ExecuteContext(ctx); err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {

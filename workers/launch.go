@@ -98,7 +98,7 @@ func Specs(o *Options) ([]*Spec, error) {
 			return nil, fmt.Errorf("job %s: iterations %d, want 1 to %d", j.Name, j.Iterations, limits.MaxIterations)
 		}
 		servers := append([]string{}, j.Workers...)
-		if j.Pattern == job.PatternPS {
+		if j.UsesPS() {
 			if j.PS == "" {
 				return nil, fmt.Errorf("job %s: the ps pattern needs a parameter server (ps)", j.Name)
 			}
@@ -135,7 +135,7 @@ func Specs(o *Options) ([]*Spec, error) {
 		for i := range ranks {
 			ranks[i] = i
 		}
-		if j.Pattern == job.PatternPS {
+		if j.UsesPS() {
 			ranks = append(ranks, PSRank)
 		}
 		for _, r := range ranks {

@@ -81,8 +81,8 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		sent0 := r.comm.Sent()
 		r.comm.ResetTiming()
 		var check func() error
-		switch key.Phase {
-		case job.PhaseCompute:
+		switch {
+		case key.Phase == job.PhaseCompute:
 			// Check the previous result, fill the gradient (the "compute"
 			// output), then wait out the rest of the compute time.
 			// Iteration 0's data were made before time zero.
@@ -98,19 +98,27 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				collective.Stamp(data, it)
 			}
 			err = monoclock.SleepUntil(ctx, rec.StartNs+j.ComputeNs)
-		case job.PhasePush:
+		case key.Phase == job.PhasePush && r.inc != nil:
+			// The ToRs sum while the workers send: the whole all-reduce.
+			b0 := r.inc.Stats().Bytes
+			err = r.inc.AllReduce(ctx, data)
+			rec.Bytes = int64(r.inc.Stats().Bytes - b0)
+		case key.Phase == job.PhasePull && r.inc != nil:
+			// The push was the whole in-network all-reduce: pull only checks.
+			check = func() error { return collective.CheckSum(data, r.n, it) }
+		case key.Phase == job.PhasePush:
 			err = r.comm.Push(r.ps, data)
-		case job.PhasePull:
+		case key.Phase == job.PhasePull:
 			err = r.comm.Pull(r.ps, data)
 			check = func() error { return collective.CheckSum(data, r.n, it) }
-		case job.PhaseAllReduce:
+		case key.Phase == job.PhaseAllReduce:
 			if j.Pattern == job.PatternHD {
 				err = r.comm.HDAllReduce(data)
 			} else {
 				err = r.comm.RingAllReduce(data, ringOrder(j))
 			}
 			check = func() error { return collective.CheckSum(data, r.n, it) }
-		case stepPhase(key.Phase):
+		case isStep(key.Phase):
 			step, _ := job.ParseStep(key.Phase)
 			if step == 0 {
 				if j.Pattern == job.PatternHD {
@@ -127,7 +135,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			if step == job.AllReduceSteps(j.Pattern, r.n)-1 {
 				check = func() error { return collective.CheckSum(data, r.n, it) }
 			}
-		case job.PhaseAllToAll:
+		case key.Phase == job.PhaseAllToAll:
 			err = r.comm.AllToAll(send, recv)
 			check = func() error {
 				for p := range recv {
@@ -140,7 +148,9 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		}
 		rec.EndNs = monoclock.Now()
 		prevEnd = rec.EndNs
-		rec.Bytes = r.comm.Sent() - sent0
+		if r.inc == nil {
+			rec.Bytes = r.comm.Sent() - sent0
+		}
 		if err != nil {
 			rec.Note = "failed: " + err.Error()
 			_ = r.record(rec) // the phase's own error is the one to report
@@ -192,13 +202,10 @@ func (r *rank) checkPending(pp **pendingCheck) error {
 	return r.record(p.rec)
 }
 
-// stepPhase returns phase when it is an all-reduce step, so that the
-// phase switch can match it.
-func stepPhase(phase string) string {
-	if _, ok := job.ParseStep(phase); ok {
-		return phase
-	}
-	return "\x00not a step"
+// isStep reports whether phase is one step of a per-step all-reduce.
+func isStep(phase string) bool {
+	_, ok := job.ParseStep(phase)
+	return ok
 }
 
 // gate blocks until phase q may start: time zero in the built-in

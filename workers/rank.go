@@ -14,11 +14,17 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync"
 	"syscall"
 	"time"
+
+	incwire "github.com/ocsemu/ocsemu/dataplane/inc"
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/workers/inc"
 
 	"golang.org/x/sys/unix"
 
@@ -141,6 +147,7 @@ type rank struct {
 	spec  *Spec
 	log   *slog.Logger
 	comm  *collective.Comm
+	inc   *inc.Client // the ToR aggregator's client (INC jobs)
 	n     int
 	ps    int // index of the PS in comm.Conns (== n), or -1
 	ctl   *control
@@ -161,7 +168,7 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 		return fmt.Errorf("rank %d of job %q: bad spec:\n%w", spec.Rank, spec.Job.Name, err)
 	}
 	r := &rank{spec: spec, log: log.With("rank", spec.Name()), n: len(spec.Job.Workers), ps: -1}
-	if spec.Job.Pattern == job.PatternPS {
+	if spec.Job.UsesPS() {
 		r.ps = r.n
 	}
 	f, err := os.Create(spec.Out)
@@ -185,6 +192,13 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	var bufs *buffers
 	if spec.Rank != PSRank {
 		bufs = r.prepare()
+	}
+	if spec.Job.INC != nil {
+		if err = r.inNS(func() (err error) { r.inc, err = dialINC(spec); return err }); err != nil {
+			<-connected
+			return r.fail(fmt.Errorf("%s: %w", spec.Name(), err))
+		}
+		defer r.inc.Close()
 	}
 	err = <-connected
 	defer r.closeConns()
@@ -265,7 +279,9 @@ func (r *rank) peers() []int {
 	set := map[int]bool{}
 	switch j.Pattern {
 	case job.PatternPS:
-		set[r.ps] = true
+		if r.ps >= 0 { // none with INC: the ToRs aggregate
+			set[r.ps] = true
+		}
 	case job.PatternRing:
 		order := ringOrder(j)
 		for i, x := range order {
@@ -523,4 +539,26 @@ func (r *rank) sampleTCPOnce() bool {
 		}
 	}
 	return true
+}
+
+// dialINC opens the client of this rank's ToR aggregator: the ToR's
+// gateway address, the rank's index among the job's workers in its rack.
+func dialINC(spec *Spec) (*inc.Client, error) {
+	j := &spec.Job
+	me := j.Workers[spec.Rank]
+	rack, _, ok := names.ParseServer(me)
+	if !ok {
+		return nil, fmt.Errorf("INC: %q is not a server name", me)
+	}
+	idx, local := 0, 0
+	for i, w := range j.Workers {
+		if r, _, _ := names.ParseServer(w); r == rack {
+			if i < spec.Rank {
+				idx++
+			}
+			local++
+		}
+	}
+	return inc.Dial(inc.Config{Job: j.INC.ID, Worker: idx, Workers: local, Total: len(j.Workers),
+		Aggregator: netip.AddrPortFrom(topo.GatewayAddr(rack), incwire.Port), Window: j.INC.Window, Stall: spec.Timeout, GSO: true})
 }

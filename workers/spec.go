@@ -54,7 +54,13 @@ func (s *Spec) Validate() error {
 	if len(j.Ring) > 0 && !job.SameMembers(j.Ring, j.Workers) {
 		bad("job.ring", "must list every worker exactly once")
 	}
-	ps := j.Pattern == job.PatternPS
+	ps := j.UsesPS()
+	if j.INC != nil && j.Pattern != job.PatternPS {
+		bad("job.inc", "in-network aggregation serves the ps pattern, not %s", j.Pattern)
+	}
+	if j.INC != nil && (j.INC.Window < 1 || j.INC.Window > 1<<15) {
+		bad("job.inc.window", "%d slots, want 1 to %d", j.INC.Window, 1<<15)
+	}
 	if ps && j.PS == "" {
 		bad("job.ps", "the ps pattern needs a parameter server")
 	}

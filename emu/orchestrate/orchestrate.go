@@ -62,6 +62,13 @@ type Options struct {
 	// Calibrated is the calibrated flow model's prediction
 	// (flowmodel.Calibrated); nil: Run makes it.
 	Calibrated *record.Run
+
+	// Aggregators admit the plan's INC jobs; nil: every INC job falls
+	// back to a CPU parameter server. INCWindow is the slots each INC
+	// worker keeps in flight (at most a job's partition of the slot
+	// pool); zero: DefaultINCWindow.
+	Aggregators Aggregators
+	INCWindow   int
 }
 
 // Result is the prediction, the measurement and their comparison.
@@ -77,9 +84,11 @@ type Result struct {
 	CompareCalibrated []Comparison `json:"comparison_calibrated,omitempty"`
 	// TCPAware is the TCP-aware model's prediction (slow start on new and
 	// long-idle connections) and CompareTCPAware the measurement against it.
-	TCPAware        *record.Run      `json:"tcp_aware,omitempty"`
-	CompareTCPAware []Comparison     `json:"comparison_tcp_aware,omitempty"`
-	Outcome         *workers.Outcome `json:"-"`
+	TCPAware        *record.Run  `json:"tcp_aware,omitempty"`
+	CompareTCPAware []Comparison `json:"comparison_tcp_aware,omitempty"`
+	// INC is what the ToR aggregators decided for each INC job.
+	INC     []Admission      `json:"inc,omitempty"`
+	Outcome *workers.Outcome `json:"-"`
 }
 
 // Comparison is one phase, predicted against measured.
@@ -113,6 +122,22 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("predict (TCP-aware model): %w", err)
 	}
+	window := o.INCWindow
+	if window == 0 {
+		window = DefaultINCWindow
+	}
+	adm, release, err := admitINC(ctx, o.Aggregators, p, jobs, window)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	for _, a := range adm {
+		if a.Admitted {
+			progress("job %s: in-network aggregation at %v, rooted at %s", a.Job, a.ToRs, a.Aggregator)
+		} else {
+			progress("job %s: no in-network aggregation (%s): CPU parameter server on %s; the prediction assumed INC", a.Job, a.Reason, a.FallbackPS)
+		}
+	}
 
 	cl := o.OCS
 	if cl == nil && s.Fabric.HasOCS() && len(p.Stages) > 0 {
@@ -145,7 +170,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		_ = cl.StopSchedule(context.WithoutCancel(ctx))
 	}
 	if err != nil {
-		return &Result{Prediction: pred, Outcome: out}, err
+		return &Result{Prediction: pred, Outcome: out, INC: adm}, err
 	}
 	progress("workers done in %.2fs", time.Since(t0).Seconds())
 	stats, jstats, meas := workers.Summarize(jobs, out)
@@ -157,7 +182,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	}
 	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
 	meas.Reconfigurations = pred.Reconfigurations
-	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), Outcome: out,
+	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), INC: adm, Outcome: out,
 		Calibrated: cal, CompareCalibrated: compare(cal, meas), TCPAware: tcp, CompareTCPAware: compare(tcp, meas)}, nil
 }
 

@@ -242,19 +242,6 @@ func TestRunDrivesTheOCS(t *testing.T) {
 
 func TestRunFailures(t *testing.T) {
 	s, p := setup(t, ocsYAML)
-	t.Run("inc job refused before anything runs", func(t *testing.T) {
-		q := *p
-		q.Jobs = append([]plan.Job(nil), p.Jobs...)
-		q.Jobs[0].INC = true
-		fo := &fakeOCS{}
-		_, err := Run(context.Background(), &Options{Scenario: s, Plan: &q, OCS: fo, Launch: func(context.Context, *workers.Options) (*workers.Outcome, error) {
-			t.Fatal("launched")
-			return nil, nil
-		}})
-		if err == nil || !strings.Contains(err.Error(), "in-network aggregation") || len(fo.applied) != 0 {
-			t.Errorf("err %v, %d applies", err, len(fo.applied))
-		}
-	})
 	t.Run("stage 0 circuits fail", func(t *testing.T) {
 		fo := &fakeOCS{err: errors.New("port dead")}
 		_, err := Run(context.Background(), &Options{Scenario: s, Plan: p, OCS: fo, Launch: func(context.Context, *workers.Options) (*workers.Outcome, error) {

@@ -120,7 +120,22 @@ type Job struct {
 	// Steps runs the all-reduce one algorithm step at a time, each step a
 	// phase of its own (StepPhase) gated by its own stage (plan v2).
 	Steps bool `json:"steps,omitempty"`
+	// INC, on a ps job, aggregates in the ToRs instead of a CPU parameter
+	// server: push is the whole in-network all-reduce, pull only checks it.
+	INC *INC `json:"inc,omitempty"`
 }
+
+// INC is how a job reaches the ToR aggregators that admitted it.
+type INC struct {
+	// ID is the job's number at the aggregators.
+	ID uint16 `json:"id"`
+	// Window is the number of slots each worker keeps in flight, at most
+	// the job's partition of a ToR's slot pool.
+	Window int `json:"window"`
+}
+
+// UsesPS reports whether the job runs a CPU parameter server.
+func (j *Job) UsesPS() bool { return j.Pattern == PatternPS && j.INC == nil }
 
 // Phases returns the job's phase sequence over all iterations. With
 // Steps, the all-reduce phase becomes its steps.

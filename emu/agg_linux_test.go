@@ -1,0 +1,82 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+)
+
+// TestCLIRunINC runs a plan whose ps job uses in-network aggregation over
+// three racks of an OCS fabric: the aggregators start in the ToR
+// namespaces, admit the job, the pulls verify the exact sums, the
+// admission is in comparison.json, and no aggregator outlives the run.
+func TestCLIRunINC(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	dir := t.TempDir()
+	lab := fabrictest.UniqueLab("inc")
+	scen := filepath.Join(dir, "s.yaml")
+	os.WriteFile(scen, []byte("name: "+lab+`
+fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, ocs: {switches: 1, reconfig_delay: 1ms}, inc: {capacity: 2}, rates: {server: 1Gbit, uplink: 1Gbit}}
+jobs:
+  - {name: agg, pattern: ps, workers: [r0s0, r0s1, r1s0, r2s0, r2s1], bytes: 2MiB, compute: 5ms, iterations: 2, inc: true}
+  - {name: ring, pattern: ring, workers: [r0s1, r1s1], bytes: 1MiB, compute: 5ms, iterations: 2}
+`), 0o644)
+	res := filepath.Join(dir, "results")
+	out, err := run(t, bin, "run", scen, "--results", res)
+	if err != nil {
+		t.Fatalf("emu run: %v\n%s", err, out)
+	}
+	for _, want := range []string{"3 aggregators serving", "job agg: in-network aggregation at [tor0 tor1 tor2], rooted at tor0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "does not run in-network aggregation") {
+		t.Errorf("the old INC warning is still printed")
+	}
+	var cmp struct {
+		Phases []struct {
+			Job, Phase string
+			Verified   bool
+		} `json:"phases"`
+		INC []struct {
+			Job      string `json:"job"`
+			Admitted bool   `json:"admitted"`
+		} `json:"inc"`
+	}
+	data, err := os.ReadFile(filepath.Join(res, lab, "latest", "comparison.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &cmp); err != nil {
+		t.Fatal(err)
+	}
+	if len(cmp.INC) != 1 || cmp.INC[0].Job != "agg" || !cmp.INC[0].Admitted {
+		t.Errorf("INC admissions in comparison.json: %+v", cmp.INC)
+	}
+	pulls := 0
+	for _, p := range cmp.Phases {
+		if p.Job == "agg" && p.Phase == "pull" {
+			pulls++
+			if !p.Verified {
+				t.Errorf("an INC pull was not verified: %+v", p)
+			}
+		}
+	}
+	if pulls != 2 {
+		t.Errorf("%d verified INC pulls, want 2", pulls)
+	}
+	if ps, _ := exec.Command("pgrep", "-f", "agg serve --lab "+lab).Output(); len(ps) != 0 {
+		t.Errorf("aggregator processes left behind: %s", ps)
+	}
+	fabrictest.AssertGone(t, lab)
+	if m, _ := filepath.Glob("/run/emu/labs/" + lab + ".agg-*.sock"); len(m) != 0 {
+		t.Errorf("aggregator sockets left behind: %v", m)
+	}
+}

@@ -1,0 +1,218 @@
+package workers_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	wire "github.com/ocsemu/ocsemu/dataplane/inc"
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/workers"
+	"github.com/ocsemu/ocsemu/workers/job"
+)
+
+// aggregators serves one engine per ToR of the lab in the ToR's namespace
+// (in this process) and returns the engines by rack, and the OS thread
+// each serves on (locked to it, so that its CPU time is the aggregator's).
+func aggregators(b *testing.B, lab *fabric.Lab) ([]*wire.Engine, []int) {
+	var es []*wire.Engine
+	var tids []int
+	for r := 0; r < lab.Topo.Spec.Racks; r++ {
+		e, err := wire.NewEngine(wire.Config{Slots: wire.DefaultSlots, Capacity: 4})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var conn *net.UDPConn
+		if err := netns.Do(names.NSName(lab.Topo.Lab, names.ToRName(r)), func() (err error) {
+			conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: wire.Port})
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		_ = conn.SetReadBuffer(8 << 20)
+		_ = conn.SetWriteBuffer(8 << 20)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		tid := make(chan int)
+		go func() {
+			defer close(done)
+			runtime.LockOSThread()
+			tid <- unix.Gettid()
+			_ = wire.Serve(ctx, conn, e, wire.ServeOptions{Src: topo.GatewayAddr(r), GSO: gso})
+		}()
+		tids = append(tids, <-tid)
+		b.Cleanup(func() { cancel(); <-done })
+		es = append(es, e)
+	}
+	return es, tids
+}
+
+// threadCPU is the CPU time (user and system) of one thread of this
+// process, in seconds (clock ticks of 10 ms).
+func threadCPU(b *testing.B, tid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/stat", tid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return (ut + st) / 100
+}
+
+// admit admits job id on the ToRs of its workers, rooted at the first.
+func admit(b *testing.B, es []*wire.Engine, id uint16, workers []string) {
+	var racks []int
+	seen := map[int]bool{}
+	for _, w := range workers {
+		if r, _, _ := names.ParseServer(w); !seen[r] {
+			seen[r] = true
+			racks = append(racks, r)
+		}
+	}
+	for i, r := range racks {
+		cfg := wire.JobConfig{ID: id, ToRs: len(racks), Index: i}
+		if i > 0 {
+			cfg.Parent = netip.AddrPortFrom(topo.GatewayAddr(racks[0]), wire.Port)
+		}
+		if err := es[r].Admit(cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// coreBytes sums the bytes the ToRs sent into the layer between racks
+// (their core ports; uplinks on OCS fabrics).
+func coreBytes(b *testing.B, lab *fabric.Lab) int64 {
+	var sum int64
+	for r := 0; r < lab.Topo.Spec.Racks; r++ {
+		err := netns.Do(names.NSName(lab.Topo.Lab, names.ToRName(r)), func() error {
+			data, err := os.ReadFile("/proc/thread-self/net/dev")
+			if err != nil {
+				return err
+			}
+			for _, l := range strings.Split(string(data), "\n") {
+				name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
+				if !ok || !(name == "core" || strings.HasPrefix(name, "up")) {
+					continue
+				}
+				f := strings.Fields(rest)
+				tx, _ := strconv.ParseInt(f[8], 10, 64)
+				sum += tx
+			}
+			return nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	return sum
+}
+
+func median(v []float64) float64 {
+	sort.Float64s(v)
+	return v[len(v)/2]
+}
+
+// phaseTimes runs a job and returns the median time of one phase over
+// iterations after the first, and the sum over all iterations.
+func phaseTimes(b *testing.B, lab *fabric.Lab, j job.Job, phase string) (med, total float64) {
+	out, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: []job.Job{j}, Dir: b.TempDir(), TCPInfoEvery: -1, Verify: true, Timeout: 120 * time.Second})
+	if err != nil {
+		b.Fatal(err)
+	}
+	stats, _, _ := workers.Summarize([]job.Job{j}, out)
+	var ts []float64
+	for _, s := range stats {
+		if s.Phase == phase {
+			total += float64(s.DurationNs) / 1e9
+			if s.Iteration > 0 {
+				ts = append(ts, float64(s.DurationNs)/1e9)
+			}
+		}
+	}
+	return median(ts), total
+}
+
+// BenchmarkINC measures, on one 4-rack fabric with 1 Gbit/s links (a
+// packet core between racks): INC all-reduce (ps job with the ToR
+// aggregators, 1 worker per rack) against the TCP ring all-reduce for 16
+// and 64 MiB, the aggregators' element rate and this process's CPU use
+// while they run (ranks and aggregators share it), and the bytes that
+// cross the layer between racks for a 3-rack, 6-worker job with and
+// without INC. Run with `sudo scripts/bench inc`.
+func BenchmarkINC(b *testing.B) {
+	fabrictest.SkipUnlessRoot(b)
+	lab := fabrictest.Deploy(b, fabrictest.Fabric(b, fabrictest.UniqueLab("incb"),
+		"{kind: eps, racks: 4, servers_per_rack: 2, rates: {server: 1Gbit}}"))
+	es, tids := aggregators(b, lab)
+	four := []string{"r0s0", "r1s0", "r2s0", "r3s0"}
+	id := uint16(0)
+	for range b.N {
+		fmt.Printf("\nINC against TCP ring all-reduce, 4 racks x 1 worker, 1 Gbit/s, median of iterations 2-4\n")
+		fmt.Printf("%-6s %9s %9s %9s %6s %17s %16s %16s\n", "size", "ring ms", "INC ms", "speed-up", "ideal", "root Melem/s", "root agg CPU", "other agg CPU")
+		for _, S := range []int64{16 << 20, 64 << 20} {
+			ring, _ := phaseTimes(b, lab, job.Job{Name: "ring", Pattern: "ring", Workers: four, Bytes: S, Iterations: 4}, "allreduce")
+			id++
+			admit(b, es, id, four)
+			e0 := es[0].Stats().Elements
+			c0 := make([]float64, len(tids))
+			for i, tid := range tids {
+				c0[i] = threadCPU(b, tid)
+			}
+			incT, total := phaseTimes(b, lab, job.Job{Name: "inc", Pattern: "ps", Workers: four, Bytes: S, Iterations: 4,
+				INC: &job.INC{ID: id, Window: window}}, "push")
+			// The root ToR adds every worker's elements (its own worker's
+			// and the other ToRs' partial sums) while the pushes run;
+			// CPU as a fraction of one core over the pushes.
+			rate := float64(es[0].Stats().Elements-e0) / total
+			rootCPU := (threadCPU(b, tids[0]) - c0[0]) / total
+			var other float64
+			for i := 1; i < len(tids); i++ {
+				other += (threadCPU(b, tids[i]) - c0[i]) / total / float64(len(tids)-1)
+			}
+			ideal := 2 * float64(3) / 4
+			fmt.Printf("%4dMiB %9.1f %9.1f %9.2f %6.2f %17.1f %15.0f%% %15.0f%%\n", S>>20, ring*1e3, incT*1e3, ring/incT, ideal, rate/1e6, 100*rootCPU, 100*other)
+			b.ReportMetric(ring/incT/ideal, fmt.Sprintf("of-ideal-speedup-%dMiB", S>>20))
+			for r := range es {
+				_ = es[r].Release(id)
+			}
+		}
+		six := []string{"r0s0", "r0s1", "r1s0", "r1s1", "r2s0", "r2s1"}
+		const S = 16 << 20
+		before := coreBytes(b, lab)
+		_, _ = phaseTimes(b, lab, job.Job{Name: "cpups", Pattern: "ps", Workers: six, PS: "r0s0", Bytes: S, Iterations: 2}, "push")
+		cpuPS := coreBytes(b, lab) - before
+		id++
+		admit(b, es, id, six)
+		before = coreBytes(b, lab)
+		_, _ = phaseTimes(b, lab, job.Job{Name: "incps", Pattern: "ps", Workers: six, Bytes: S, Iterations: 2, INC: &job.INC{ID: id, Window: 64}}, "push")
+		incPS := coreBytes(b, lab) - before
+		fmt.Printf("\nbytes into the layer between racks, 3 racks x 2 workers, 16 MiB, 2 iterations\n")
+		fmt.Printf("CPU parameter server on r0s0: %7.1f MiB (%.1f S per iteration)\n", float64(cpuPS)/(1<<20), float64(cpuPS)/2/S)
+		fmt.Printf("INC rooted at tor0:           %7.1f MiB (%.1f S per iteration)\n", float64(incPS)/(1<<20), float64(incPS)/2/S)
+		b.ReportMetric(float64(cpuPS)/float64(incPS), "core-bytes-ps/inc")
+	}
+}
+
+// gso: the aggregators coalesce with UDP GSO/GRO, as emu agg does.
+const gso = true
+
+// window is the slots each INC worker keeps in flight, as emu run gives
+// (orchestrate.DefaultINCWindow): 32 and 64 measured alike here, 128 and
+// 256 slower (longer bursts, more spurious retransmissions).
+const window = 64
