@@ -231,7 +231,12 @@ func (r *recorder) readOCS(ctx context.Context, t0, end int64) (*fidelity.OCS, [
 			continue
 		}
 		evs = append(evs, ev)
-		if ev.RoutesChanged > 0 && ev.RoutesDoneNs > 0 {
+		switch {
+		case ev.PathsNs > 0:
+			// The ToRs' BPF paths carry the servers' traffic: they switch
+			// in the circuits' instant, off by PathSkewNs.
+			o.RouteLagNs = append(o.RouteLagNs, max(0, ev.PathSkewNs))
+		case ev.RoutesChanged > 0 && ev.RoutesDoneNs > 0:
 			o.RouteLagNs = append(o.RouteLagNs, max(0, ev.RoutesDoneNs-ev.Effective))
 		}
 	}

@@ -93,7 +93,8 @@ type OCS struct {
 	DarkBytes, UnpatchedBytes     uint64
 	DarkPackets, UnpatchedPackets uint64
 	// RouteLagNs is, per reconfiguration, how long after the circuits
-	// changed the routes matched them (0: the same instant).
+	// changed the servers' paths matched them (0: the same instant): the
+	// ToRs' BPF paths when they run, else the netlink routes.
 	RouteLagNs []int64
 }
 
@@ -332,7 +333,7 @@ func routeAgreement(in *Inputs) Line {
 		lag[i] = float64(v)
 	}
 	l.Value = quantile(lag, 1)
-	l.Figure = fmt.Sprintf("routes followed the circuits %.2f ms later at most (median %.2f ms, %d reconfigurations); per-flow kernel paths: n/a until the shared per-flow path function records them",
+	l.Figure = fmt.Sprintf("paths followed the circuits %.2f ms later at most (median %.2f ms, %d OCS events); per-flow paths are chosen by the model's own function (routing.FlowHash), not recorded per run",
 		l.Value/1e6, quantile(lag, 0.5)/1e6, len(lag))
 	switch {
 	case l.Value == 0:
