@@ -43,16 +43,7 @@ var ErrBadPort = errors.New("invalid capture port")
 
 // Ifaces returns the interfaces of a node, sorted, from the blueprint's links.
 func Ifaces(t *topo.Topology, node string) []string {
-	var out []string
-	for _, l := range t.Links {
-		for _, e := range []topo.Endpoint{l.A, l.B} {
-			if e.Node == node {
-				out = append(out, e.Iface)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
+	return t.Ifaces(node)
 }
 
 // Examples returns a few valid port names of a blueprint, one per kind of

@@ -95,7 +95,7 @@ func ParsePort(t *topo.Topology, s string) (Port, error) {
 	if !ok {
 		return Port{}, fmt.Errorf("%w: %q: lab %q has no node %q (e.g. %s)", ErrBadPort, s, t.Lab, node, strings.Join(examples(t), ", "))
 	}
-	ifs := ifaces(t, n.Name)
+	ifs := t.Ifaces(n.Name)
 	i := sort.SearchStrings(ifs, iface)
 	if i == len(ifs) || ifs[i] != iface {
 		return Port{}, fmt.Errorf("%w: %q: node %s has no interface %q (it has %s)", ErrBadPort, s, n.Name, iface, strings.Join(ifs, ", "))
@@ -135,19 +135,6 @@ func Rules(t *topo.Topology, port, direction string, percent float64) ([]Rule, e
 		out = append(out, Rule{Port: p, Direction: h, PPM: ppm})
 	}
 	return out, nil
-}
-
-func ifaces(t *topo.Topology, node string) []string {
-	var out []string
-	for _, l := range t.Links {
-		for _, e := range []topo.Endpoint{l.A, l.B} {
-			if e.Node == node {
-				out = append(out, e.Iface)
-			}
-		}
-	}
-	sort.Strings(out)
-	return out
 }
 
 func examples(t *topo.Topology) []string {

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sort"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/units"
@@ -211,6 +212,20 @@ func (t *Topology) Node(name string) (Node, bool) {
 		return Node{}, false
 	}
 	return t.Nodes[i], true
+}
+
+// Ifaces returns the interfaces of a node, sorted, from the links.
+func (t *Topology) Ifaces(node string) []string {
+	var out []string
+	for _, l := range t.Links {
+		for _, e := range []Endpoint{l.A, l.B} {
+			if e.Node == node {
+				out = append(out, e.Iface)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // Servers returns the server nodes in rack-major order.
