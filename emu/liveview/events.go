@@ -57,7 +57,10 @@ func describe(ev ocs.Event) string {
 	if ev.LateNs > 0 {
 		fmt.Fprintf(&b, "; switched %v late", time.Duration(ev.LateNs))
 	}
-	if ev.RoutesDoneNs > 0 && ev.Effective > 0 {
+	switch {
+	case ev.PathsNs > 0:
+		fmt.Fprintf(&b, "; ToR paths switched with the circuits (skew %v)", time.Duration(ev.PathSkewNs))
+	case ev.RoutesDoneNs > 0 && ev.Effective > 0:
 		fmt.Fprintf(&b, "; routes followed %v after the switch", time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond))
 	}
 	fmt.Fprintf(&b, "; %d rack pairs unreachable", ev.Unreachable)
