@@ -1,6 +1,7 @@
 // Package report turns a run directory (results/<lab>/<date-time>) into
 // one self-contained HTML file: header, timeline of predicted and
-// measured phases, circuit map, signed error table and TCP charts. It is
+// measured phases, circuit map, signed error table, TCP charts and
+// throughput per port with the OCS dark periods. It is
 // pure: it reads files and writes HTML with inline SVG and CSS, nothing
 // fetched from anywhere.
 package report
@@ -102,6 +103,7 @@ type page struct {
 	ErrorStats                   []kindStats
 	TCP                          []tcpChart
 	TCPNote                      string
+	Throughput                   throughputChart
 	Meta                         *Meta
 }
 
@@ -231,6 +233,7 @@ func build(r *Run) page {
 		}
 	}
 	pg.TCP, pg.TCPNote = buildTCP(r)
+	pg.Throughput = buildThroughput(r)
 	return pg
 }
 
@@ -290,6 +293,22 @@ func phaseKinds(r *Run) map[string]string {
 	return m
 }
 
+// timelineEnd is the end of the timeline's axis (from time zero): the
+// latest phase end of every drawn run. The throughput chart shares it.
+func timelineEnd(r *Run) int64 {
+	end := max(r.Prediction.MakespanNs, r.Measurement.MakespanNs)
+	runs := []*record.Run{r.Prediction, r.Measurement}
+	if r.Data != nil && r.Data.TCPAware != nil {
+		runs = append(runs, r.Data.TCPAware)
+	}
+	for _, rn := range runs {
+		for _, p := range rn.Phases {
+			end = max(end, p.EndNs)
+		}
+	}
+	return end
+}
+
 func buildTimeline(r *Run, colour map[string]string) timeline {
 	const rowH, gap, top = 18.0, 10.0, 30.0
 	// Rows per job: the ideal prediction, the TCP-aware one when the run's
@@ -304,12 +323,7 @@ func buildTimeline(r *Run, colour map[string]string) timeline {
 		rows = append(rows, row{"TCP-aware", r.Data.TCPAware, false})
 	}
 	rows = append(rows, row{"measured", r.Measurement, true})
-	end := max(r.Prediction.MakespanNs, r.Measurement.MakespanNs)
-	for _, rw := range rows {
-		for _, p := range rw.run.Phases {
-			end = max(end, p.EndNs)
-		}
-	}
+	end := timelineEnd(r)
 	ax := NewAxis(0, end, chartLeft, chartWidth)
 	tl := timeline{Width: chartLeft + chartWidth + 20}
 	y := top
