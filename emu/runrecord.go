@@ -186,7 +186,11 @@ func linksOf(qd []qdiscReading, t0, end int64) ([]fidelity.Link, uint64) {
 				first[name] = q.Drops
 			}
 			last[name] = q.Drops
-			links[i].Samples = append(links[i].Samples, fidelity.LinkSample{TNs: rd.TNs, Bytes: q.Bytes, BacklogBytes: q.Backlog})
+			at := rd.TNs
+			if q.TNs > 0 {
+				at = q.TNs // when this counter was read, not when the pass ended
+			}
+			links[i].Samples = append(links[i].Samples, fidelity.LinkSample{TNs: at, Bytes: q.Bytes, BacklogBytes: q.Backlog})
 		}
 	}
 	var drops uint64

@@ -5,6 +5,8 @@ import (
 	"sort"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 )
 
 // QdiscStat is one root qdisc's counters (what `tc -s qdisc` shows), read
@@ -20,6 +22,10 @@ type QdiscStat struct {
 	Overlimits uint32 `json:"overlimits"`
 	Requeues   uint32 `json:"requeues"`
 	Backlog    uint32 `json:"backlog_bytes"`
+	// TNs is when the kernel answered for this interface (CLOCK_MONOTONIC):
+	// one pass over a lab's nodes takes milliseconds, more on a busy host,
+	// so rates must divide by each counter's own time.
+	TNs int64 `json:"t_ns,omitempty"`
 }
 
 // QdiscStats reads the root qdisc of every interface of every node of the
@@ -40,6 +46,7 @@ func (l *Lab) QdiscStats() ([]QdiscStat, error) {
 				continue
 			}
 			qs, err := h.QdiscList(ln)
+			at := monoclock.Now()
 			if err != nil {
 				return nil, fmt.Errorf("qdisc stats of %s:%s: %w", n.Name, ln.Attrs().Name, err)
 			}
@@ -48,7 +55,7 @@ func (l *Lab) QdiscStats() ([]QdiscStat, error) {
 				if a.Parent != netlink.HANDLE_ROOT {
 					continue
 				}
-				st := QdiscStat{Node: n.Name, Iface: ln.Attrs().Name, Kind: q.Type()}
+				st := QdiscStat{Node: n.Name, Iface: ln.Attrs().Name, Kind: q.Type(), TNs: at}
 				if t, ok := q.(*netlink.Tbf); ok {
 					st.RateBps = t.Rate
 				}
