@@ -40,8 +40,10 @@ func WorkerJobs(p *plan.Plan) ([]job.Job, error) {
 	return out, nil
 }
 
-// DefaultINCWindow is the slots each worker of an INC job keeps in flight.
-const DefaultINCWindow = 64
+// DefaultINCWindow is the slots each worker of an INC job keeps in flight
+// (capped by the job's partition). 64 starved INC beside TCP jobs that
+// fill the shared shaper queues: docs/inc.md, "INC beside TCP".
+const DefaultINCWindow = 256
 
 // Schedule converts a plan's stages into the schedule that gates the
 // workers' phases.

@@ -269,9 +269,12 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 		for s := range pend {
 			if p := &pend[s]; p.active && now.Sub(p.sent) >= p.rto {
 				p.tries++
-				// Back off, but not far: the window already bounds what is
-				// in flight, and random loss is no congestion.
-				p.rto = min(2*p.rto, 2*c.rto())
+				// Back off per block, up to MaxRTO: a block that keeps
+				// timing out is queued behind other traffic more often
+				// than lost (docs/inc.md), and a capped back-off turned
+				// that into retransmission storms. Other blocks keep the
+				// estimate's timeout, so random loss stays cheap.
+				p.rto = min(2*p.rto, MaxRTO)
 				c.stats.Retransmits++
 				send(s)
 			}
@@ -284,17 +287,20 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 }
 
 // rto is the first retransmission timeout of a block, as TCP's (RFC
-// 6298: srtt + 4 rttvar), between MinRTO and 200 ms.
+// 6298: srtt + 4 rttvar), between MinRTO and MaxRTO.
 func (c *Client) rto() time.Duration {
-	return min(max(c.srtt+4*c.rttvar, MinRTO), 200*time.Millisecond)
+	return min(max(c.srtt+4*c.rttvar, MinRTO), MaxRTO)
 }
+
+// MaxRTO bounds a block's retransmission timeout, backed off or not.
+const MaxRTO = 200 * time.Millisecond
 
 // MinRTO is the shortest retransmission timeout. Emulated round trips
 // are tens of microseconds, but a busy machine delays the aggregators'
 // and workers' processes by milliseconds: a shorter timeout resends
 // blocks that were never lost, and the duplicates cost the aggregator
 // the time it lacked.
-const MinRTO = 10 * time.Millisecond
+const MinRTO = 30 * time.Millisecond
 
 type nilDF struct{}
 
