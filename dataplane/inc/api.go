@@ -1,13 +1,13 @@
 package inc
 
 import (
-	"bytes"
+	"github.com/ocsemu/ocsemu/dataplane/sockapi"
+
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"time"
@@ -60,18 +60,11 @@ func reply(w http.ResponseWriter, v any) {
 }
 
 // Client talks to an aggregator's control API on a unix socket.
-type Client struct {
-	socket string
-	http   *http.Client
-}
+type Client struct{ api *sockapi.Client }
 
 // NewClient returns a client of the aggregator serving on socket.
 func NewClient(socket string) *Client {
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
-	}}
-	return &Client{socket: socket, http: &http.Client{Transport: tr, Timeout: 10 * time.Second}}
+	return &Client{api: sockapi.New(socket, 10*time.Second)}
 }
 
 // Stats reads the aggregator's counters.
@@ -98,33 +91,15 @@ func (c *Client) Release(ctx context.Context, id uint16) error {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
+	err := c.api.Do(ctx, method, path, in, out)
+	var se *sockapi.StatusError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se) && se.Code == http.StatusConflict:
+		return fmt.Errorf("%w (%s)", ErrNoRoom, se.Body)
+	case errors.As(err, &se):
+		return fmt.Errorf("aggregator at %s: %s %s: %s", c.api.Socket, method, path, se.Body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://agg"+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("aggregator at %s: %w", c.socket, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		err := fmt.Errorf("aggregator at %s: %s %s: %s", c.socket, method, path, bytes.TrimSpace(msg))
-		if resp.StatusCode == http.StatusConflict {
-			err = fmt.Errorf("%w (%s)", ErrNoRoom, bytes.TrimSpace(msg))
-		}
-		return err
-	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
-	}
-	return nil
+	return fmt.Errorf("aggregator at %s: %w", c.api.Socket, err)
 }

@@ -1,8 +1,9 @@
 package ocs
 
 import (
+	"github.com/ocsemu/ocsemu/dataplane/sockapi"
+
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -271,18 +272,13 @@ func Serve(ctx context.Context, c *Controller, socket string) error {
 
 // Client talks to an OCS process over its unix socket.
 type Client struct {
-	socket string
-	http   *http.Client
-	down   func(error) error
+	api  *sockapi.Client
+	down func(error) error
 }
 
 // NewClient returns a client for the OCS socket of a lab.
 func NewClient(socket string) *Client {
-	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
-	}}
-	return &Client{socket: socket, http: &http.Client{Transport: tr}}
+	return &Client{api: sockapi.New(socket, 0)}
 }
 
 // OnUnreachable sets how a failure to reach the OCS process is reported:
@@ -298,36 +294,29 @@ func (cl *Client) unreachable(ctx context.Context, err error) error {
 	if cl.down != nil && ctx.Err() == nil {
 		return cl.down(err)
 	}
-	return fmt.Errorf("OCS at %s: %w", cl.socket, err)
+	return fmt.Errorf("OCS at %s: %w", cl.api.Socket, err)
 }
 
 func (cl *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, err := json.Marshal(in)
-		if err != nil {
-			return err
-		}
-		body = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://ocs"+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := cl.http.Do(req)
-	if err != nil {
-		return cl.unreachable(ctx, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode >= 300 {
+	err := cl.api.Do(ctx, method, path, in, out)
+	var se *sockapi.StatusError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &se):
 		var e struct{ Error string }
-		_ = json.NewDecoder(resp.Body).Decode(&e)
+		_ = json.Unmarshal(se.Body, &e)
 		return fmt.Errorf("OCS: %s", e.Error)
 	}
-	if out != nil {
-		return json.NewDecoder(resp.Body).Decode(out)
+	return cl.fail(ctx, err)
+}
+
+// fail reports a request that got no answer (unreachable) or a bad one.
+func (cl *Client) fail(ctx context.Context, err error) error {
+	if ue := (*sockapi.UnreachableError)(nil); errors.As(err, &ue) {
+		return cl.unreachable(ctx, ue.Err)
 	}
-	return nil
+	return err
 }
 
 // Config reads the circuit map.
@@ -378,16 +367,12 @@ func (cl *Client) PathCounters(ctx context.Context) ([]PathCounters, error) {
 
 // Events streams events to fn until ctx ends or fn returns false.
 func (cl *Client) Events(ctx context.Context, fn func(Event) bool) error {
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://ocs/v1/events", nil)
+	body, err := cl.api.Stream(ctx, "/v1/events")
 	if err != nil {
-		return err
+		return cl.fail(ctx, err)
 	}
-	resp, err := cl.http.Do(req)
-	if err != nil {
-		return cl.unreachable(ctx, err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	defer body.Close()
+	sc := bufio.NewScanner(body)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		var ev Event
