@@ -33,7 +33,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
@@ -309,20 +308,7 @@ func (s *Switch) Close() {
 // Attach puts a clsact qdisc and the program, in direct-action mode, on
 // the ingress of one OCS port.
 func (s *Switch) Attach(h *netlink.Handle, link netlink.Link) error {
-	q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
-	if err := h.QdiscReplace(q); err != nil {
-		return fmt.Errorf("clsact on %s: %w", link.Attrs().Name, err)
-	}
-	f := &netlink.BpfFilter{
-		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_MIN_INGRESS,
-			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.FastPath},
-		Fd: s.prog.FD(), Name: filterName, DirectAction: true,
-	}
-	if err := h.FilterReplace(f); err != nil {
-		return fmt.Errorf("attach OCS program to %s: %w", link.Attrs().Name, err)
-	}
-	return nil
+	return tcprio.Attach(h, link, netlink.HANDLE_MIN_INGRESS, tcprio.FastPath, s.prog.FD(), filterName)
 }
 
 // ErrNotAttached means a port carries no OCS program.

@@ -383,18 +383,8 @@ func (t *ToR) AttachEgress(h *netlink.Handle, link netlink.Link) error {
 }
 
 func (t *ToR) attach(h *netlink.Handle, link netlink.Link, parent uint32, prog *ebpf.Program) error {
-	q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
-	if err := h.QdiscReplace(q); err != nil {
-		return fmt.Errorf("tor%d: clsact on %s: %w", t.cfg.Rack, link.Attrs().Name, err)
-	}
-	f := &netlink.BpfFilter{
-		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: parent,
-			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.FastPath},
-		Fd: prog.FD(), Name: filterName, DirectAction: true,
-	}
-	if err := h.FilterReplace(f); err != nil {
-		return fmt.Errorf("tor%d: attach path program to %s: %w", t.cfg.Rack, link.Attrs().Name, err)
+	if err := tcprio.Attach(h, link, parent, tcprio.FastPath, prog.FD(), filterName); err != nil {
+		return fmt.Errorf("tor%d: %w", t.cfg.Rack, err)
 	}
 	return nil
 }

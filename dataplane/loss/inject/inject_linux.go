@@ -190,18 +190,8 @@ func Set(h *netlink.Handle, r loss.Rule) error {
 		return fmt.Errorf("%s: load loss program: %w", r.Port, err)
 	}
 	defer prog.Close()
-	q := &netlink.GenericQdisc{QdiscType: "clsact", QdiscAttrs: netlink.QdiscAttrs{
-		LinkIndex: link.Attrs().Index, Parent: netlink.HANDLE_CLSACT, Handle: netlink.MakeHandle(0xffff, 0)}}
-	if err := h.QdiscReplace(q); err != nil { // keeps the filters of an existing clsact
-		return fmt.Errorf("%s: clsact: %w", r.Port, err)
-	}
-	f := &netlink.BpfFilter{
-		FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: par,
-			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.Loss},
-		Fd: prog.FD(), Name: filterName, DirectAction: true,
-	}
-	if err := h.FilterReplace(f); err != nil {
-		return fmt.Errorf("%s: attach loss program (%s): %w", r.Port, r.Direction, err)
+	if err := tcprio.Attach(h, link, par, tcprio.Loss, prog.FD(), filterName); err != nil {
+		return fmt.Errorf("%s (%s): %w", r.Port, r.Direction, err)
 	}
 	return nil
 }
