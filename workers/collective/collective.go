@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -170,20 +171,12 @@ func add(dst, src []int32) {
 // step s is the one it sends in step s+1, so each piece goes on to the next
 // rank as soon as it has arrived and been added, and the link never waits
 // for a step boundary. A rank's sends and receives are therefore two
-// streams of 2(n-1) chunks, tied by one progress record (ringProgress).
+// streams of 2(n-1) chunks, tied by one progress record (ring).
 func (c *Comm) RingAllReduce(data []int32, order []int) error {
 	n := len(order)
-	pos := -1
-	for i, r := range order {
-		if r == c.Rank {
-			pos = i
-		}
-	}
-	if pos < 0 {
-		return fmt.Errorf("rank %d is not in the ring %v", c.Rank, order)
-	}
-	if n == 1 {
-		return nil
+	pos, err := c.ringPos(order)
+	if err != nil || n == 1 {
+		return err
 	}
 	next, prev := order[(pos+1)%n], order[(pos-1+n)%n]
 	r := newRing(len(data), n, pos)
@@ -217,14 +210,9 @@ type RingSteps struct {
 // NewRingSteps prepares a ring all-reduce of data over order.
 func (c *Comm) NewRingSteps(data []int32, order []int) (*RingSteps, error) {
 	n := len(order)
-	pos := -1
-	for i, r := range order {
-		if r == c.Rank {
-			pos = i
-		}
-	}
-	if pos < 0 {
-		return nil, fmt.Errorf("rank %d is not in the ring %v", c.Rank, order)
+	pos, err := c.ringPos(order)
+	if err != nil {
+		return nil, err
 	}
 	r := &RingSteps{c: c, data: data, n: n, pos: pos}
 	if n > 1 {
@@ -257,6 +245,14 @@ func (r *RingSteps) Step(s int) error {
 		}
 	}
 	return nil
+}
+
+// ringPos is this rank's place in a ring order.
+func (c *Comm) ringPos(order []int) (int, error) {
+	if i := slices.Index(order, c.Rank); i >= 0 {
+		return i, nil
+	}
+	return -1, fmt.Errorf("rank %d is not in the ring %v", c.Rank, order)
 }
 
 // ringPiece is the ring's forwarding unit: a piece goes on to the next rank
