@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,7 +73,14 @@ jobs:
 	if pulls != 2 {
 		t.Errorf("%d verified INC pulls, want 2", pulls)
 	}
-	if ps, _ := exec.Command("pgrep", "-f", "agg serve --lab "+lab).Output(); len(ps) != 0 {
+	// pgrep exits 1 when nothing matches; any other failure means the
+	// check did not run.
+	ps, err := exec.Command("pgrep", "-f", "agg serve --lab "+lab).Output()
+	var ee *exec.ExitError
+	if err != nil && !(errors.As(err, &ee) && ee.ExitCode() == 1) {
+		t.Fatalf("pgrep: %v", err)
+	}
+	if len(ps) != 0 {
 		t.Errorf("aggregator processes left behind: %s", ps)
 	}
 	fabrictest.AssertGone(t, lab)
