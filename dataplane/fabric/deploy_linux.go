@@ -54,6 +54,7 @@ type Lab struct {
 	log     *slog.Logger
 	mu      sync.Mutex
 	handles map[string]*netlink.Handle // by node name
+	ifindex map[string]map[string]int  // by node name, then interface
 }
 
 // Step is one timed step of Deploy.
@@ -165,7 +166,7 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	if err := WriteState(st); err != nil {
 		return nil, err
 	}
-	lab = &Lab{Topo: t, log: log}
+	lab = &Lab{Topo: t, log: log, ifindex: planIndexes(t)}
 	defer func() {
 		if err != nil {
 			lab.Close()
@@ -357,8 +358,10 @@ func trimNL(b []byte) string {
 	return string(b)
 }
 
-// addLink creates a veth pair with its peer directly in the far namespace,
-// brings both ends up with their address and shaping.
+// addLink creates a veth pair with each end directly in its namespace and
+// its planned ifindex, then gives both ends their address and shaping.
+// Ends come up at creation, except a server's: it first gets addrgenmode
+// none (no IPv6 address, so no DAD or router solicitation; see setupNS).
 func (l *Lab) addLink(i int, ln topo.Link) error {
 	ha, err := l.Handle(ln.A.Node)
 	if err != nil {
@@ -368,47 +371,52 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 	if err != nil {
 		return err
 	}
+	na, _ := l.Topo.Node(ln.A.Node)
 	nb, _ := l.Topo.Node(ln.B.Node)
+	fdA, err := netns.Open(na.NS)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fdA)
 	fdB, err := netns.Open(nb.NS)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fdB)
 	mtu := l.Topo.Spec.MTU
-	veth := &netlink.Veth{
-		LinkAttrs: netlink.LinkAttrs{
-			Name: ln.A.Iface, MTU: mtu, HardwareAddr: ln.A.MAC, TxQLen: 1000,
-			// The kernel treats a carrier change as urgent only when a
-			// veth's ifindex differs from its peer's; otherwise linkwatch
-			// defers it up to 1 s, and the qdisc stays inactive meanwhile.
-			// Peers in fresh namespaces would both get ifindex 2.
-			Index: nearIfindexBase + i,
-		},
-		PeerName:         ln.B.Iface,
-		PeerHardwareAddr: ln.B.MAC,
-		PeerMTU:          uint32(mtu),
-		PeerNamespace:    netlink.NsFd(fdB),
+	ia, ib := l.plannedIndex(ln.A.Node, ln.A.Iface), l.plannedIndex(ln.B.Node, ln.B.Iface)
+	// Only the first end of the request can come up at creation (the
+	// kernel opens the peer before the pair is joined: ENOTCONN), and a
+	// server's end must not (addrgenmode first), so the first end is A
+	// unless A is a server.
+	ea := vethEnd{nsFd: fdA, name: ln.A.Iface, index: ia, mac: ln.A.MAC, mtu: mtu, txqueue: 1000}
+	eb := vethEnd{nsFd: fdB, name: ln.B.Iface, index: ib, mac: ln.B.MAC, mtu: mtu, txqueue: 1000}
+	aFirst := na.Kind != topo.KindServer
+	ea.up = aFirst
+	eb.up = !aFirst && nb.Kind != topo.KindServer
+	first, peer := ea, eb
+	if !aFirst {
+		first, peer = eb, ea
 	}
-	if err := ha.LinkAdd(veth); err != nil {
+	if err := newVeth(first, peer); err != nil {
 		return fmt.Errorf("create veth %s:%s <-> %s:%s: %w", ln.A.Node, ln.A.Iface, ln.B.Node, ln.B.Iface, err)
 	}
 	for _, e := range []struct {
-		h  *netlink.Handle
-		ep topo.Endpoint
-	}{{ha, ln.A}, {hb, ln.B}} {
-		link, err := nlsafe.Retry1(e.h.LinkByName, e.ep.Iface)
-		if err != nil {
-			return fmt.Errorf("find %s:%s: %w", e.ep.Node, e.ep.Iface, err)
-		}
-		if n, _ := l.Topo.Node(e.ep.Node); n.Kind == topo.KindServer {
-			// IPv6 stays on in server namespaces (setupNS); without an
-			// address the port is silent in IPv6. Set before it is up.
+		h    *netlink.Handle
+		ep   topo.Endpoint
+		end  vethEnd
+		kind string
+	}{{ha, ln.A, ea, na.Kind}, {hb, ln.B, eb, nb.Kind}} {
+		link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: e.end.index, Name: e.ep.Iface}}
+		if e.kind == topo.KindServer {
 			if err := e.h.LinkSetIP6AddrGenMode(link, addrGenModeNone); err != nil {
 				return fmt.Errorf("addrgenmode none on %s:%s: %w", e.ep.Node, e.ep.Iface, err)
 			}
 		}
-		if err := e.h.LinkSetUp(link); err != nil {
-			return fmt.Errorf("set %s:%s up: %w", e.ep.Node, e.ep.Iface, err)
+		if !e.end.up {
+			if err := e.h.LinkSetUp(link); err != nil {
+				return fmt.Errorf("set %s:%s up: %w", e.ep.Node, e.ep.Iface, err)
+			}
 		}
 		if e.ep.Addr.IsValid() {
 			a := &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(e.ep.Addr, 32))}
@@ -421,6 +429,84 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 		}
 	}
 	return nil
+}
+
+// planIndexes gives every veth end its ifindex before anything is made:
+// link i's near (A) end gets nearIfindexBase+i, and the far (B) ends of a
+// node get 2, 3, ... (lo is 1) in link order. The kernel treats a carrier
+// change as urgent only when a veth's ifindex differs from its peer's;
+// otherwise linkwatch defers it up to 1 s and the qdisc stays inactive
+// meanwhile. OCS ports are far ends, so they stay below limits.MaxIfindex,
+// which the OCS fast path's port map is indexed by.
+func planIndexes(t *topo.Topology) map[string]map[string]int {
+	idx := map[string]map[string]int{}
+	set := func(node, iface string, i int) {
+		if idx[node] == nil {
+			idx[node] = map[string]int{}
+		}
+		idx[node][iface] = i
+	}
+	next := map[string]int{}
+	for i, ln := range t.Links {
+		set(ln.A.Node, ln.A.Iface, nearIfindexBase+i)
+		if next[ln.B.Node] == 0 {
+			next[ln.B.Node] = 2
+		}
+		set(ln.B.Node, ln.B.Iface, next[ln.B.Node])
+		next[ln.B.Node]++
+	}
+	return idx
+}
+
+func (l *Lab) plannedIndex(node, iface string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ifindex[node][iface]
+}
+
+// Ifindex returns the interface index of a node's port: the one Deploy
+// gave it or, in a lab opened from its state, from one link dump of the
+// node's namespace (a lookup per port costs a netlink round trip each,
+// thousands on a large lab).
+func (l *Lab) Ifindex(node, iface string) (int, error) {
+	l.mu.Lock()
+	i, ok := l.ifindex[node][iface]
+	l.mu.Unlock()
+	if ok {
+		return i, nil
+	}
+	h, err := l.Handle(node)
+	if err != nil {
+		return 0, err
+	}
+	links, err := nlsafe.Retry(h.LinkList)
+	if err != nil {
+		return 0, fmt.Errorf("list links of %s: %w", node, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ifindex == nil {
+		l.ifindex = map[string]map[string]int{}
+	}
+	m := map[string]int{}
+	for _, ln := range links {
+		m[ln.Attrs().Name] = ln.Attrs().Index
+	}
+	l.ifindex[node] = m
+	if i, ok := m[iface]; ok {
+		return i, nil
+	}
+	return 0, fmt.Errorf("%s has no interface %q", node, iface)
+}
+
+// Port returns a node's port as a netlink.Link that carries its index and
+// name only: enough for tc, addresses, routes and neighbours.
+func (l *Lab) Port(node, iface string) (netlink.Link, error) {
+	i, err := l.Ifindex(node, iface)
+	if err != nil {
+		return nil, err
+	}
+	return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: i, Name: iface}}, nil
 }
 
 // addrGenModeNone is IN6_ADDR_GEN_MODE_NONE: no IPv6 link-local address.
@@ -494,18 +580,7 @@ func (l *Lab) addRoutes(n topo.Node) error {
 	if err != nil {
 		return err
 	}
-	idx := map[string]int{}
-	index := func(iface string) (int, error) {
-		if i, ok := idx[iface]; ok {
-			return i, nil
-		}
-		link, err := nlsafe.Retry1(h.LinkByName, iface)
-		if err != nil {
-			return 0, fmt.Errorf("find %s:%s: %w", n.Name, iface, err)
-		}
-		idx[iface] = link.Attrs().Index
-		return idx[iface], nil
-	}
+	index := func(iface string) (int, error) { return l.Ifindex(n.Name, iface) }
 	for _, nb := range neighs {
 		i, err := index(nb.Iface)
 		if err != nil {

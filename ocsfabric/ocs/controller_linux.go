@@ -17,10 +17,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
@@ -157,32 +158,31 @@ func (c *Controller) attach() error {
 	}
 	for _, u := range c.layout.Ports() {
 		sw, _ := c.layout.Switch(u)
-		h, err := c.lab.Handle(names.OCSName(sw))
-		if err != nil {
-			return err
-		}
-		l, err := nlsafe.Retry1(h.LinkByName, names.OCSPortIface(u.Rack, u.Port))
+		i, err := c.lab.Ifindex(names.OCSName(sw), names.OCSPortIface(u.Rack, u.Port))
 		if err != nil {
 			return fmt.Errorf("ocs%d port for %s: %w", sw, u, err)
 		}
-		c.ifindex[u] = uint32(l.Attrs().Index)
-		byIf[sw][uint32(l.Attrs().Index)] = u
+		c.ifindex[u] = uint32(i)
+		byIf[sw][uint32(i)] = u
 	}
 	c.uplinkOf = byIf
 	edges := map[circuit.Uplink]circuit.Uplink{}
 	for k := 0; k < f.OCSSwitches; k++ {
-		h, _ := c.lab.Handle(names.OCSName(k))
+		h, err := c.lab.Handle(names.OCSName(k))
+		if err != nil {
+			return err
+		}
+		port := func(i uint32) netlink.Link {
+			u := byIf[k][i]
+			return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: int(i), Name: names.OCSPortIface(u.Rack, u.Port)}}
+		}
 		var first uint32
 		for i := range byIf[k] {
 			if first == 0 || i < first {
 				first = i
 			}
 		}
-		firstLink, err := h.LinkByIndex(int(first))
-		if err != nil {
-			return fmt.Errorf("ocs%d: %w", k, err)
-		}
-		sw, gen, err := fastpath.Recover(h, firstLink, c.gen)
+		sw, gen, err := fastpath.Recover(h, port(first), c.gen)
 		if err == nil {
 			c.gen = gen
 			c.log.Info("took over live circuits", "ocs", k)
@@ -210,11 +210,7 @@ func (c *Controller) attach() error {
 			return fmt.Errorf("ocs%d: %w", k, err)
 		}
 		for i := range byIf[k] {
-			l, err := h.LinkByIndex(int(i))
-			if err != nil {
-				return fmt.Errorf("ocs%d port %d: %w", k, i, err)
-			}
-			if err := sw.Attach(h, l); err != nil {
+			if err := sw.Attach(h, port(i)); err != nil {
 				return fmt.Errorf("ocs%d: %w", k, err)
 			}
 		}

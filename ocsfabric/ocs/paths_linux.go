@@ -6,7 +6,6 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
@@ -57,7 +56,7 @@ func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
 			if l.B.Node == node {
 				e = l.B
 			}
-			link, err := nlsafe.Retry1(h.LinkByName, e.Iface)
+			link, err := c.lab.Port(node, e.Iface)
 			if err != nil {
 				p.close()
 				return nil, fmt.Errorf("%s:%s: %w", node, e.Iface, err)
