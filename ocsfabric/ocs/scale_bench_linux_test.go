@@ -17,6 +17,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
@@ -90,6 +91,17 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 	deploy := time.Since(t0)
 	progs, maps := ownBPF()
 
+	// Before any circuit, no rack reaches another: the pings below go
+	// across the circuits of the configuration, nothing else.
+	pairs := samplePairs(fabrictest.Hosts(lab), 1000, 1)
+	dark, err := probe.PingPairs(ctx, pairs[:20], 16, 1, 200*time.Millisecond)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(dark.Failed) != dark.Pairs {
+		b.Errorf("%d of %d pairs reached each other before any circuit was patched", dark.Pairs-len(dark.Failed), dark.Pairs)
+	}
+
 	t2 := time.Now()
 	cfg := ringsConfig(racks, uplinks)
 	if _, err := ctl.Apply(ctx, cfg, 0, 0); err != nil {
@@ -101,7 +113,6 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 	}
 	mem1 := readMeminfo()
 
-	pairs := samplePairs(fabrictest.Hosts(lab), 1000, 1)
 	t3 := time.Now()
 	res, err := probe.PingPairs(ctx, pairs, 16, 3, time.Second)
 	if err != nil {
@@ -110,6 +121,12 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 	tPing := time.Since(t3)
 	peak := peakRSS()
 
+	inodes := map[uint64]bool{}
+	for _, n := range t.Nodes {
+		if ino, err := netns.Inode(n.NS); err == nil {
+			inodes[ino] = true
+		}
+	}
 	t4 := time.Now()
 	ctl.Close()
 	lab.Close()
@@ -119,6 +136,12 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 	destroyed = true
 	tDestroy := time.Since(t4)
 	fabrictest.AssertGone(b, name)
+	if pids := netns.PIDsIn(inodes); len(pids) > 0 {
+		b.Errorf("processes left in the lab's namespaces: %v", pids)
+	}
+	if pins, _ := filepath.Glob("/sys/fs/bpf/*" + name + "*"); len(pins) > 0 {
+		b.Errorf("BPF pins left: %v", pins)
+	}
 	freed, left := waitBPFGone(progs, maps, 2*time.Minute)
 	if left > 0 {
 		b.Errorf("%d BPF programs and maps of the lab still loaded %v after destroy", left, freed)
@@ -132,6 +155,7 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 	}
 	fmt.Printf("  deploy  %-12s %8.2f s  (%d BPF programs, %d maps)\n", "ocs attach", tOCS.Seconds(), len(progs), len(maps))
 	fmt.Printf("  deploy  total        %8.2f s  (fabric %.2f s + OCS %.2f s; goal <= 15 s)\n", deploy.Seconds(), tFabric.Seconds(), tOCS.Seconds())
+	fmt.Printf("  before circuits       %d of %d sampled pairs reached (want 0)\n", dark.Pairs-len(dark.Failed), dark.Pairs)
 	fmt.Printf("  configure            %8.2f s  (%d circuits, all rack pairs reachable: %v)\n", tConfig.Seconds(), len(cfg.Circuits), len(ctl.Unreachable()) == 0)
 	fmt.Printf("  pingall sample       %8.2f s  (%d pairs, seed 1: %d reached, %d failed, max RTT %v)\n",
 		tPing.Seconds(), res.Pairs, res.Pairs-len(res.Failed), len(res.Failed), res.RTTMax.Round(time.Microsecond))
