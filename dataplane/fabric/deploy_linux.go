@@ -189,9 +189,17 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	start := time.Now()
 	progress("creating %d namespaces", len(t.Nodes))
 	serverCC := serversNeedCC(cc)
-	if err := forEach(ctx, par, t.Nodes, func(n topo.Node) error {
-		return netns.Create(n.NS, func() error { return setupNS(n.Kind, cc, serverCC) })
-	}); err != nil {
+	anchor := names.LabPrefix(t.Lab) + ".anchor" // not a node name: nodes never start with '.'
+	if err := netns.NewAnchor(anchor); err != nil {
+		return lab, err
+	}
+	err = forEach(ctx, par, t.Nodes, func(n topo.Node) error {
+		return netns.CreateLinked(n.NS, anchor, func() error { return setupNS(n.Kind, cc, serverCC) })
+	})
+	if derr := netns.Delete(anchor); derr != nil && err == nil {
+		err = derr
+	}
+	if err != nil {
 		return lab, err
 	}
 	stepStart := start
@@ -648,6 +656,12 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	}
 	inodes := map[uint64]bool{}
 	for n := range nsNames {
+		// Only a mounted namespace has a namespace inode; a bare file's
+		// (a crashed deploy's anchor or mount point) could equal an
+		// unrelated process's namespace inode.
+		if !netns.Exists(n) {
+			continue
+		}
 		if ino, err := netns.Inode(n); err == nil {
 			inodes[ino] = true
 		}
