@@ -151,6 +151,9 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 		return nil, err
 	}
 	defer lock.Release()
+	if err := checkOpenFiles(len(t.Nodes)); err != nil {
+		return nil, err
+	}
 	if _, err := ReadState(t.Lab); err == nil {
 		return nil, fmt.Errorf("lab %q is already deployed: run `emu destroy %s` first", t.Lab, t.Lab)
 	}
@@ -235,6 +238,20 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	}
 	log.Info("lab up", "nodes", len(t.Nodes), "links", len(t.Links), "took", time.Since(start).Round(time.Millisecond))
 	return lab, nil
+}
+
+// checkOpenFiles refuses a lab this process could not hold: Deploy keeps
+// a netlink socket per namespace open, plus a few per worker. (Go raises
+// the soft limit to the hard one at start.)
+func checkOpenFiles(nodes int) error {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return nil // unknown: let the kernel say
+	}
+	if need := uint64(nodes) + 256; lim.Cur < need {
+		return fmt.Errorf("a lab of %d namespaces needs about %d open files, but this process may open %d: raise the limit (ulimit -n %d)", nodes, need, lim.Cur, need)
+	}
+	return nil
 }
 
 // forEach runs fn over items with bounded parallelism and stops at the
