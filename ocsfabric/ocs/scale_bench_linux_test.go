@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -68,6 +69,7 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 	mem0 := readMeminfo()
 	resetPeakRSS()
 
+	cpu0 := cpuTime()
 	t0 := time.Now()
 	lab, err := fabric.Deploy(ctx, t, fabric.Options{})
 	if err != nil {
@@ -89,6 +91,7 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 	defer ctl.Close()
 	tOCS := time.Since(t1)
 	deploy := time.Since(t0)
+	deployCPU := cpuTime() - cpu0
 	progs, maps := ownBPF()
 
 	// Before any circuit, no rack reaches another: the pings below go
@@ -157,7 +160,7 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 		fmt.Printf("  deploy  %-12s %8.2f s\n", s.Name, s.Took.Seconds())
 	}
 	fmt.Printf("  deploy  %-12s %8.2f s  (%d BPF programs, %d maps)\n", "ocs attach", tOCS.Seconds(), len(progs), len(maps))
-	fmt.Printf("  deploy  total        %8.2f s  (fabric %.2f s + OCS %.2f s; goal <= 15 s)\n", deploy.Seconds(), tFabric.Seconds(), tOCS.Seconds())
+	fmt.Printf("  deploy  total        %8.2f s  (fabric %.2f s + OCS %.2f s; goal <= 15 s), %.1f CPU-s in this process\n", deploy.Seconds(), tFabric.Seconds(), tOCS.Seconds(), deployCPU.Seconds())
 	fmt.Printf("  before circuits       %d of %d sampled pairs reached (want 0)\n", dark.Pairs-len(dark.Failed), dark.Pairs)
 	fmt.Printf("  configure            %8.2f s  (%d circuits, all rack pairs reachable: %v)\n", tConfig.Seconds(), len(cfg.Circuits), len(ctl.Unreachable()) == 0)
 	fmt.Printf("  pingall sample       %8.2f s  (%d pairs, seed 1: %d reached, %d failed, max RTT %v)\n",
@@ -170,6 +173,7 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 		b.Errorf("%d of %d sampled pairs unreachable, e.g. %v", len(res.Failed), res.Pairs, res.Failed[0])
 	}
 	b.ReportMetric(deploy.Seconds(), "deploy-s")
+	b.ReportMetric(deployCPU.Seconds(), "deploy-cpu-s")
 	b.ReportMetric(tDestroy.Seconds(), "destroy-s")
 	b.ReportMetric(tPing.Seconds(), "pingall-s")
 	b.ReportMetric(float64((mem0["MemAvailable"]-mem1["MemAvailable"])>>10), "kernel-MiB")
@@ -334,6 +338,13 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// cpuTime is the user and system CPU time this process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func loadavg() string {
