@@ -57,19 +57,40 @@ type Lab struct {
 	ifindex map[string]map[string]int  // by node name, then interface
 }
 
-// Step is one timed step of Deploy.
+// Step is one timed step of Deploy: its wall time, and the CPU time this
+// process spent in it (user and system, the kernel's work on its behalf
+// included), which depends less on what else the machine runs.
 type Step struct {
 	Name string
 	Took time.Duration
+	CPU  time.Duration
 }
 
-// step records how long a step of Deploy took since *since, and restarts
-// the clock.
-func (l *Lab) step(name string, since *time.Time) {
-	now := time.Now()
-	l.Steps = append(l.Steps, Step{Name: name, Took: now.Sub(*since)})
-	l.log.Debug("deploy step", "step", name, "took", now.Sub(*since))
-	*since = now
+// stepClock times the steps of Deploy.
+type stepClock struct {
+	wall time.Time
+	cpu  time.Duration
+}
+
+func startSteps() stepClock { return stepClock{wall: time.Now(), cpu: processCPU()} }
+
+// step records how long a step of Deploy took since the clock was last
+// read, and restarts it.
+func (l *Lab) step(name string, c *stepClock) {
+	now, cpu := time.Now(), processCPU()
+	s := Step{Name: name, Took: now.Sub(c.wall), CPU: cpu - c.cpu}
+	l.Steps = append(l.Steps, s)
+	l.log.Debug("deploy step", "step", name, "took", s.Took, "cpu", s.CPU)
+	c.wall, c.cpu = now, cpu
+}
+
+// processCPU is the user and system time this process has used.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Close releases the netlink handles; the fabric stays up.
@@ -190,6 +211,7 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 		log.Warn(warn)
 	}
 	start := time.Now()
+	clock := startSteps()
 	progress("creating %d namespaces", len(t.Nodes))
 	serverCC := serversNeedCC(cc)
 	anchor := names.LabPrefix(t.Lab) + ".anchor" // not a node name: nodes never start with '.'
@@ -205,8 +227,7 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	if err != nil {
 		return lab, err
 	}
-	stepStart := start
-	lab.step("namespaces", &stepStart)
+	lab.step("namespaces", &clock)
 
 	progress("creating %d veth links", len(t.Links))
 	var done atomic.Int64
@@ -219,19 +240,19 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	}); err != nil {
 		return lab, err
 	}
-	lab.step("links", &stepStart)
+	lab.step("links", &clock)
 
 	progress("installing routes and neighbours")
 	if err := forEach(ctx, par, t.Nodes, func(n topo.Node) error { return lab.addRoutes(n) }); err != nil {
 		return lab, err
 	}
-	lab.step("routes", &stepStart)
+	lab.step("routes", &clock)
 	// The kernel reports carrier, and activates qdiscs, asynchronously
 	// (linkwatch); a lab is up only when every port is.
 	if err := forEach(ctx, par, t.Nodes, func(n topo.Node) error { return lab.waitCarrier(ctx, n, 5*time.Second) }); err != nil {
 		return lab, err
 	}
-	lab.step("carrier", &stepStart)
+	lab.step("carrier", &clock)
 	st.Status = StatusUp
 	if err := WriteState(st); err != nil {
 		return lab, err

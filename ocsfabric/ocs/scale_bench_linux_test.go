@@ -83,13 +83,13 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 		}
 	}()
 	tFabric := time.Since(t0)
-	t1 := time.Now()
+	t1, cpu1 := time.Now(), cpuTime()
 	ctl, err := ocs.New(ctx, lab, ocs.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer ctl.Close()
-	tOCS := time.Since(t1)
+	tOCS, ocsCPU := time.Since(t1), cpuTime()-cpu1
 	deploy := time.Since(t0)
 	deployCPU := cpuTime() - cpu0
 	progs, maps := ownBPF()
@@ -157,9 +157,9 @@ func scaleRun(b *testing.B, racks, servers, uplinks int) {
 	fmt.Printf("\nscale %dx%d, %d uplinks per ToR, 1 OCS: %d namespaces, %d links (load %s)\n",
 		racks, servers, uplinks, len(t.Nodes), len(t.Links), loadavg())
 	for _, s := range lab.Steps {
-		fmt.Printf("  deploy  %-12s %8.2f s\n", s.Name, s.Took.Seconds())
+		fmt.Printf("  deploy  %-12s %8.2f s  %5.2f CPU-s\n", s.Name, s.Took.Seconds(), s.CPU.Seconds())
 	}
-	fmt.Printf("  deploy  %-12s %8.2f s  (%d BPF programs, %d maps)\n", "ocs attach", tOCS.Seconds(), len(progs), len(maps))
+	fmt.Printf("  deploy  %-12s %8.2f s  %5.2f CPU-s  (%d BPF programs, %d maps)\n", "ocs attach", tOCS.Seconds(), ocsCPU.Seconds(), len(progs), len(maps))
 	fmt.Printf("  deploy  total        %8.2f s  (fabric %.2f s + OCS %.2f s; goal <= 15 s), %.1f CPU-s in this process\n", deploy.Seconds(), tFabric.Seconds(), tOCS.Seconds(), deployCPU.Seconds())
 	fmt.Printf("  before circuits       %d of %d sampled pairs reached (want 0)\n", dark.Pairs-len(dark.Failed), dark.Pairs)
 	fmt.Printf("  configure            %8.2f s  (%d circuits, all rack pairs reachable: %v)\n", tConfig.Seconds(), len(cfg.Circuits), len(ctl.Unreachable()) == 0)
