@@ -45,6 +45,15 @@ func TestEPSAllPairsReach(t *testing.T) {
 		t.Fatalf("pingall: %d pairs, failed %v", res.Pairs, res.Failed)
 	}
 	t.Logf("pingall: %d/%d pairs in %v, max RTT %v", res.Pairs-len(res.Failed), res.Pairs, res.Took, res.RTTMax)
+	// The sampled form: chosen pairs, one socket per source.
+	pairs := [][2]probe.Host{{hs[0], hs[7]}, {hs[0], hs[3]}, {hs[5], hs[1]}, {hs[0], hs[7]}}
+	sres, err := probe.PingPairs(context.Background(), pairs, 2, 3, time.Second)
+	if err != nil || sres.Pairs != 3 || len(sres.Failed) != 0 {
+		t.Fatalf("ping pairs: %v: %d pairs (want 3, one repeated), failed %v", err, sres.Pairs, sres.Failed)
+	}
+	if _, err := probe.PingPairs(context.Background(), [][2]probe.Host{{hs[0], hs[0]}}, 1, 1, time.Second); err == nil {
+		t.Error("a host pinging itself was not refused")
+	}
 }
 
 // TestShapedGoodput: a cross-rack TCP transfer arrives, with the
