@@ -26,7 +26,7 @@ type SlowStart struct {
 	InitialWindowBytes float64
 	// BaseRTTNs is the RTT of an empty path.
 	BaseRTTNs int64
-	// QueueNs is the delay of a full shaper queue, added to the RTT of a
+	// QueueNs is the delay of the queue TCP keeps standing (StandingQueueNs), added to the RTT of a
 	// flow that starts on a path another phase keeps busy.
 	QueueNs int64
 	// IdleResetNs: a connection idle longer than this starts again from
@@ -60,7 +60,7 @@ func SlowStartFor(f scenario.Fabric) *SlowStart {
 	return &SlowStart{
 		InitialWindowBytes: float64(InitialWindowSegments * Framing(f.MTU).PayloadBytes),
 		BaseRTTNs:          BaseRTTNs,
-		QueueNs:            ShaperQueueNs(f.Rates.Server, f.MTU),
+		QueueNs:            StandingQueueNs(f.Rates.Server, f.MTU),
 		IdleResetNs:        RTOMinNs,
 	}
 }
