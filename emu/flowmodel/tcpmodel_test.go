@@ -122,20 +122,62 @@ func TestRecoveryStall(t *testing.T) {
 	tests := []struct {
 		name  string
 		dark  int64
+		hit   bool
 		left  float64
 		stall int64
 		rto   bool
 	}{
-		{"lit path, data left: no stall", 0, 1e6, 0, false},
-		{"lit path, tail loss: one PTO", 0, 100, 7e6, false},
-		{"dark 1 ms < PTO: the probe recovers", 1e6, 1e6, 7e6, false},
-		{"dark 50 ms: RTO = SRTT + rto_min", 50e6, 1e6, 202.5e6, true},
-		{"dark 300 ms: one back-off", 300e6, 1e6, 202.5e6 + 405e6, true},
+		{"hit, lit path, data left: RACK, no stall", 0, true, 1e6, 0, false},
+		{"hit, lit path, tail loss: one PTO", 0, true, 100, 7e6, false},
+		{"moved into a 1 ms dark: the ACK clock outlives it", 1e6, false, 1e6, 0, false},
+		{"moved into a 5 ms dark: window lost, the probe recovers", 5e6, false, 1e6, 7e6, false},
+		{"hit and 1 ms dark: no ACK clock, the probe recovers", 1e6, true, 1e6, 7e6, false},
+		{"dark 50 ms: RTO = SRTT + rto_min", 50e6, true, 1e6, 202.5e6, true},
+		{"dark 300 ms: one back-off", 300e6, false, 1e6, 202.5e6 + 405e6, true},
 	}
 	for _, tt := range tests {
-		stall, rto := recoveryStall(tm, srtt, tt.dark, tt.left)
+		stall, rto := recoveryStall(tm, srtt, tt.dark, tt.hit, tt.left)
 		if stall != tt.stall || rto != tt.rto {
 			t.Errorf("%s: stall %d rto %v, want %d %v", tt.name, stall, rto, tt.stall, tt.rto)
 		}
+	}
+}
+
+// A flow moved into a dark circuit without losing its old one: racks
+// 0-1-2 in a chain, a 125 MB push r0 -> r2 over both circuits (SRTT 1 +
+// 9 + 9 = 19 ms: both are full), and at 0.5 s a direct circuit r0-r2
+// appears, dark for D, the only shortest path. With D = 1 ms < SRTT the
+// ACKs of the data on the old path clock 125 MB/s x 1 ms = 125 KB into
+// the dark, resent after it: 0.5 + 0.001 + 62.625 MB / 125 MB/s = 1.002
+// s. With D = 30 ms >= SRTT the whole window, 125 MB/s x 19 ms = 2.375 MB,
+// goes into the dark and the loss probe comes at 2 x 19 + 2 = 40 ms:
+// 0.5 + 0.040 + 64.875 / 125 = 1.059 s (the calibrated model: 1.03 s).
+func TestMovedIntoTheDarkByHand(t *testing.T) {
+	s := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 1, uplinks_per_tor: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	jobs := []plan.Job{{Name: "p", Pattern: "ps", Workers: []string{"r0s0", "r2s0"}, PS: "r2s0", Bytes: 125_000_000, Iterations: 1}}
+	tm := &TCPModel{RTTExponent: 1, BaseRTTNs: 1e6, QueueNs: func(scenario.Rate) int64 { return 9e6 }, PTOMinNs: 2e6, RTOMinNs: 200e6, MSS: 1448}
+	chain := []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor1:1", "tor2:0")}
+	direct := append(append([]circuit.Circuit(nil), chain...), c("tor0:1", "tor2:1"))
+	tests := []struct {
+		name string
+		opt  Options
+		want float64
+	}{
+		{"dark 1 ms: the ACK clock outlives it", Options{TCP: tm, DelayNs: 1e6}, 1.002},
+		{"dark 30 ms: the window is lost, loss probe at 40 ms", Options{TCP: tm, DelayNs: 30e6}, 1.059},
+		{"calibrated model: the dark period only", Options{DelayNs: 30e6}, 1.03},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var ds []Disruption
+			tt.opt.OnDisrupt = func(d Disruption) { ds = append(ds, d) }
+			got := pushEnds(t, s, jobs, tt.opt, chain, 500e6, direct)["p"]
+			if math.Abs(got-tt.want) > 1e-6 {
+				t.Errorf("push ends at %.6f s, want %.6f", got, tt.want)
+			}
+			if len(ds) != 0 {
+				t.Errorf("disruptions %+v: the old circuits stay, none is disrupted", ds)
+			}
+		})
 	}
 }

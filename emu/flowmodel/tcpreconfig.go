@@ -90,16 +90,24 @@ func (s *Sim) beforeSwitch(dark []circuit.Uplink) *switchState {
 }
 
 // afterSwitch charges TCP's recovery to the flows a reconfiguration hit
-// (their lost bytes are sent again) and to the flows whose new path
-// crosses a dark port (no lit alternative: their window goes into the
-// dark and is lost too). A flow that loses data but keeps a lit path
-// repairs it by RACK from the SACKs of what it sends next, without a
-// stall, unless nothing is left to send (a tail loss: the loss probe
-// finds it after PTO = 2 SRTT + 2 ms). A flow facing a dark period waits
-// for the first probe sent after the dark period ends: the loss probe if
-// the dark period is shorter than PTO, else the RTO (SRTT + tcp_rto_min,
-// doubling while the retransmissions still go into the dark), after which
-// its window restarts from one segment in slow start.
+// and to the flows whose new path crosses a dark port (no lit
+// alternative). Whether the flow's ACK clock survives decides it:
+//
+//   - hit, new path lit: the frames queued on the changed uplink are
+//     lost; what the flow sends next on the new path is SACKed and RACK
+//     repairs the loss without a stall, unless nothing is left to send (a
+//     tail loss: the loss probe finds it after PTO = 2 SRTT + 2 ms);
+//   - not hit, new path dark for D: the data in flight on the old path is
+//     still acknowledged for one SRTT and clocks new data into the dark.
+//     If D < SRTT it loses rate x D and resumes when the light comes back
+//     (the fluid pause); otherwise its whole window (rate x SRTT) is lost
+//     and it waits for a probe;
+//   - hit and new path dark: no ACK clock; it waits for a probe.
+//
+// Waiting for a probe: the loss probe if the dark period ends before PTO,
+// else the RTO (SRTT + tcp_rto_min, doubling while retransmissions still
+// go into the dark), after which the window restarts from one segment in
+// slow start. Lost bytes are sent again.
 func (s *Sim) afterSwitch(st *switchState) {
 	tm := s.opt.TCP
 	if st == nil || tm == nil {
@@ -111,14 +119,17 @@ func (s *Sim) afterSwitch(st *switchState) {
 			continue
 		}
 		lost, wasHit := st.hit[fl]
-		darkEnd := s.pathDarkUntil(fl)
-		if !wasHit && darkEnd <= s.now {
+		dark := int64(0)
+		if end := s.pathDarkUntil(fl); end > s.now {
+			dark = end - s.now
+		}
+		if !wasHit && dark == 0 {
 			continue
 		}
-		stall, rto := recoveryStall(tm, rtt, darkEnd-s.now, fl.remaining)
-		if darkEnd > s.now {
-			lost = math.Max(lost, fl.rate*float64(rtt)/1e9)
+		if !wasHit {
+			lost = fl.rate * float64(min(dark, rtt)) / 1e9
 		}
+		stall, rto := recoveryStall(tm, rtt, dark, wasHit, fl.remaining)
 		fl.remaining += lost
 		if stall > 0 {
 			s.stallFlow(fl, stall, rto, rtt)
@@ -128,14 +139,20 @@ func (s *Sim) afterSwitch(st *switchState) {
 }
 
 // recoveryStall is how long a flow with RTT srtt sends nothing after a
-// reconfiguration: dark is how long its new path stays dark (<= 0: lit),
+// reconfiguration (afterSwitch): dark is how long its new path stays dark
+// (0: lit), hit whether it lost what it had queued on a changed uplink,
 // left the bytes it still has to send. rto says whether the
-// retransmission timer fired.
-func recoveryStall(tm *TCPModel, srtt, dark int64, left float64) (stall int64, rto bool) {
+// retransmission timer fired. A dark period the flow merely waits out is
+// not a stall: the fluid model pauses it there anyway.
+func recoveryStall(tm *TCPModel, srtt, dark int64, hit bool, left float64) (stall int64, rto bool) {
 	pto := 2*srtt + tm.PTOMinNs
 	switch {
-	case dark <= 0 && left >= tm.MSS:
+	case dark == 0 && (!hit || left >= tm.MSS):
 		return 0, false // RACK repairs it from the SACKs of new data
+	case dark == 0:
+		return pto, false // a tail loss
+	case !hit && dark < srtt:
+		return 0, false // the ACK clock outlives the dark period
 	case dark < pto:
 		return pto, false
 	}
