@@ -313,7 +313,7 @@ func ocsDrops(in *Inputs) Line {
 	case o.UnpatchedBytes > 0:
 		l.Status, l.Why = Fail, "traffic was routed onto ports with no circuit: routes and circuits disagreed"
 	case o.DarkBytes > 0:
-		l.Status, l.Why = Warn, "traffic hit ports during their dark period; the model pauses such flows instead"
+		l.Status, l.Why = Warn, "traffic hit ports during their dark period (flows moved onto a circuit before its light came on); the TCP-aware model charges their loss and recovery"
 	default:
 		l.Status = Pass
 	}
