@@ -123,19 +123,21 @@ type flow struct {
 	rate       float64 // bytes/s
 	last       int64
 	res        []int32
-	pos        []int   // index in each resource's flow list
-	capRes     int32   // -1: none
-	ssRes      int32   // slow start's growing cap (tcpaware.go); -1: none
-	rttNs      int64   // the RTT slow start ramps at
-	ssGen      int32   // slow start's generation: a restart after an RTO drops older ramps
-	weight     float64 // share weight under RTT-biased sharing (tcpshare.go)
-	hops       int     // circuits crossed on the current path
-	lit        bool    // on hops lit at the switch until a dark period ends
+	pos        []int // index in each resource's flow list
+	capRes     int32 // -1: none
+	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
+	rttNs      int64 // the RTT slow start ramps at
+	hops       int   // circuits crossed on the current path
+	lit        bool  // on hops lit at the switch until a dark period ends
 	noPath     bool
 	done       bool
 	version    int32
 	mark       int32
 	frozen     bool
+
+	// The TCP-aware model's state (tcpaware.go, tcpshare.go).
+	ssGen  int32   // slow start's generation: a restart after an RTO drops older ramps
+	weight float64 // share weight under RTT-biased sharing
 }
 
 // jobState is one job's progress. Its phases form a graph (plan.Job.Preds):
