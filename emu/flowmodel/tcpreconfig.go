@@ -13,15 +13,16 @@ import (
 // circuit a reconfiguration changed: the frames it had queued there are
 // lost, and TCP must recover them.
 type Disruption struct {
-	AtNs     int64          `json:"at_ns"`
-	Key      plan.Key       `json:"key"`
-	Src      string         `json:"src"`
-	Dst      string         `json:"dst"`
-	Uplink   circuit.Uplink `json:"uplink"`
-	RateBps  float64        `json:"rate_Bps"` // the flow's payload rate at the switch, bytes/s
-	LostB    float64        `json:"lost_bytes,omitempty"`
-	StallNs  int64          `json:"stall_ns,omitempty"`
-	RTOFired bool           `json:"rto,omitempty"`
+	AtNs   int64          `json:"at_ns"`
+	Key    plan.Key       `json:"key"`
+	Src    string         `json:"src"`
+	Dst    string         `json:"dst"`
+	Uplink circuit.Uplink `json:"uplink"`
+	// RateBps is the flow's payload rate at the switch (bytes/s), and
+	// LostBytes what the TCP-aware model says it lost there (0 in the
+	// other models).
+	RateBps   float64 `json:"rate_bytes_per_s"`
+	LostBytes float64 `json:"lost_bytes,omitempty"`
 }
 
 // Disruptions runs a checked plan through the ideal model and returns
@@ -78,7 +79,7 @@ func (s *Sim) beforeSwitch(dark []circuit.Uplink) *switchState {
 				lost = fl.rate * float64(tm.BaseRTTNs+s.queueNs(r, sat)) / 1e9
 			}
 			st.hit[fl] = lost
-			hits = append(hits, Disruption{AtNs: s.now, Key: s.jobs[fl.job].keys[fl.phase], Src: fl.src, Dst: fl.dst, Uplink: u, RateBps: fl.rate, LostB: lost})
+			hits = append(hits, Disruption{AtNs: s.now, Key: s.jobs[fl.job].keys[fl.phase], Src: fl.src, Dst: fl.dst, Uplink: u, RateBps: fl.rate, LostBytes: lost})
 		}
 	}
 	if s.opt.OnDisrupt != nil {
