@@ -140,11 +140,13 @@ func (p *ports) baseRing(racks int) {
 
 // fcfsCircuits fits circuits to the demand of active jobs, greedily in
 // arrival order: every job's rack pairs get a circuit in turn, then extra
-// circuits go round again, in the same order, while ports remain.
+// circuits go round again, in the same order, while ports remain. The
+// circuits that carry flows in progress are kept first (keepBusy).
 func fcfsCircuits(l *loop) circuit.Config {
 	s, sim, jobs := l.s, l.sim, l.jobs
 	p := newPorts(s.Fabric)
 	p.baseRing(s.Fabric.Racks)
+	p.keepBusy(l)
 	demand := sim.ActiveRackDemand()
 	var order [][2]int
 	seen := map[[2]int]bool{}
