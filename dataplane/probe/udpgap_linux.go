@@ -30,8 +30,9 @@ type Pacer struct {
 	sent     uint64
 }
 
-// StartPacer starts the stream. The sender spins on one core to keep the
-// spacing; use it for benchmarks, not alongside heavy traffic.
+// StartPacer starts the stream. The sender spins on one core, at the
+// highest nice priority (as root), to keep the spacing on a busy machine;
+// use it for benchmarks, not alongside heavy traffic.
 func StartPacer(src, dst Host, port int, interval time.Duration) (*Pacer, error) {
 	p := &Pacer{Interval: interval, stop: make(chan struct{})}
 	laddr := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst.Addr, uint16(port)))
@@ -68,8 +69,10 @@ func StartPacer(src, dst Host, port int, interval time.Duration) (*Pacer, error)
 
 func (p *Pacer) pace() {
 	defer p.wg.Done()
+	// The thread keeps its priority and ends with the goroutine (never
+	// unlocked), so no other goroutine inherits it.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20) // best effort: needs root
 	buf := make([]byte, 64)
 	next := time.Now()
 	for seq := uint64(0); ; seq++ {
@@ -125,13 +128,20 @@ func (p *Pacer) Reset() {
 // GapAround returns the receive gap that spans realtime instant t (ns):
 // the time between the last packet before t and the first after it.
 func (p *Pacer) GapAround(t int64) (time.Duration, error) {
+	before, after, err := p.Around(t)
+	return time.Duration(after - before), err
+}
+
+// Around returns the receive times (realtime ns) of the last packet
+// before realtime instant t and of the first after it.
+func (p *Pacer) Around(t int64) (before, after int64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := sort.Search(len(p.rx), func(i int) bool { return p.rx[i] > t })
 	if i == 0 || i == len(p.rx) {
-		return 0, fmt.Errorf("no packets on both sides of the instant (%d received)", len(p.rx))
+		return 0, 0, fmt.Errorf("no packets on both sides of the instant (%d received)", len(p.rx))
 	}
-	return time.Duration(p.rx[i] - p.rx[i-1]), nil
+	return p.rx[i-1], p.rx[i], nil
 }
 
 // SpacingMedian is the median time between received packets.
