@@ -14,11 +14,6 @@ import (
 	"github.com/ocsemu/ocsemu/ocsfabric/torpath"
 )
 
-// kernelLocalDelivery leaves frames for a ToR's own servers to the
-// kernel's IP forwarding, as before the ToR program delivered them: only
-// for the benchmark's before/after comparison (export_test.go).
-var kernelLocalDelivery bool
-
 // torPaths holds the kernel path program of every ToR of a lab: the
 // uplink choice per destination rack, staged with the circuits for the
 // same kernel-timed instant (ocsfabric/torpath).
@@ -54,7 +49,6 @@ func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
 			return nil, err
 		}
 		var attach, egress []netlink.Link
-		servers := map[byte]torpath.Hop{}
 		for _, l := range t.Links {
 			if l.B.Node != node && l.A.Node != node {
 				continue
@@ -71,8 +65,6 @@ func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
 			switch l.Kind {
 			case topo.LinkServer:
 				attach = append(attach, link)
-				a := l.A.Addr.As4()
-				servers[a[3]] = torpath.Hop{Dst: l.A.MAC, Src: l.B.MAC, Ifindex: uint32(link.Attrs().Index)}
 			case topo.LinkUplink:
 				attach = append(attach, link)
 				egress = append(egress, link)
@@ -95,9 +87,6 @@ func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
 		rs, err := p.routesFor(rack, table[rack], fastpath.Monotonic(), c.dark)
 		if err == nil {
 			err = tor.WriteCurrent(rs)
-		}
-		if err == nil && !kernelLocalDelivery {
-			err = tor.WriteLocal(servers)
 		}
 		for _, l := range attach {
 			if err != nil {

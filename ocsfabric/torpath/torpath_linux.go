@@ -14,15 +14,10 @@
 // between the hops lit at the switch and all hops, so the flow model and
 // the kernel route every flow alike.
 //
-// Frames for a server of the ToR's own rack are delivered by the program
-// too (on ingress), to that server's port, as IP forwarding would: one
-// kernel IP hop less on every path between racks.
-//
 // What the program leaves to the kernel (TC_ACT_OK): frames that are not
-// IPv4 without options, frames for the ToR itself (its gateway and router
-// addresses: the INC aggregator lives there), for addresses outside the
+// IPv4 without options, frames for this rack, for addresses outside the
 // racks' (the packet core), frames whose TTL would expire (the kernel
-// answers with ICMP), and destinations the maps have no entry for. Traffic
+// answers with ICMP), and destinations the map has no entry for. Traffic
 // the ToR itself originates never passes an ingress hook: the kernel
 // routes it (by the netlink routes the OCS process keeps installing) onto
 // an uplink or the core port, where an egress variant of the program
@@ -37,10 +32,8 @@
 //     instant until which only they are used (make-before-break,
 //     routing.Choice), then the hops and the lit hops, each the 12 bytes
 //     of Ethernet addresses to write and the ifindex to redirect to.
-//   - local: array indexed by the last byte of a server address of the
-//     own rack: the server's port, as a hop (no entry: the kernel).
-//   - counters: per-CPU: redirected (to another rack or a local server)
-//     and dropped-unreachable packets and bytes.
+//   - counters: per-CPU: redirected and dropped-unreachable packets and
+//     bytes.
 package torpath
 
 import (
@@ -65,7 +58,6 @@ const (
 	progName       = "emu_torpath"
 	egressProgName = "emu_torpath_eg"
 	routesName     = "emu_tor_routes"
-	localName      = "emu_tor_local"
 	countersName   = "emu_tor_ctrs"
 	filterName     = "emu-torpath"
 )
@@ -125,11 +117,11 @@ type Counters struct {
 
 // ToR is the BPF state of one ToR.
 type ToR struct {
-	cfg                     Config
-	gen                     *fastpath.Gen
-	mu                      sync.Mutex
-	prog, egress            *ebpf.Program
-	routes, local, counters *ebpf.Map
+	cfg              Config
+	gen              *fastpath.Gen
+	mu               sync.Mutex
+	prog, egress     *ebpf.Program
+	routes, counters *ebpf.Map
 }
 
 func (c Config) check() error {
@@ -158,21 +150,17 @@ func New(cfg Config, gen *fastpath.Gen) (*ToR, error) {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: create routes map: %w", cfg.Rack, err)
 	}
-	if t.local, err = ebpf.NewMap(&ebpf.MapSpec{Name: localName, Type: ebpf.Array, KeySize: 4, ValueSize: hopSize, MaxEntries: 256}); err != nil {
-		t.Close()
-		return nil, fmt.Errorf("tor%d: create local map: %w", cfg.Rack, err)
-	}
 	if t.counters, err = ebpf.NewMap(&ebpf.MapSpec{Name: countersName, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 32, MaxEntries: 1}); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: create counters map: %w", cfg.Rack, err)
 	}
 	if t.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: progName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.local.FD(), t.counters.FD(), false)}); err != nil {
+		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.counters.FD(), false)}); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: load path program: %w", cfg.Rack, err)
 	}
 	if t.egress, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: egressProgName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.local.FD(), t.counters.FD(), true)}); err != nil {
+		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.counters.FD(), true)}); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: load egress path program: %w", cfg.Rack, err)
 	}
@@ -180,22 +168,15 @@ func New(cfg Config, gen *fastpath.Gen) (*ToR, error) {
 }
 
 // program assembles the classifier. Registers: r6 ctx, r7 destination
-// address then rack, r8 flow hash, r9 the destination's host byte, then
-// generation, then route entry or local hop.
+// address then rack, r8 flow hash, r9 generation then route entry.
 //
 // The egress variant steers what the ToR sends itself (routed by the
 // kernel onto some uplink or the core port) onto the chosen hop: it
 // writes the MACs but leaves the TTL (nothing was forwarded), and lets
 // the frame go on (TC_ACT_OK) when the kernel already picked that port.
 // Frames the ingress program redirected pass it again and stay.
-func program(cfg Config, meta, routes, local, counters int, egress bool) asm.Instructions {
+func program(cfg Config, meta, routes, counters int, egress bool) asm.Instructions {
 	ok := "ok"
-	// What egress sees for its own rack is the ToR's own traffic on its
-	// way to the kernel's choice: leave it.
-	ownRack := "local"
-	if egress {
-		ownRack = ok
-	}
 	ins := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		// IPv4 without options, TTL > 1.
@@ -228,12 +209,10 @@ func program(cfg Config, meta, routes, local, counters int, egress bool) asm.Ins
 		asm.RSh.Imm(asm.R1, 16),
 		asm.And.Imm(asm.R1, 0xff),
 		asm.JEq.Imm(asm.R1, 255, "router"),
-		asm.Mov.Reg(asm.R9, asm.R7),
-		asm.And.Imm(asm.R9, 0xff),
 		asm.RSh.Imm(asm.R7, 8),
 		asm.And.Imm(asm.R7, 0xffff).WithSymbol("rack"),
 		asm.JGE.Imm(asm.R7, int32(cfg.Racks), ok),
-		asm.JEq.Imm(asm.R7, int32(cfg.Rack), ownRack),
+		asm.JEq.Imm(asm.R7, int32(cfg.Rack), ok),
 		// r9 = generation: meta.cur, or cur^1 once now >= switchAt.
 		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
 		asm.Mov.Reg(asm.R2, asm.RFP),
@@ -279,8 +258,8 @@ func program(cfg Config, meta, routes, local, counters int, egress bool) asm.Ins
 		asm.LSh.Imm(asm.R2, 4),
 		asm.Add.Reg(asm.R2, asm.R5),
 		asm.Add.Reg(asm.R9, asm.R2),
-		// Ethernet addresses (r9: the hop).
-		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("hop"),
+		// Ethernet addresses.
+		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.Mov.Imm(asm.R2, 0),
 		asm.Mov.Reg(asm.R3, asm.R9),
 		asm.Mov.Imm(asm.R4, 12),
@@ -306,35 +285,18 @@ func program(cfg Config, meta, routes, local, counters int, egress bool) asm.Ins
 		asm.Mov.Imm(asm.R2, 0),
 		asm.FnRedirect.Call(),
 		asm.Return(),
-		// a ToR's router address: rack = low 16 bits, no host byte
-		asm.Mov.Imm(asm.R9, 0).WithSymbol("router"),
-		asm.Ja.Label("rack"),
+		// a ToR's router address: rack = low 16 bits
+		asm.Ja.Label("rack").WithSymbol("router"),
 		// no hops: drop if unreachable, else the kernel decides
 		asm.LoadMem(asm.R1, asm.R9, 4, asm.Word).WithSymbol("nohops"),
 		asm.JEq.Imm(asm.R1, 0, ok),
 	)
 	ins = append(ins, count(counters, 16)...)
-	ins = append(ins,
+	return append(ins,
 		asm.Mov.Imm(asm.R0, actShot).WithSymbol("shot"),
 		asm.Return(),
 		asm.Mov.Imm(asm.R0, actOK).WithSymbol(ok),
 		asm.Return(),
-	)
-	if egress {
-		return ins
-	}
-	// a server of this rack: its port from the local map
-	return append(ins,
-		asm.StoreMem(asm.RFP, -8, asm.R9, asm.Word).WithSymbol("local"),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, -8),
-		asm.LoadMapPtr(asm.R1, local),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, ok),
-		asm.Mov.Reg(asm.R9, asm.R0),
-		asm.LoadMem(asm.R1, asm.R9, 12, asm.Word),
-		asm.JEq.Imm(asm.R1, 0, ok),
-		asm.Ja.Label("hop"),
 	)
 }
 
@@ -401,7 +363,7 @@ func (t *ToR) Close() {
 			p.Close()
 		}
 	}
-	for _, m := range []*ebpf.Map{t.routes, t.local, t.counters} {
+	for _, m := range []*ebpf.Map{t.routes, t.counters} {
 		if m != nil {
 			m.Close()
 		}
@@ -460,27 +422,6 @@ func (t *ToR) encode(r Route) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
-}
-
-// WriteLocal writes the ports of the rack's own servers, by the last byte
-// of their addresses; frames for other addresses of the rack go to the
-// kernel. Servers do not move: this is not part of a generation.
-func (t *ToR) WriteLocal(servers map[byte]Hop) error {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for host, h := range servers {
-		if len(h.Dst) != 6 || len(h.Src) != 6 || h.Ifindex == 0 {
-			return fmt.Errorf("tor%d: server .%d: want two 6-byte MACs and an ifindex, got %v %v %d", t.cfg.Rack, host, h.Dst, h.Src, h.Ifindex)
-		}
-		b := make([]byte, hopSize)
-		copy(b, h.Dst)
-		copy(b[6:], h.Src)
-		binary.NativeEndian.PutUint32(b[12:], h.Ifindex)
-		if err := t.local.Put(uint32(host), b); err != nil {
-			return fmt.Errorf("tor%d: write server .%d: %w", t.cfg.Rack, host, err)
-		}
-	}
-	return nil
 }
 
 // Write writes the routes to every destination rack (a rack missing from
