@@ -151,7 +151,7 @@ func TestCircuitCarriesTCPAndMoves(t *testing.T) {
 }
 
 func TestDarkPeriodStallsTCPThenResumes(t *testing.T) {
-	lab, ctl, cl := startOCS(t, "dark", "{kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 2, ocs: {reconfig_delay: 50ms}, rates: {server: 1Gbit, uplink: 1Gbit}}")
+	lab, _, cl := startOCS(t, "dark", "{kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 2, ocs: {reconfig_delay: 50ms}, rates: {server: 1Gbit, uplink: 1Gbit}}")
 	ctx := context.Background()
 	hs := fabrictest.Hosts(lab)
 	zero := scenarioDuration(0)
@@ -196,7 +196,7 @@ func TestDarkPeriodStallsTCPThenResumes(t *testing.T) {
 	// The kernel's own timestamps of the dark period on the port the data
 	// moved to: every frame dropped inside [switch, dark-until), the first
 	// forwarded one at or after dark-until.
-	times, err := ctl.DarkTimes()
+	times, err := cl.DarkTimes(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
