@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,6 +22,9 @@ import (
 // (SO_TIMESTAMPNS), so that gaps are measured without user-space jitter.
 type Pacer struct {
 	Interval time.Duration
+	realTime bool
+	paused   atomic.Bool
+	resume   chan struct{}
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	send     *net.UDPConn
@@ -30,11 +34,22 @@ type Pacer struct {
 	sent     uint64
 }
 
+// PacerOptions tune a Pacer.
+type PacerOptions struct {
+	Interval time.Duration // between two packets
+	// RealTime runs the sender at SCHED_FIFO (as root), so that nothing
+	// but the kernel preempts it on a busy machine. It spins: pause it
+	// between measurements (Pause) to stay under the kernel's real-time
+	// throttling (95% of a second by default), which would stop it for
+	// the rest of the second.
+	RealTime bool
+}
+
 // StartPacer starts the stream. The sender spins on one core, at the
-// highest nice priority (as root), to keep the spacing on a busy machine;
-// use it for benchmarks, not alongside heavy traffic.
-func StartPacer(src, dst Host, port int, interval time.Duration) (*Pacer, error) {
-	p := &Pacer{Interval: interval, stop: make(chan struct{})}
+// highest nice priority or real-time (as root), to keep the spacing on a
+// busy machine; use it for benchmarks, not alongside heavy traffic.
+func StartPacer(src, dst Host, port int, o PacerOptions) (*Pacer, error) {
+	p := &Pacer{Interval: o.Interval, realTime: o.RealTime, resume: make(chan struct{}, 1), stop: make(chan struct{})}
 	laddr := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst.Addr, uint16(port)))
 	if err := netns.Do(dst.NS, func() (err error) {
 		p.recv, err = net.ListenUDP("udp4", laddr)
@@ -73,6 +88,9 @@ func (p *Pacer) pace() {
 	// unlocked), so no other goroutine inherits it.
 	runtime.LockOSThread()
 	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20) // best effort: needs root
+	if p.realTime {
+		_ = unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}, 0) // best effort
+	}
 	buf := make([]byte, 64)
 	next := time.Now()
 	for seq := uint64(0); ; seq++ {
@@ -80,6 +98,14 @@ func (p *Pacer) pace() {
 		case <-p.stop:
 			return
 		default:
+		}
+		if p.paused.Load() {
+			select {
+			case <-p.stop:
+				return
+			case <-p.resume:
+			}
+			next = time.Now()
 		}
 		for time.Now().Before(next) {
 		}
@@ -114,6 +140,19 @@ func (p *Pacer) receive() {
 				p.rx = append(p.rx, sec*1e9+nsec)
 				p.mu.Unlock()
 			}
+		}
+	}
+}
+
+// Pause stops sending (the sender sleeps) until Resume.
+func (p *Pacer) Pause() { p.paused.Store(true) }
+
+// Resume starts sending again after Pause.
+func (p *Pacer) Resume() {
+	if p.paused.Swap(false) {
+		select {
+		case p.resume <- struct{}{}:
+		default:
 		}
 	}
 }
