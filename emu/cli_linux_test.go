@@ -16,7 +16,7 @@ import (
 )
 
 // buildEmu compiles the emu binary once per test run.
-func buildEmu(t *testing.T) string {
+func buildEmu(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "emu")
 	if out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -25,7 +25,7 @@ func buildEmu(t *testing.T) string {
 	return bin
 }
 
-func run(t *testing.T, bin string, args ...string) (string, error) {
+func run(t testing.TB, bin string, args ...string) (string, error) {
 	t.Helper()
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	return string(out), err
