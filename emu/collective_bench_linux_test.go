@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"os"
@@ -40,10 +41,13 @@ type benchPattern struct {
 func (p benchPattern) busFactor() float64 { return workers.BusFactor(p.phase, len(p.ranks)) }
 
 // bound is the α–β lower bound on the phase's time: latency steps of α,
-// plus the bytes the busiest link carries (busFactor × S) at the link's
-// TCP goodput.
+// plus the bytes the busiest link carries (busFactor × S, as frames: over
+// the TCP goodput) at the line rate, less the shaper's bucket, which
+// passes at once after the link was idle.
 func (p benchPattern) bound(size int64, alpha time.Duration, rateBps float64) time.Duration {
-	beta := float64(size) * p.busFactor() * 8 / (rateBps * goodput)
+	wire := float64(size) * p.busFactor() / goodput
+	burst := float64(fabric.ShaperBurst(uint64(rateBps/8), 1500))
+	beta := max(0, wire-burst) * 8 / rateBps
 	return time.Duration(p.latency)*alpha + time.Duration(beta*1e9)
 }
 
@@ -219,9 +223,43 @@ func runTimes(b *testing.B, bin, work string, p benchPattern, size int64, iters 
 	if err := os.WriteFile(scen, []byte("version: 1\nname: "+lab+"\n"+benchFabric+job), 0o644); err != nil {
 		b.Fatal(err)
 	}
+	// fcfs plans in clock mode, each phase at the instant the flow model
+	// predicts. Here every activity gets a barrier stage of its own (with
+	// its stage's circuits): each phase starts at one instant on every
+	// rank once the phase before has ended everywhere, as in `emu
+	// collective` (docs/benchmarks.md says why).
+	planFile := filepath.Join(work, lab+".plan.json")
+	if out, err := run(b, bin, "plan", scen, "-o", planFile); err != nil {
+		b.Fatalf("emu plan %s: %v\n%s", scen, err, out)
+	}
+	data, err := os.ReadFile(planFile)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var pl map[string]any
+	if err := json.Unmarshal(data, &pl); err != nil {
+		b.Fatal(err)
+	}
+	pl["mode"] = "barrier"
+	var stages []any
+	for _, st := range pl["stages"].([]any) {
+		st := st.(map[string]any)
+		acts, _ := st["activities"].([]any)
+		for _, a := range acts {
+			delete(a.(map[string]any), "start_ns")
+			one := maps.Clone(st)
+			one["activities"] = []any{a}
+			stages = append(stages, one)
+		}
+	}
+	pl["stages"] = stages
+	data, _ = json.Marshal(pl)
+	if err := os.WriteFile(planFile, data, 0o644); err != nil {
+		b.Fatal(err)
+	}
 	res := filepath.Join(work, "runs")
 	defer fabrictest.AssertGone(b, lab)
-	if out, err := run(b, bin, "run", scen, "--duration", "100ms", "--results", res); err != nil {
+	if out, err := run(b, bin, "run", scen, "--plan", planFile, "--duration", "100ms", "--results", res); err != nil {
 		b.Fatalf("emu run %s: %v\n%s", scen, err, out)
 	}
 	f, err := os.Open(filepath.Join(res, lab, "latest", "phases.csv"))
