@@ -63,6 +63,14 @@ var (
 	benchSizes = []int64{1 << 20, 16 << 20, 64 << 20}
 )
 
+// fullMesh is a circuit between every two of the four racks: every pair
+// of ranks has a path of its own.
+var fullMesh = []any{
+	map[string]any{"a": "tor0:0", "b": "tor1:0"}, map[string]any{"a": "tor0:1", "b": "tor2:0"},
+	map[string]any{"a": "tor0:2", "b": "tor3:0"}, map[string]any{"a": "tor1:1", "b": "tor2:1"},
+	map[string]any{"a": "tor1:2", "b": "tor3:1"}, map[string]any{"a": "tor2:2", "b": "tor3:2"},
+}
+
 // benchIterations per size: the first is a warm-up (fresh connections in
 // slow start), as nccl-tests' warm-up, and the rest give the median.
 func benchIterations(size int64) int {
@@ -110,10 +118,9 @@ func BenchmarkCollectiveCommands(b *testing.B) {
 	if out, err := run(b, bin, "deploy", scen); err != nil {
 		b.Fatalf("deploy: %v\n%s", err, out)
 	}
-	mesh := filepath.Join(work, "mesh.yaml")
-	os.WriteFile(mesh, []byte(`circuits: [{a: tor0:0, b: tor1:0}, {a: tor0:1, b: tor2:0}, {a: tor0:2, b: tor3:0},
-  {a: tor1:1, b: tor2:1}, {a: tor1:2, b: tor3:1}, {a: tor2:2, b: tor3:2}]
-`), 0o644)
+	mesh := filepath.Join(work, "mesh.json")
+	data, _ := json.Marshal(map[string]any{"circuits": fullMesh})
+	os.WriteFile(mesh, data, 0o644)
 	if out, err := run(b, bin, "ocs", "apply", "--lab", lab, mesh); err != nil {
 		b.Fatalf("ocs apply: %v\n%s", err, out)
 	}
@@ -224,10 +231,12 @@ func runTimes(b *testing.B, bin, work string, p benchPattern, size int64, iters 
 		b.Fatal(err)
 	}
 	// fcfs plans in clock mode, each phase at the instant the flow model
-	// predicts. Here every activity gets a barrier stage of its own (with
-	// its stage's circuits): each phase starts at one instant on every
-	// rank once the phase before has ended everywhere, as in `emu
-	// collective` (docs/benchmarks.md says why).
+	// predicts, over a ring of circuits with the spare uplinks doubling
+	// it (so hd's distance-2 pairs share circuits). Here every activity
+	// gets a barrier stage of its own over the full mesh: each phase
+	// starts at one instant on every rank once the phase before has ended
+	// everywhere, on the same circuits as `emu collective` above
+	// (docs/benchmarks.md says why).
 	planFile := filepath.Join(work, lab+".plan.json")
 	if out, err := run(b, bin, "plan", scen, "-o", planFile); err != nil {
 		b.Fatalf("emu plan %s: %v\n%s", scen, err, out)
@@ -249,6 +258,7 @@ func runTimes(b *testing.B, bin, work string, p benchPattern, size int64, iters 
 			delete(a.(map[string]any), "start_ns")
 			one := maps.Clone(st)
 			one["activities"] = []any{a}
+			one["circuits"] = fullMesh
 			stages = append(stages, one)
 		}
 	}
