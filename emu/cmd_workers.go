@@ -48,7 +48,7 @@ func (a *app) collectiveCmd() *cobra.Command {
 	var labName, ranks, bytes, ps string
 	var iters int
 	var compute time.Duration
-	var verify, asJSON bool
+	var verify, asJSON, realtime bool
 	cmd := &cobra.Command{
 		Use:   "collective <ring|hd|alltoall|ps> --ranks r0s0,r1s0,... --bytes 64MiB",
 		Short: "Run one collective between chosen servers of a deployed lab, nccl-tests style",
@@ -112,7 +112,7 @@ JSON, for scripts.`,
 			// does: every rank starts each phase at one instant, so a phase's
 			// time is its transfer, not the ranks' skew from the one before
 			// (docs/benchmarks.md).
-			out, err := workers.Launch(cmd.Context(), &workers.Options{Lab: l, Jobs: jobs, Schedule: orchestrate.Schedule(p), Dir: dir, Exe: exe, Verify: verify, Log: a.log, Progress: a.progress})
+			out, err := workers.Launch(cmd.Context(), &workers.Options{Lab: l, Jobs: jobs, Schedule: orchestrate.Schedule(p), Dir: dir, Exe: exe, Verify: verify, Realtime: realtime, Log: a.log, Progress: a.progress})
 			if err != nil {
 				return err
 			}
@@ -134,6 +134,7 @@ JSON, for scripts.`,
 	cmd.Flags().IntVar(&iters, "iterations", 3, "iterations")
 	cmd.Flags().DurationVar(&compute, "compute", 0, "compute time before each collective")
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte")
+	cmd.Flags().BoolVar(&realtime, "realtime", false, "run the ranks under SCHED_RR, so that other work on a loaded machine does not delay them (default: nice -10)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the phases as JSON (nccl-tests' figures: duration_ns, algbw_bps, busbw_bps)")
 	_ = cmd.MarkFlagRequired("ranks")
 	return cmd
