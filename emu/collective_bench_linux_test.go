@@ -126,45 +126,59 @@ func BenchmarkCollectiveCommands(b *testing.B) {
 	}
 	alpha := tcpLatency(b, lab, "r0s0", "r1s0")
 	const rate = 1e9
-	for i := 0; i < b.N; i++ {
-		fmt.Printf("\ncollectives on the quickstart fabric (4 racks, full mesh of circuits, 1 Gbit/s), median after 1 warm-up\n")
-		fmt.Printf("alpha (one-way TCP latency r0s0->r1s0, median of 200 round trips) %.1f us; goodput ceiling 1448/1514 = %.3f of the line rate\n",
-			float64(alpha)/1e3, goodput)
-		fmt.Printf("%-9s %-5s %6s | %-23s | %-23s | %-17s\n", "pattern", "phase", "size", "emu collective", "emu run", "alpha-beta bound")
-		fmt.Printf("%-9s %-5s %6s | %9s %6s %6s | %9s %6s %6s | %9s %7s\n", "", "", "", "ms", "busbw", "of bd", "ms", "busbw", "of bd", "ms", "busbw")
-		for _, size := range benchSizes {
-			for pi, p := range benchPats {
-				if p.phase == "pull" {
-					continue // printed with its push: one job has both
-				}
-				iters := benchIterations(size)
-				coll := collectiveTimes(b, bin, lab, work, p, size, iters)
-				runs := runTimes(b, bin, work, p, size, iters)
-				pats := []benchPattern{p}
-				if p.name == "ps" {
-					pats = append(pats, benchPats[pi+1])
-				}
-				for _, q := range pats {
-					bd := q.bound(size, alpha, rate)
-					line := func(ts []time.Duration) string {
-						if len(ts) == 0 {
-							return fmt.Sprintf("%9s %6s %6s", "-", "-", "-")
-						}
-						m := median(ts)
-						bus := float64(size) * 8 / m.Seconds() * q.busFactor() / rate
-						return fmt.Sprintf("%9.2f %6.3f %5.1f%%", float64(m)/1e6, bus, 100*float64(bd)/float64(m))
+	for _, sched := range []string{"nice", "realtime"} {
+		b.Run(sched, func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				benchCollectiveTable(b, bin, lab, work, alpha, rate, sched == "realtime")
+			}
+		})
+	}
+}
+
+// benchCollectiveTable prints one table: every pattern and size through
+// both commands, the ranks at nice -10 or (realtime) under SCHED_RR.
+func benchCollectiveTable(b *testing.B, bin, lab, work string, alpha time.Duration, rate float64, realtime bool) {
+	ranks := "ranks at nice -10"
+	if realtime {
+		ranks = "ranks under SCHED_RR (--realtime)"
+	}
+	fmt.Printf("\ncollectives on the quickstart fabric (4 racks, full mesh of circuits, 1 Gbit/s), %s, median after 1 warm-up\n", ranks)
+	fmt.Printf("alpha (one-way TCP latency r0s0->r1s0, median of 200 round trips) %.1f us; goodput ceiling 1448/1514 = %.3f of the line rate\n",
+		float64(alpha)/1e3, goodput)
+	fmt.Printf("%-9s %-5s %6s | %-23s | %-23s | %-17s\n", "pattern", "phase", "size", "emu collective", "emu run", "alpha-beta bound")
+	fmt.Printf("%-9s %-5s %6s | %9s %6s %6s | %9s %6s %6s | %9s %7s\n", "", "", "", "ms", "busbw", "of bd", "ms", "busbw", "of bd", "ms", "busbw")
+	for _, size := range benchSizes {
+		for pi, p := range benchPats {
+			if p.phase == "pull" {
+				continue // printed with its push: one job has both
+			}
+			iters := benchIterations(size)
+			coll := collectiveTimes(b, bin, lab, work, p, size, iters, realtime)
+			runs := runTimes(b, bin, work, p, size, iters, realtime)
+			pats := []benchPattern{p}
+			if p.name == "ps" {
+				pats = append(pats, benchPats[pi+1])
+			}
+			for _, q := range pats {
+				bd := q.bound(size, alpha, rate)
+				line := func(ts []time.Duration) string {
+					if len(ts) == 0 {
+						return fmt.Sprintf("%9s %6s %6s", "-", "-", "-")
 					}
-					bdBus := float64(size) * 8 / bd.Seconds() * q.busFactor() / rate
-					fmt.Printf("%-9s %-5s %4dMiB | %s | %s | %9.2f %7.3f\n", q.name, short(q.phase), size>>20,
-						line(coll[q.phase]), line(runs[q.phase]), float64(bd)/1e6, bdBus)
-					if ts := coll[q.phase]; size == benchSizes[len(benchSizes)-1] && len(ts) > 0 {
-						b.ReportMetric(float64(size)*8/median(ts).Seconds()*q.busFactor()/rate, "busbw-64MiB-"+q.name+"-"+q.phase)
-					}
+					m := median(ts)
+					bus := float64(size) * 8 / m.Seconds() * q.busFactor() / rate
+					return fmt.Sprintf("%9.2f %6.3f %5.1f%%", float64(m)/1e6, bus, 100*float64(bd)/float64(m))
+				}
+				bdBus := float64(size) * 8 / bd.Seconds() * q.busFactor() / rate
+				fmt.Printf("%-9s %-5s %4dMiB | %s | %s | %9.2f %7.3f\n", q.name, short(q.phase), size>>20,
+					line(coll[q.phase]), line(runs[q.phase]), float64(bd)/1e6, bdBus)
+				if ts := coll[q.phase]; size == benchSizes[len(benchSizes)-1] && len(ts) > 0 {
+					b.ReportMetric(float64(size)*8/median(ts).Seconds()*q.busFactor()/rate, "busbw-64MiB-"+q.name+"-"+q.phase)
 				}
 			}
 		}
-		fmt.Printf("busbw: fraction of the 1 Gbit/s line rate (nccl-tests: algbw x 2(n-1)/n all-reduce, (n-1)/n all-to-all; PS: n workers' buffers cross the server's link)\n")
 	}
+	fmt.Printf("busbw: fraction of the 1 Gbit/s line rate (nccl-tests: algbw x 2(n-1)/n all-reduce, (n-1)/n all-to-all; PS: n workers' buffers cross the server's link)\n")
 }
 
 func short(phase string) string {
@@ -185,9 +199,9 @@ func median(ts []time.Duration) time.Duration {
 
 // collectiveTimes runs one job through `emu collective --json` and returns
 // each timed phase's durations after the warm-up iteration.
-func collectiveTimes(b *testing.B, bin, lab, work string, p benchPattern, size int64, iters int) map[string][]time.Duration {
+func collectiveTimes(b *testing.B, bin, lab, work string, p benchPattern, size int64, iters int, realtime bool) map[string][]time.Duration {
 	args := []string{"collective", p.name, "--lab", lab, "--ranks", strings.Join(p.ranks, ","),
-		"--bytes", fmt.Sprintf("%dMiB", size>>20), "--iterations", strconv.Itoa(iters), "--json"}
+		"--bytes", fmt.Sprintf("%dMiB", size>>20), "--iterations", strconv.Itoa(iters), "--json", fmt.Sprintf("--realtime=%v", realtime)}
 	if p.ps != "" {
 		args = append(args, "--ps", p.ps)
 	}
@@ -218,7 +232,7 @@ func collectiveTimes(b *testing.B, bin, lab, work string, p benchPattern, size i
 // runTimes runs the same job as a scenario of its own through `emu run`
 // (its own lab, planned by fcfs, gated by the plan) and returns each timed
 // phase's durations after the warm-up iteration, from phases.csv.
-func runTimes(b *testing.B, bin, work string, p benchPattern, size int64, iters int) map[string][]time.Duration {
+func runTimes(b *testing.B, bin, work string, p benchPattern, size int64, iters int, realtime bool) map[string][]time.Duration {
 	lab := fabrictest.UniqueLab("cbr")
 	ps := ""
 	if p.ps != "" {
@@ -269,7 +283,7 @@ func runTimes(b *testing.B, bin, work string, p benchPattern, size int64, iters 
 	}
 	res := filepath.Join(work, "runs")
 	defer fabrictest.AssertGone(b, lab)
-	if out, err := run(b, bin, "run", scen, "--plan", planFile, "--duration", "100ms", "--results", res); err != nil {
+	if out, err := run(b, bin, "run", scen, "--plan", planFile, "--duration", "100ms", "--results", res, fmt.Sprintf("--realtime=%v", realtime)); err != nil {
 		b.Fatalf("emu run %s: %v\n%s", scen, err, out)
 	}
 	f, err := os.Open(filepath.Join(res, lab, "latest", "phases.csv"))
