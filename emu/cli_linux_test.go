@@ -200,6 +200,21 @@ func TestCLICollectiveUsesCurrentCircuits(t *testing.T) {
 	if err != nil || !strings.Contains(string(b), "allreduce") {
 		t.Fatalf("collective over a hand-patched circuit: %v\n%s", err, b)
 	}
+	// --json: the same figures, for scripts, on stdout alone.
+	cmd = exec.Command(bin, append(args, "--json")...)
+	cmd.Dir = dir
+	b, err = cmd.Output()
+	var res collectiveResult
+	if err != nil || json.Unmarshal(b, &res) != nil {
+		t.Fatalf("collective --json: %v\n%s", err, b)
+	}
+	var ok bool
+	for _, p := range res.Phases {
+		ok = ok || (p.Phase == "allreduce" && p.Verified && p.BusBwBps > 0 && p.DurationNs > 0)
+	}
+	if !ok || res.Records == "" {
+		t.Errorf("collective --json: no verified all-reduce with a busbw, or no records directory: %+v", res)
+	}
 }
 
 // A bad --pcap port is refused before anything is made: no run
