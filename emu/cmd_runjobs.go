@@ -81,12 +81,12 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 
 // runJobs runs a prepared plan on the lab and prints the measurement
 // beside the prediction.
-func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario, r *preparedRun, verify bool) error {
+func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario, r *preparedRun, verify, realtime bool) error {
 	p, dir := r.plan, r.dir
 	a.progress("plan by %s: %d jobs, %d stages (%s mode); running it with real workers", p.Scheduler, len(p.Jobs), len(p.Stages), p.Mode)
 	exe, _ := os.Executable()
 	rec := a.startRecording(ctx, lab, s)
-	opts := &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify,
+	opts := &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify, Realtime: realtime,
 		Log: a.log, Progress: a.progress}
 	if slices.ContainsFunc(p.Jobs, func(j plan.Job) bool { return j.INC }) {
 		stop, err := a.startAggregators(ctx, lab, s.Fabric.INC.Capacity)
