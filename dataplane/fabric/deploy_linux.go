@@ -558,7 +558,6 @@ func (l *Lab) Port(node, iface string) (netlink.Link, error) {
 // addrGenModeNone is IN6_ADDR_GEN_MODE_NONE: no IPv6 link-local address.
 const addrGenModeNone = 1
 
-
 // ShaperBurst is the bucket of a port's tbf, in bytes, at rate bytes/s:
 // what passes at once after the port was idle.
 func ShaperBurst(rate uint64, mtu int) uint64 {
