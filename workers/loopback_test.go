@@ -41,7 +41,7 @@ func runLoopback(t *testing.T, j job.Job, mod func(*workers.Spec)) ([]error, err
 		addrs[s] = addr
 		ports[i] = workers.BasePort + i
 	}
-	co := &workers.Coordinator{Socket: filepath.Join(dir, "c.sock")}
+	co := &workers.Coordinator{Socket: filepath.Join(dir, "c.sock"), Jobs: []job.Job{j}}
 	var specs []*workers.Spec
 	for _, r := range ranks {
 		s := &workers.Spec{Job: j, Rank: r, Addrs: addrs, Ports: ports, Verify: true, Timeout: 20 * time.Second,

@@ -56,6 +56,9 @@ type pendingCheck struct {
 // waits, or before the next gate opens, or after the last phase.
 func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 	j := &r.spec.Job
+	if j.Pattern == job.PatternDAG {
+		return r.runDAG(ctx, t0)
+	}
 	data, base, send, recv := b.data, b.base, b.send, b.recv
 	me := r.spec.Rank
 	var pending *pendingCheck

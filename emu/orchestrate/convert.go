@@ -18,12 +18,9 @@ func WorkerJobs(p *plan.Plan) ([]job.Job, error) {
 	out := make([]job.Job, 0, len(p.Jobs))
 	jobINC := map[string]bool{}
 	for i, j := range p.Jobs {
-		if j.Pattern == plan.PatternDAG {
-			return nil, fmt.Errorf("job %s is a task graph (pattern dag), which the workers do not run yet: predict it with emu simulate", j.Name)
-		}
 		wj := job.Job{Name: j.Name, Pattern: j.Pattern, Workers: j.Workers, Bytes: j.Bytes,
 			ComputeNs: j.ComputeNs, Iterations: j.Iterations, ArrivalNs: j.ArrivalNs, PS: j.PS, Ring: j.Ring,
-			CongestionControl: j.CongestionControl, Steps: j.Steps}
+			CongestionControl: j.CongestionControl, Steps: j.Steps, Tasks: j.Tasks}
 		if j.INC {
 			wj.INC = &job.INC{ID: uint16(i + 1), Window: DefaultINCWindow}
 		}

@@ -123,6 +123,9 @@ type Job struct {
 	// INC, on a ps job, aggregates in the ToRs instead of a CPU parameter
 	// server: push is the whole in-network all-reduce, pull only checks it.
 	INC *INC `json:"inc,omitempty"`
+	// Tasks (pattern dag) are one iteration's task graph; Bytes and
+	// ComputeNs stay 0 (dag.go).
+	Tasks []Task `json:"tasks,omitempty"`
 }
 
 // INC is how a job reaches the ToR aggregators that admitted it.
@@ -138,9 +141,16 @@ type INC struct {
 func (j *Job) UsesPS() bool { return j.Pattern == PatternPS && j.INC == nil }
 
 // Phases returns the job's phase sequence over all iterations. With
-// Steps, the all-reduce phase becomes its steps.
+// Steps, the all-reduce phase becomes its steps; a dag job's phases are
+// its tasks, in the order given.
 func (j *Job) Phases() []Key {
 	ph := Phases(j.Pattern)
+	if j.Pattern == PatternDAG {
+		ph = make([]string, len(j.Tasks))
+		for i, t := range j.Tasks {
+			ph[i] = t.Name
+		}
+	}
 	if j.Steps {
 		ph = StepPhases(j.Pattern, len(j.Workers))
 	}
