@@ -99,7 +99,7 @@ type PhaseRecord struct {
 	Bytes     int64  `json:"bytes"` // sent by this rank
 	// RecvBytes is what this rank received of a task-graph transfer (the
 	// receiver's record; its sender's has Bytes).
-	RecvBytes int64 `json:"recv_bytes,omitempty"`
+	RecvBytes int64  `json:"recv_bytes,omitempty"`
 	Verified  bool   `json:"verified,omitempty"`
 	Note      string `json:"note,omitempty"`
 	// What the phase's time is made of (CLOCK_MONOTONIC ns, 0: does not
