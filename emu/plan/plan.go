@@ -292,6 +292,10 @@ func JobsFromScenario(s *scenario.Scenario) []Job {
 			pj.CongestionControl = j.TCP.CongestionControl
 		}
 		switch {
+		case j.Pattern == scenario.PatternDAG:
+			// The scenario's check has synthesised the graph once already.
+			pj.Tasks, _ = j.Tasks()
+			pj.ComputeNs = 0
 		case j.Pattern == scenario.PatternPS && j.INC:
 			pj.Aggregator = DefaultAggregator(j.Workers)
 		case j.Pattern == scenario.PatternPS:

@@ -3,10 +3,10 @@ package reproduce
 import (
 	"context"
 	"fmt"
-	"math"
-	"time"
+		"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/emu/dlrm"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -15,138 +15,18 @@ import (
 
 func init() { Register(Study{Paper: "004", Name: "paper004", Run: runPaper004}) }
 
-// DLRMConfig is one row of paper 004's Table II.
-type DLRMConfig struct {
-	BatchPerGPU int
-	Dense       int // dense (bottom MLP) layer width
-	Feature     int // feature (top MLP) layer width
-	EmbDim      int // embedding vector length (Table II: 128x10^7, 256x10^7)
-	Tables      int
-}
-
-// Table II.
-var (
-	DLRM1 = DLRMConfig{BatchPerGPU: 128, Dense: 2048, Feature: 4096, EmbDim: 128, Tables: 64}
-	DLRM2 = DLRMConfig{BatchPerGPU: 256, Dense: 1024, Feature: 2048, EmbDim: 256, Tables: 16}
-)
-
-// GPUsPerServer: "N_S servers, each equipped with four NVIDIA A100 GPUs".
-const GPUsPerServer = 4
-
-// MLPParams counts the dense parameters: a bottom MLP of 13 dense
-// features -> Dense -> Dense -> EmbDim, and a top MLP over the embedding
-// vector and the pairwise interactions of the T+1 vectors ->
-// Feature -> Feature -> 1 (the DLRM reference layout, our choice of depth).
-func (c DLRMConfig) MLPParams() int64 {
-	bottom := 13*c.Dense + c.Dense*c.Dense + c.Dense*c.EmbDim
-	in := c.EmbDim + c.Tables*(c.Tables+1)/2
-	top := in*c.Feature + c.Feature*c.Feature + c.Feature
-	return int64(bottom + top)
-}
-
-// Compute splits one server's compute time per iteration over the DAG's
-// compute tasks (our choice; the paper's FlexFlow task times are not
-// published): embedding lookup 20%, bottom MLP forward 10%, top MLP
-// forward 15%, top backward 30%, bottom backward 15%, embedding update 5%,
-// dense update 5%.
-var computeShare = map[string]float64{"emb": 0.20, "bot": 0.10, "top": 0.15, "topb": 0.30, "botb": 0.15, "embu": 0.05, "upd": 0.05}
-
-// DLRMJob synthesises one DLRM training iteration on n servers (r<i>s0) as
-// a task graph, with the hybrid parallelism DLRM is trained with:
-// embedding tables model-parallel (table t on server t mod n), MLPs data
-// parallel. Per iteration, for servers s (table owners) and d (all):
-//
-//	emb-s, bot-d                      lookups; bottom MLP forward
-//	a2f-s-d  (after emb-s)            forward all-to-all: s's tables' vectors for d's samples,
-//	                                  tables(s) x 4 GPUs x batch x EmbDim x 4 B
-//	top-d    (after bot-d, a2f-*-d)   top MLP forward
-//	topb-d   (after top-d)            top MLP backward
-//	a2b-d-s  (after topb-d)           backward all-to-all: the vectors' gradients back
-//	botb-d   (after topb-d)           bottom MLP backward
-//	ar-d     (after botb-d, botb-d+1) ring all-reduce of the MLP gradients, as one
-//	                                  transfer d -> d+1 of 2(n-1)/n x 4 x MLPParams B
-//	embu-s   (after a2b-*-s)          embedding update
-//	upd-d    (after ar-d, ar-d-1)     dense update
-//
-// computeNs is one server's compute per iteration, split by computeShare.
-func DLRMJob(c DLRMConfig, n, iterations int, computeNs int64) plan.Job {
-	srv := func(i int) string { return names.ServerName(i, 0) }
-	tables := make([]int, n)
-	for t := 0; t < c.Tables; t++ {
-		tables[t%n]++
-	}
-	sampleBytes := int64(GPUsPerServer * c.BatchPerGPU * c.EmbDim * 4)
-	ct := func(k string) int64 { return int64(math.Round(computeShare[k] * float64(computeNs))) }
-	var ts []plan.Task
-	comp := func(name, server string, ns int64, after ...string) {
-		ts = append(ts, plan.Task{Name: name, Kind: plan.TaskCompute, Server: server, ComputeNs: ns, After: after})
-	}
-	xfer := func(name string, src, dst int, bytes int64, after ...string) {
-		ts = append(ts, plan.Task{Name: name, Kind: plan.TaskTransfer, Src: srv(src), Dst: srv(dst), Bytes: bytes, After: after})
-	}
-	for s := 0; s < n; s++ {
-		if tables[s] > 0 {
-			comp(fmt.Sprintf("emb-%d", s), srv(s), ct("emb"))
-		}
-		comp(fmt.Sprintf("bot-%d", s), srv(s), ct("bot"))
-	}
-	for s := 0; s < n; s++ {
-		for d := 0; d < n; d++ {
-			if tables[s] > 0 && d != s {
-				xfer(fmt.Sprintf("a2f-%d-%d", s, d), s, d, int64(tables[s])*sampleBytes, fmt.Sprintf("emb-%d", s))
-			}
-		}
-	}
-	for d := 0; d < n; d++ {
-		after := []string{fmt.Sprintf("bot-%d", d)}
-		if tables[d] > 0 {
-			after = append(after, fmt.Sprintf("emb-%d", d))
-		}
-		for s := 0; s < n; s++ {
-			if tables[s] > 0 && s != d {
-				after = append(after, fmt.Sprintf("a2f-%d-%d", s, d))
-			}
-		}
-		comp(fmt.Sprintf("top-%d", d), srv(d), ct("top"), after...)
-	}
-	for d := 0; d < n; d++ {
-		comp(fmt.Sprintf("topb-%d", d), srv(d), ct("topb"), fmt.Sprintf("top-%d", d))
-	}
-	for d := 0; d < n; d++ {
-		for s := 0; s < n; s++ {
-			if tables[s] > 0 && d != s {
-				xfer(fmt.Sprintf("a2b-%d-%d", d, s), d, s, int64(tables[s])*sampleBytes, fmt.Sprintf("topb-%d", d))
-			}
-		}
-	}
-	for d := 0; d < n; d++ {
-		comp(fmt.Sprintf("botb-%d", d), srv(d), ct("botb"), fmt.Sprintf("topb-%d", d))
-	}
-	grad := 4 * c.MLPParams()
-	for d := 0; d < n; d++ {
-		xfer(fmt.Sprintf("ar-%d", d), d, (d+1)%n, int64(2*float64(n-1)/float64(n)*float64(grad)),
-			fmt.Sprintf("botb-%d", d), fmt.Sprintf("botb-%d", (d+1)%n))
-	}
-	for s := 0; s < n; s++ {
-		if tables[s] == 0 {
-			continue
-		}
-		after := []string{fmt.Sprintf("topb-%d", s)}
-		for d := 0; d < n; d++ {
-			if d != s {
-				after = append(after, fmt.Sprintf("a2b-%d-%d", d, s))
-			}
-		}
-		comp(fmt.Sprintf("embu-%d", s), srv(s), ct("embu"), after...)
-	}
-	for d := 0; d < n; d++ {
-		comp(fmt.Sprintf("upd-%d", d), srv(d), ct("upd"), fmt.Sprintf("ar-%d", d), fmt.Sprintf("ar-%d", (d-1+n)%n))
-	}
+// DLRMJob synthesises one DLRM iteration (emu/dlrm) on n servers r<i>s0,
+// its all-reduce over channels rings, as a plan job.
+func DLRMJob(c dlrm.Config, n, iterations int, computeNs int64, channels int) (plan.Job, error) {
 	var workers []string
 	for i := 0; i < n; i++ {
-		workers = append(workers, srv(i))
+		workers = append(workers, names.ServerName(i, 0))
 	}
-	return plan.Job{Name: "dlrm", Pattern: plan.PatternDAG, Workers: workers, Iterations: iterations, Tasks: ts}
+	ts, err := dlrm.Tasks(c, dlrm.Options{Workers: workers, ComputeNs: computeNs, Channels: channels})
+	if err != nil {
+		return plan.Job{}, err
+	}
+	return plan.Job{Name: "dlrm", Pattern: plan.PatternDAG, Workers: workers, Iterations: iterations, Tasks: ts}, nil
 }
 
 // Paper004Fabric is Table III's network: N_S racks of one server (the
@@ -205,11 +85,11 @@ var p004Rows = []p004Row{
 	{16, 8, 8, 16, 200, 256, 14.667, 14.667},
 }
 
-func (r p004Row) config() DLRMConfig {
+func (r p004Row) config() dlrm.Config {
 	if r.batch == 128 {
-		return DLRM1
+		return dlrm.DLRM1
 	}
-	return DLRM2
+	return dlrm.DLRM2
 }
 
 // p004Iter plans one DLRM iteration with topox and static on a row's
@@ -222,7 +102,10 @@ func p004Iter(ctx context.Context, r p004Row, computeNs int64, tm *[]Timing) (to
 	if err := s.Validate(); err != nil {
 		return 0, 0, fmt.Errorf("paper 004 fabric: %w", err)
 	}
-	job := DLRMJob(r.config(), r.ns, 1, computeNs)
+	job, err := DLRMJob(r.config(), r.ns, 1, computeNs, max(1, r.ds/2))
+	if err != nil {
+		return 0, 0, fmt.Errorf("paper 004 DLRM: %w", err)
+	}
 	where := fmt.Sprintf("N_S %d, d_S %d, B %g", r.ns, r.ds, r.b)
 	for _, sched := range []string{"topox", "static"} {
 		t0 := time.Now()
@@ -272,7 +155,7 @@ func runPaper004(ctx context.Context, o Options) ([]Table, error) {
 	if err != nil {
 		return nil, err
 	}
-	path := computeShare["emb"] + computeShare["top"] + computeShare["topb"] + computeShare["botb"] + computeShare["upd"]
+	path := dlrm.CriticalShare()
 	c2 := max(int64(0), int64((cal.topoX*1e6-float64(zero))/path))
 	// One secant step more: slots make the time a step function of compute.
 	if got, _, err := p004Iter(ctx, cal, c2, nil); err != nil {
@@ -281,7 +164,7 @@ func runPaper004(ctx context.Context, o Options) ([]Table, error) {
 		c2 = max(0, int64(float64(c2)*(cal.topoX*1e6-float64(zero))/float64(got-zero)))
 	}
 	// 128 servers, DLRM 1: scaled by the dense FLOPs per server.
-	ratio := float64(DLRM1.MLPParams()*int64(DLRM1.BatchPerGPU)) / float64(DLRM2.MLPParams()*int64(DLRM2.BatchPerGPU))
+	ratio := float64(dlrm.DLRM1.MLPParams()*int64(dlrm.DLRM1.BatchPerGPU)) / float64(dlrm.DLRM2.MLPParams()*int64(dlrm.DLRM2.BatchPerGPU))
 	c1 := int64(float64(c2) * ratio)
 	t := Table{
 		Title:  "Paper 004 (TOPO-X): DLRM iteration time (ms), topox against static (TopoOpt), Table III",
@@ -319,7 +202,7 @@ func runPaper004(ctx context.Context, o Options) ([]Table, error) {
 	t.Notes = []string{
 		"topox is a list-scheduling heuristic (critical path first, 1 ms slots, d_S and d_OCS port limits), not the paper's Gurobi MIP; static is TopoOpt's idea as emu's static scheduler has it: one topology from the traffic heatmap (a base ring, then circuits greedily to the most bytes per circuit), held for the iteration, everything else multi-hop.",
 		"The DLRM task graph is synthesised from Table II (the paper's FlexFlow graphs are not published): embedding tables model-parallel (table t on server t mod N_S), MLPs data-parallel; forward and backward all-to-alls of tables x 4 GPUs x batch x vector length x 4 B per server pair; a ring all-reduce of the MLP gradients (13-Dense-Dense-EmbDim bottom, interactions-Feature-Feature-1 top: " +
-			fmt.Sprintf("%.1f M and %.1f M parameters) as one transfer per server to the next. See DLRMJob in emu/reproduce/paper004.go.", float64(DLRM1.MLPParams())/1e6, float64(DLRM2.MLPParams())/1e6),
+			fmt.Sprintf("%.1f M and %.1f M parameters) as one transfer per server to the next. See DLRMJob in emu/reproduce/paper004.go.", float64(dlrm.DLRM1.MLPParams())/1e6, float64(dlrm.DLRM2.MLPParams())/1e6),
 		fmt.Sprintf("Compute is calibrated, not derived: one server's compute per iteration is split over the compute tasks (emb 20%%, bottom 10%%, top 15%%, top backward 30%%, bottom backward 15%%, updates 5%% + 5%%); for DLRM 2 it is %.2f ms, set so that topox takes row 14's 14.667 ms (where the paper's designs tie: communication hidden); for DLRM 1 it is scaled by the dense FLOPs per server (x%.2f): %.2f ms.", float64(c2)/1e6, ratio, float64(c1)/1e6),
 		"Rows 1-4 (128 servers): the flow model rounds flow completions up to the next 0.1 ms (flowmodel.Options.CoalesceNs) for both designs, so that static's 16,256 concurrent multi-hop transfers simulate in about a minute rather than many; each completion is late by under 0.1 ms. Rows 5-14 are exact.",
 		"Why the speed-ups differ from the paper's: topox starts transfers only on 1 ms slot boundaries (the MIP's eq. 4), which costs up to a slot at each of the iteration's three communication stages (forward and backward all-to-all, all-reduce) and decides the high-bandwidth rows, where static, which starts every transfer at once, comes out ahead; and our static baseline is the flow model's fluid max-min sharing over shortest multi-hop paths, not FlexFlow's simulation of TopoOpt, so at low bandwidth it is far faster than the paper's TopoOpt figures, which shrinks topox's lead.",

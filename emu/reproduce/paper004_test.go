@@ -5,14 +5,18 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/ocsemu/ocsemu/emu/dlrm"
 	"github.com/ocsemu/ocsemu/emu/plan"
 )
 
 // The synthesised DLRM graph checks as a plan job, in a topological order.
 func TestDLRMJob(t *testing.T) {
-	j := DLRMJob(DLRM2, 16, 1, 10e6)
-	// 16 emb + 16 bot + 240 a2f + 16 top + 16 topb + 240 a2b + 16 botb + 16 ar + 16 embu + 16 upd
-	if got, want := len(j.Tasks), 16*8+2*240; got != want {
+	j, err := DLRMJob(dlrm.DLRM2, 16, 1, 10e6, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 16 emb + 16 bot + 240 a2f + 16 top + 16 topb + 240 a2b + 16 botb + 4 x 16 ar + 16 embu + 16 upd
+	if got, want := len(j.Tasks), 16*7+4*16+2*240; got != want {
 		t.Errorf("%d tasks, want %d", got, want)
 	}
 	var a2f int64
