@@ -3,7 +3,7 @@ package reproduce
 import (
 	"context"
 	"fmt"
-		"time"
+	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/dlrm"
