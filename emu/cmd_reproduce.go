@@ -26,8 +26,10 @@ func (a *app) reproduceCmd() *cobra.Command {
 with the flow model at the papers' scale, and prints each as a markdown table
 with our figures beside the paper's, the notes on where and why they differ,
 and how long each scheduler took to plan and simulate on this machine.
---write FILE writes the same markdown (docs/reproductions.md in the repo).`,
-		Example: "  emu reproduce\n  emu reproduce paper000 --seeds 2\n  emu reproduce --write docs/reproductions.md",
+--write FILE writes the same markdown (docs/reproductions.md in the repo);
+with study names it replaces only their sections of FILE, and sections no
+study writes (the measured runs on namespaces) are always kept.`,
+		Example: "  emu reproduce\n  emu reproduce paper000 --seeds 2\n  emu reproduce --write docs/reproductions.md\n  emu reproduce paper004 --write docs/reproductions.md   # that study's section only",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var studies []reproduce.Study
 			if len(args) == 0 {
@@ -43,17 +45,22 @@ and how long each scheduler took to plan and simulate on this machine.
 			if len(studies) == 0 {
 				return errors.New("no studies are registered")
 			}
-			if write != "" && len(args) > 0 {
-				return errors.New("--write rewrites the whole file: run it without study names")
-			}
 			if write != "" && filepath.Ext(write) != ".md" {
 				return fmt.Errorf("--write %s: want a .md file", write)
+			}
+			var old []byte
+			if write != "" {
+				var err error
+				if old, err = os.ReadFile(write); err != nil && (len(args) > 0 || !errors.Is(err, os.ErrNotExist)) {
+					return fmt.Errorf("--write %s: %w (regenerating some studies keeps the others' sections of the file)", write, err)
+				}
 			}
 			if seeds < 0 || seeds > 100 {
 				return fmt.Errorf("--seeds: want 0 (the study's default) to 100, got %d", seeds)
 			}
 			var md bytes.Buffer
 			md.WriteString(reproduceHeader)
+			fresh := map[string]string{}
 			for _, st := range studies {
 				a.progress("study %s (paper %s): running", st.Name, st.Paper)
 				t0 := time.Now()
@@ -63,19 +70,27 @@ and how long each scheduler took to plan and simulate on this machine.
 				}
 				took := time.Since(t0)
 				a.progress("study %s: done in %.1fs", st.Name, took.Seconds())
-				fmt.Fprintf(&md, "## Paper %s (`emu reproduce %s`, %.1f s on this machine%s)\n\n", st.Paper, st.Name, took.Seconds(), loadAverage())
+				var sec bytes.Buffer
+				fmt.Fprintf(&sec, "## Paper %s (`emu reproduce %s`, %.1f s on this machine%s)\n\n", st.Paper, st.Name, took.Seconds(), loadAverage())
 				for _, t := range tables {
-					if err := t.Markdown(&md); err != nil {
+					if err := t.Markdown(&sec); err != nil {
 						return err
 					}
 					for _, tm := range t.Timings {
 						a.progress("  %s, %s: plan %.3fs, simulate %.3fs", tm.Scheduler, tm.Case, tm.Plan.Seconds(), tm.Simulate.Seconds())
 					}
 				}
+				fresh[st.Name] = sec.String()
+				md.Write(sec.Bytes())
 			}
 			os.Stdout.Write(md.Bytes())
 			if write != "" {
-				if err := os.WriteFile(write, md.Bytes(), 0o644); err != nil {
+				var order []string
+				for _, st := range reproduce.Studies() {
+					order = append(order, st.Name)
+				}
+				out := reproduce.Splice(string(old), reproduceHeader, order, fresh)
+				if err := os.WriteFile(write, []byte(out), 0o644); err != nil {
 					return fmt.Errorf("write %s: %w", write, err)
 				}
 				a.progress("wrote %s", write)

@@ -26,6 +26,7 @@ func TestCLIRunPaperScenarios(t *testing.T) {
 	}{
 		{"paper000.yaml", []string{"ljf", "fcfs"}, 6 * 2 * 3},
 		{"paper002.yaml", []string{"tdm", "notdm"}, 2 * 4 * 2},
+		{"paper004.yaml", []string{"topox", "static"}, 3 * 608}, // every task of the DLRM graph
 	} {
 		for _, sched := range tc.scheds {
 			t.Run(tc.file+"/"+sched, func(t *testing.T) {
@@ -82,7 +83,7 @@ func TestCLIReproduce(t *testing.T) {
 		want string
 	}{
 		{[]string{"reproduce", "nosuch"}, `unknown study "nosuch"`},
-		{[]string{"reproduce", "paper000", "--write", "x.md"}, "--write rewrites the whole file"},
+		{[]string{"reproduce", "paper000", "--write", filepath.Join(t.TempDir(), "none.md")}, "regenerating some studies keeps the others"},
 		{[]string{"reproduce", "--write", filepath.Join(t.TempDir(), "x.txt")}, "want a .md file"},
 		{[]string{"reproduce", "--seeds", "1000"}, "--seeds"},
 	} {
