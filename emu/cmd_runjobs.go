@@ -88,7 +88,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	rec := a.startRecording(ctx, lab, s)
 	opts := &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify,
 		Log: a.log, Progress: a.progress}
-	if slices.ContainsFunc(p.Jobs, func(j plan.Job) bool { return j.INC }) {
+	if planUsesINC(p) {
 		stop, err := a.startAggregators(ctx, lab, s.Fabric.INC.Capacity)
 		if err != nil {
 			return err
@@ -179,4 +179,20 @@ func writeResults(dir string, res *orchestrate.Result) error {
 		writeJSONFile(filepath.Join(dir, "comparison.json"), res),
 		writeCSVs(dir, res.Compare, res.Stats),
 	)
+}
+
+// planUsesINC reports whether some job aggregates in the ToRs: for its
+// whole life, or in some stage (plan v2).
+func planUsesINC(p *plan.Plan) bool {
+	if slices.ContainsFunc(p.Jobs, func(j plan.Job) bool { return j.INC }) {
+		return true
+	}
+	for _, st := range p.Stages {
+		for _, a := range st.Activities {
+			if a.INC != nil && *a.INC {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -197,7 +197,7 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	if spec.Rank != PSRank && spec.Job.Pattern != job.PatternDAG {
 		bufs = r.prepare()
 	}
-	if spec.Job.INC != nil {
+	if spec.Job.INC != nil && spec.Rank != PSRank { // the parameter server of a job with INC in some iterations has no INC client
 		if err = r.inNS(func() (err error) { r.inc, err = dialINC(spec); return err }); err != nil {
 			<-connected
 			return r.fail(fmt.Errorf("%s: %w", spec.Name(), err))

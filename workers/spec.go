@@ -79,6 +79,9 @@ func (s *Spec) Validate() error {
 	if j.INC != nil && (j.INC.Window < 1 || j.INC.Window > 1<<15) {
 		bad("job.inc.window", "%d slots, want 1 to %d", j.INC.Window, 1<<15)
 	}
+	if len(j.INCIterations) > 0 && (j.INC == nil || len(j.INCIterations) != j.Iterations) {
+		bad("job.inc_iterations", "%d decisions: want one per iteration (%d) of a job with inc", len(j.INCIterations), j.Iterations)
+	}
 	if ps && j.PS == "" {
 		bad("job.ps", "the ps pattern needs a parameter server")
 	}
