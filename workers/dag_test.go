@@ -45,6 +45,37 @@ func TestDAGLoopback(t *testing.T) {
 	checkDAGRecords(t, j, recs)
 }
 
+// TestDAGLoopbackBarrier runs the graph in barrier mode, one stage per
+// iteration: the coordinator counts one report per task (its receiver's,
+// or its computing server's) and starts iteration 1's stage once every
+// task of iteration 0 has ended.
+func TestDAGLoopbackBarrier(t *testing.T) {
+	j := dagJob(2)
+	sched := &job.Schedule{Mode: job.ModeBarrier, Stages: make([]job.Stage, 2)}
+	for it := range 2 {
+		for _, tk := range j.Tasks {
+			sched.Stages[it].Activities = append(sched.Stages[it].Activities, job.Activity{Key: job.Key{Job: j.Name, Iteration: it, Phase: tk.Name}})
+		}
+	}
+	dir := ""
+	errs, cerr := runLoopbackSchedule(t, j, sched, func(s *workers.Spec) {
+		dir = filepath.Dir(s.Out)
+		s.Mode = job.ModeBarrier
+		s.Gates = nil
+		for _, k := range j.Phases() {
+			s.Gates = append(s.Gates, workers.Gate{Stage: k.Iteration, NotBeforeNs: -1})
+		}
+	})
+	if err := errors.Join(append(errs, cerr)...); err != nil {
+		t.Fatal(err)
+	}
+	var recs []workers.PhaseRecord
+	for r := range j.Workers {
+		recs = append(recs, phaseRecords(t, filepath.Join(dir, fmt.Sprintf("rank%d.jsonl", r)))...)
+	}
+	checkDAGRecords(t, j, recs)
+}
+
 // checkDAGRecords checks a task graph's records: one per task and
 // iteration from each rank taking part, exact bytes, dependencies kept.
 func checkDAGRecords(t *testing.T, j job.Job, recs []workers.PhaseRecord) {
