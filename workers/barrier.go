@@ -23,7 +23,7 @@ func newBarrier(s *job.Schedule, jobs []job.Job) *barrier {
 	for _, j := range jobs {
 		nRanks[j.Name] = len(j.Workers)
 		if j.Pattern == job.PatternDAG {
-			nRanks[j.Name] = 1 // a task's reporter (job.Task.Reporter) says it is done
+			nRanks[j.Name] = 1 // a task's computing server or receiver says it is done (dag.go)
 		}
 	}
 	for si, st := range s.Stages {

@@ -36,16 +36,6 @@ func (t *Task) Involves(server string) bool {
 	return t.Src == server || t.Dst == server
 }
 
-// Reporter is the server that learns first-hand that the task has
-// finished: the computing server, or the receiver of a transfer (it has
-// the last byte). It reports the task done to the coordinator.
-func (t *Task) Reporter() string {
-	if t.Kind == TaskCompute {
-		return t.Server
-	}
-	return t.Dst
-}
-
 // DAGPreds returns, for every phase of a dag job over all iterations
 // (iteration i's tasks at i*len(tasks)+k), the indexes of the phases it
 // waits for: its After tasks, and, for a task without any, every sink of
