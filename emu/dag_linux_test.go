@@ -153,3 +153,48 @@ func TestCLIRunTaskGraph(t *testing.T) {
 		}
 	}
 }
+
+// `emu run` of the scaled paper 004 scenario (one iteration of the DLRM
+// task graph, 656 tasks) completes with topox and with static, and the
+// comparison has a row per task.
+func TestCLIRunPaper004(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	data, err := scenarios.Files.ReadFile("paper004.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sched := range []string{"topox", "static"} {
+		t.Run(sched, func(t *testing.T) {
+			lab := fabrictest.UniqueLab("p004")
+			body := strings.Replace(string(data), "\nname: paper004\n", "\nname: "+lab+"\n", 1)
+			body = strings.Replace(body, "iterations: 2", "iterations: 1", 1)
+			dir := t.TempDir()
+			scen := filepath.Join(dir, "s.yaml")
+			if err := os.WriteFile(scen, []byte(body), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
+					run(t, bin, "destroy", lab)
+					t.Errorf("namespaces left behind: %v", left)
+				}
+			})
+			// The lab check's TCP transfer crosses the 1 Mbit/s control network: keep it short.
+			out, err := run(t, bin, "run", scen, "--scheduler", sched, "--duration", "300ms", "--results", filepath.Join(dir, "results"))
+			if err != nil {
+				t.Fatalf("emu run: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, "plan by "+sched) || !strings.Contains(out, "dlrm     0  iteration") {
+				t.Errorf("output lacks the plan or the iteration row:\n%s", out)
+			}
+			csv, err := os.ReadFile(filepath.Join(dir, "results", lab, "latest", "comparison.csv"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rows := strings.Count(string(csv), "\ndlrm,0,"); rows != 656 {
+				t.Errorf("comparison.csv has %d rows of iteration 0, want one per task (656)", rows)
+			}
+		})
+	}
+}

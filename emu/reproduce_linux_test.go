@@ -26,7 +26,6 @@ func TestCLIRunPaperScenarios(t *testing.T) {
 	}{
 		{"paper000.yaml", []string{"ljf", "fcfs"}, 6 * 2 * 3},
 		{"paper002.yaml", []string{"tdm", "notdm"}, 2 * 4 * 2},
-		{"paper004.yaml", []string{"topox", "static"}, 3 * 656}, // every task of the DLRM graph (emu/dlrm, 2 rings)
 	} {
 		for _, sched := range tc.scheds {
 			t.Run(tc.file+"/"+sched, func(t *testing.T) {
