@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/ocsemu/ocsemu/workers"
@@ -145,5 +146,32 @@ func checkDAGRecords(t *testing.T, j job.Job, recs []workers.PhaseRecord) {
 				}
 			}
 		}
+	}
+}
+
+// A task-graph rank that fails (here: its records cannot be written)
+// fails the job: the coordinator aborts the others, whose waits for
+// relayed tasks and whose reads end instead of hanging.
+func TestDAGLoopbackFailure(t *testing.T) {
+	j := dagJob(2)
+	errs, cerr := runLoopback(t, j, func(s *workers.Spec) {
+		if s.Rank == 2 {
+			s.Out = "/dev/full" // every write fails with ENOSPC
+		}
+	})
+	if cerr == nil {
+		t.Fatal("the coordinator reports no failure")
+	}
+	if errs[2] == nil || !strings.Contains(errs[2].Error(), "/dev/full") {
+		t.Errorf("rank 2: %v, want the records' error naming /dev/full", errs[2])
+	}
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	if failed < 2 {
+		t.Errorf("%d ranks failed, want the failing rank and those that wait for it: %v", failed, errs)
 	}
 }
