@@ -42,6 +42,16 @@ const MaxSlots = 1_000_000
 
 // Plan runs the scenario's scheduler.
 func Plan(s *scenario.Scenario) (*plan.Plan, error) {
+	if slices.ContainsFunc(s.Jobs, func(j scenario.Job) bool { return j.Pattern == scenario.PatternDAG }) {
+		// Task graphs (paper 004) are planned by topox and its baseline.
+		switch s.Scheduler.Name {
+		case "topox":
+		case "static":
+			return StaticJobs(s, cpuPSJobs(s), 0)
+		default:
+			return nil, fmt.Errorf("scheduler %s does not plan task-graph jobs (pattern dag): use topox or static", s.Scheduler.Name)
+		}
+	}
 	switch s.Scheduler.Name {
 	case "fcfs":
 		return slotted(s, policy{name: "fcfs", circuits: fcfsCircuits})
