@@ -32,7 +32,7 @@ func aggregators(b *testing.B, lab *fabric.Lab) ([]*wire.Engine, []int) {
 	var es []*wire.Engine
 	var tids []int
 	for r := 0; r < lab.Topo.Spec.Racks; r++ {
-		e, err := wire.NewEngine(wire.Config{Slots: wire.DefaultSlots, Capacity: 4})
+		e, err := wire.NewEngine(wire.Config{Slots: wire.DefaultSlots, Capacity: envInt("EMU_INC_CAPACITY", 4)})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -74,8 +74,9 @@ func threadCPU(b *testing.B, tid int) float64 {
 	return (ut + st) / 100
 }
 
-// admit admits job id on the ToRs of its workers, rooted at the first.
-func admit(b *testing.B, es []*wire.Engine, id uint16, workers []string) {
+// admit admits job id on the ToRs of its workers: rooted at the first,
+// or with the root spread over them by slot.
+func admit(b *testing.B, es []*wire.Engine, id uint16, workers []string, spread bool) {
 	var racks []int
 	seen := map[int]bool{}
 	for _, w := range workers {
@@ -84,15 +85,63 @@ func admit(b *testing.B, es []*wire.Engine, id uint16, workers []string) {
 			racks = append(racks, r)
 		}
 	}
+	var roots []netip.AddrPort
+	for _, r := range racks {
+		roots = append(roots, netip.AddrPortFrom(topo.GatewayAddr(r), wire.Port))
+	}
 	for i, r := range racks {
 		cfg := wire.JobConfig{ID: id, ToRs: len(racks), Index: i}
-		if i > 0 {
-			cfg.Parent = netip.AddrPortFrom(topo.GatewayAddr(racks[0]), wire.Port)
+		switch {
+		case spread:
+			cfg.Roots = roots
+		case i > 0:
+			cfg.Parent = roots[0]
 		}
 		if err := es[r].Admit(cfg); err != nil {
 			b.Fatal(err)
 		}
 	}
+}
+
+// drops counts the packets the lab dropped so far: at its shapers (root
+// qdiscs) and at UDP sockets whose receive buffer was full.
+func drops(b *testing.B, lab *fabric.Lab) (qdisc, rcvbuf uint64) {
+	qs, err := lab.QdiscStats()
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, q := range qs {
+		qdisc += uint64(q.Drops)
+	}
+	for _, n := range lab.Topo.Nodes {
+		if err := netns.Do(names.NSName(lab.Topo.Lab, n.Name), func() error {
+			data, err := os.ReadFile("/proc/thread-self/net/snmp")
+			if err != nil {
+				return err
+			}
+			var head []string
+			for _, l := range strings.Split(string(data), "\n") {
+				f := strings.Fields(l)
+				if len(f) == 0 || f[0] != "Udp:" {
+					continue
+				}
+				if head == nil {
+					head = f
+					continue
+				}
+				for i := range f {
+					if i < len(head) && head[i] == "RcvbufErrors" {
+						v, _ := strconv.ParseUint(f[i], 10, 64)
+						rcvbuf += v
+					}
+				}
+			}
+			return nil
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return qdisc, rcvbuf
 }
 
 // coreBytes sums the bytes the ToRs sent into the layer between racks
@@ -157,39 +206,58 @@ func phaseTimes(b *testing.B, lab *fabric.Lab, j job.Job, phase string) (med, to
 // without INC. Run with `sudo scripts/bench inc`.
 func BenchmarkINC(b *testing.B) {
 	fabrictest.SkipUnlessRoot(b)
-	lab := fabrictest.Deploy(b, fabrictest.Fabric(b, fabrictest.UniqueLab("incb"),
+	lab := fabrictest.Deploy(b, fabrictest.Fabric(b, fabrictest.UniqueLab("hib"),
 		"{kind: eps, racks: 4, servers_per_rack: 2, rates: {server: 1Gbit}}"))
 	es, tids := aggregators(b, lab)
 	four := []string{"r0s0", "r1s0", "r2s0", "r3s0"}
 	id := uint16(0)
 	for range b.N {
-		fmt.Printf("\nINC against TCP ring all-reduce, 4 racks x 1 worker, 1 Gbit/s, median of iterations 2-4\n")
-		fmt.Printf("%-6s %9s %9s %9s %6s %17s %16s %16s\n", "size", "ring ms", "INC ms", "speed-up", "ideal", "root Melem/s", "root agg CPU", "other agg CPU")
+		fmt.Printf("\nINC against TCP ring all-reduce, 4 racks x 1 worker, 1 Gbit/s, median of iterations 2-4 (load %s)\n", loadavg())
+		fmt.Printf("%-6s %-12s %9s %9s %6s %14s %14s %14s %11s %11s %11s\n", "size", "INC roots", "time ms", "speed-up", "ideal", "Melem/s/ToR", "agg CPU/ToR", "max agg CPU", "resends", "qdisc drops", "UDP rcvbuf")
 		for _, S := range []int64{16 << 20, 64 << 20} {
 			ring, _ := phaseTimes(b, lab, job.Job{Name: "ring", Pattern: "ring", Workers: four, Bytes: S, Iterations: 4}, "allreduce")
-			id++
-			admit(b, es, id, four)
-			e0 := es[0].Stats().Elements
-			c0 := make([]float64, len(tids))
-			for i, tid := range tids {
-				c0[i] = threadCPU(b, tid)
-			}
-			incT, total := phaseTimes(b, lab, job.Job{Name: "inc", Pattern: "ps", Workers: four, Bytes: S, Iterations: 4,
-				INC: &job.INC{ID: id, Window: window}}, "push")
-			// The root ToR adds every worker's elements (its own worker's
-			// and the other ToRs' partial sums) while the pushes run;
-			// CPU as a fraction of one core over the pushes.
-			rate := float64(es[0].Stats().Elements-e0) / total
-			rootCPU := (threadCPU(b, tids[0]) - c0[0]) / total
-			var other float64
-			for i := 1; i < len(tids); i++ {
-				other += (threadCPU(b, tids[i]) - c0[i]) / total / float64(len(tids)-1)
-			}
-			ideal := 2 * float64(3) / 4
-			fmt.Printf("%4dMiB %9.1f %9.1f %9.2f %6.2f %17.1f %15.0f%% %15.0f%%\n", S>>20, ring*1e3, incT*1e3, ring/incT, ideal, rate/1e6, 100*rootCPU, 100*other)
-			b.ReportMetric(ring/incT/ideal, fmt.Sprintf("of-ideal-speedup-%dMiB", S>>20))
-			for r := range es {
-				_ = es[r].Release(id)
+			fmt.Printf("%4dMiB %-12s %9.1f\n", S>>20, "(TCP ring)", ring*1e3)
+			for _, spread := range []bool{false, true} {
+				id++
+				admit(b, es, id, four, spread)
+				var d0 uint64
+				q0, r0 := drops(b, lab)
+				for _, e := range es {
+					d0 += e.Stats().Duplicates
+				}
+				e0 := make([]uint64, len(es))
+				c0 := make([]float64, len(tids))
+				for i, tid := range tids {
+					c0[i], e0[i] = threadCPU(b, tid), es[i].Stats().Elements
+				}
+				incT, total := phaseTimes(b, lab, job.Job{Name: "inc", Pattern: "ps", Workers: four, Bytes: S, Iterations: 4,
+					INC: &job.INC{ID: id, Window: window}}, "push")
+				// Elements each ToR added (its worker's and, where it
+				// roots, the other ToRs' partial sums) and its
+				// aggregator thread's CPU, as a fraction of one core,
+				// over the pushes.
+				var rate, cpu, maxCPU float64
+				for i, tid := range tids {
+					c := (threadCPU(b, tid) - c0[i]) / total
+					rate += float64(es[i].Stats().Elements-e0[i]) / total / float64(len(es))
+					cpu += c / float64(len(tids))
+					maxCPU = max(maxCPU, c)
+				}
+				var dups uint64
+				for _, e := range es {
+					dups += e.Stats().Duplicates
+				}
+				dups -= d0
+				q1, r1 := drops(b, lab)
+				ideal := 2 * float64(3) / 4
+				roots := map[bool]string{false: "one (tor0)", true: "spread"}[spread]
+				fmt.Printf("%4dMiB %-12s %9.1f %9.2f %6.2f %14.1f %13.0f%% %13.0f%% %11d %11d %11d\n", S>>20, roots, incT*1e3, ring/incT, ideal, rate/1e6, 100*cpu, 100*maxCPU, dups, q1-q0, r1-r0)
+				if spread {
+					b.ReportMetric(ring/incT/ideal, fmt.Sprintf("of-ideal-speedup-%dMiB", S>>20))
+				}
+				for r := range es {
+					_ = es[r].Release(id)
+				}
 			}
 		}
 		six := []string{"r0s0", "r0s1", "r1s0", "r1s1", "r2s0", "r2s1"}
@@ -198,7 +266,7 @@ func BenchmarkINC(b *testing.B) {
 		_, _ = phaseTimes(b, lab, job.Job{Name: "cpups", Pattern: "ps", Workers: six, PS: "r0s0", Bytes: S, Iterations: 2}, "push")
 		cpuPS := coreBytes(b, lab) - before
 		id++
-		admit(b, es, id, six)
+		admit(b, es, id, six, false)
 		before = coreBytes(b, lab)
 		_, _ = phaseTimes(b, lab, job.Job{Name: "incps", Pattern: "ps", Workers: six, Bytes: S, Iterations: 2, INC: &job.INC{ID: id, Window: 64}}, "push")
 		incPS := coreBytes(b, lab) - before
@@ -209,10 +277,28 @@ func BenchmarkINC(b *testing.B) {
 	}
 }
 
+// loadavg is the 1-minute load average, printed beside every figure.
+func loadavg() string {
+	data, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(data))
+	if len(f) == 0 {
+		return "?"
+	}
+	return f[0]
+}
+
 // gso: the aggregators coalesce with UDP GSO/GRO, as emu agg does.
 const gso = true
 
 // window is the slots each INC worker keeps in flight, as emu run gives
 // (orchestrate.DefaultINCWindow): 32 and 64 measured alike here, 128 and
 // 256 slower (longer bursts, more spurious retransmissions).
-const window = 64
+var window = envInt("EMU_INC_WINDOW", 64)
+
+// envInt reads a benchmark knob from the environment.
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}

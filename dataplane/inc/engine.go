@@ -54,6 +54,14 @@ type JobConfig struct {
 	// Parent is the root ToR's aggregator, where this ToR sends partial
 	// sums; unset on the root ToR and for single-rack jobs.
 	Parent netip.AddrPort `json:"parent,omitzero"`
+	// Roots, when set, spreads the root over the job's ToRs by slot:
+	// slot s is rooted at the ToR of index s mod ToRs, whose aggregator is
+	// Roots[s mod ToRs] (this ToR's own entry is not used). No one ToR
+	// then takes every partial sum in: each ToR's uplink carries
+	// (ToRs-1)/ToRs of the tensor each way, as a ring's reduce-scatter
+	// and all-gather would, instead of the root's (ToRs-1) tensors in and
+	// out (docs/inc.md, "Speed"). Parent must be unset.
+	Roots []netip.AddrPort `json:"roots,omitempty"`
 	// FirstStage and LastStage bound the plan stages the job is active
 	// in. Capacity counts the jobs active in one stage, as the plan check
 	// and the scheduler do; jobs admitted without stages all share stage 0.
@@ -68,10 +76,28 @@ func (j JobConfig) validate() error {
 	if j.FirstStage < 0 || j.LastStage < j.FirstStage {
 		return fmt.Errorf("inc: job %d: stages %d..%d", j.ID, j.FirstStage, j.LastStage)
 	}
-	if j.ToRs == 1 && j.Parent.IsValid() {
+	if j.ToRs == 1 && (j.Parent.IsValid() || len(j.Roots) > 0) {
 		return fmt.Errorf("inc: job %d: a single-rack job has no parent aggregator", j.ID)
 	}
+	if len(j.Roots) > 0 {
+		if j.Parent.IsValid() {
+			return fmt.Errorf("inc: job %d: a parent and spread roots at once", j.ID)
+		}
+		if len(j.Roots) != j.ToRs {
+			return fmt.Errorf("inc: job %d: %d spread roots for %d ToRs", j.ID, len(j.Roots), j.ToRs)
+		}
+		for i, r := range j.Roots {
+			if i != j.Index && !r.IsValid() {
+				return fmt.Errorf("inc: job %d: root %d has no address", j.ID, i)
+			}
+		}
+	}
 	return nil
+}
+
+func (j JobConfig) equal(o JobConfig) bool {
+	return j.ID == o.ID && j.ToRs == o.ToRs && j.Index == o.Index && j.Parent == o.Parent &&
+		j.FirstStage == o.FirstStage && j.LastStage == o.LastStage && slices.Equal(j.Roots, o.Roots)
 }
 
 // Stats are an aggregator's counters.
@@ -102,7 +128,8 @@ type slot struct {
 	n      uint16 // elements
 	packet uint32 // block the round aggregates
 	exp    int8
-	done   bool // the final sum is in vals
+	done   bool  // the final sum is in vals
+	flags  Flags // of the result: every copy carries the same
 	vals   []int32
 }
 
@@ -127,9 +154,42 @@ type job struct {
 	upper    table // the job's ToRs (root of a multi-rack job only)
 	workers  [MaxContributors]netip.AddrPort
 	children [MaxContributors]netip.AddrPort
+	// congested: a worker of the job timed out (a retransmission, or a
+	// marked partial from a ToR below) since the last mark went out.
+	congested bool
 }
 
-func (j *job) root() bool { return j.cfg.ToRs > 1 && !j.cfg.Parent.IsValid() }
+// mark returns the congestion flag for the next sum or partial this ToR
+// sends, and clears it: ATP marks the aggregated result, so that every
+// worker of the job sees the same signal.
+func (j *job) mark() Flags {
+	if !j.congested {
+		return 0
+	}
+	j.congested = false
+	return FlagCongestion
+}
+
+// root reports whether this ToR completes the sums of a slot: the job's
+// root ToR, or with spread roots the ToR of index slot mod ToRs.
+func (j *job) root(slot uint16) bool {
+	if len(j.cfg.Roots) > 0 {
+		return int(slot)%j.cfg.ToRs == j.cfg.Index
+	}
+	return j.cfg.ToRs > 1 && !j.cfg.Parent.IsValid()
+}
+
+// parent is the aggregator a slot's partial sum goes up to, or the zero
+// address where this ToR completes the slot itself.
+func (j *job) parent(slot uint16) netip.AddrPort {
+	if len(j.cfg.Roots) > 0 && !j.root(slot) {
+		return j.cfg.Roots[int(slot)%j.cfg.ToRs]
+	}
+	if len(j.cfg.Roots) > 0 {
+		return netip.AddrPort{}
+	}
+	return j.cfg.Parent
+}
 
 // Emit sends one packet; elems are the elements, host order. The engine
 // reuses h and elems after Emit returns.
@@ -168,7 +228,7 @@ func (e *Engine) Admit(cfg JobConfig) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if j, ok := e.jobs[cfg.ID]; ok {
-		if j.cfg == cfg {
+		if j.cfg.equal(cfg) {
 			return nil
 		}
 		return fmt.Errorf("inc: job %d is already admitted with another configuration", cfg.ID)
@@ -189,7 +249,7 @@ func (e *Engine) Admit(cfg JobConfig) error {
 	// never active in the same stage could reuse one partition (the first
 	// writer overwrites), but a job running late would then share it.
 	j := &job{cfg: cfg, local: newTable(e.cfg.Partition())}
-	if j.root() {
+	if cfg.ToRs > 1 && !cfg.Parent.IsValid() { // the root of some slots
 		j.upper = newTable(e.cfg.Partition())
 	}
 	e.jobs[cfg.ID] = j
@@ -253,13 +313,15 @@ func (e *Engine) Handle(from netip.AddrPort, h *Header, emit Emit) {
 	switch h.Type {
 	case TypeData:
 		j.workers[h.Worker] = from
+		j.congested = j.congested || h.Flags&FlagRetransmit != 0
 		e.data(j, h, emit)
 	case TypePartial:
-		if !j.root() || int(h.Workers) != j.cfg.ToRs {
+		if !j.root(h.Slot) || int(h.Workers) != j.cfg.ToRs {
 			e.c.malformed.Add(1)
 			return
 		}
 		j.children[h.Worker] = from
+		j.congested = j.congested || h.Flags&FlagCongestion != 0
 		e.upper(j, h, h.Payload, emit)
 	case TypeResult:
 		e.result(j, h, emit)
@@ -334,17 +396,17 @@ func (e *Engine) data(j *job, h *Header, emit Emit) {
 		// the way to this sender only (SwitchML unicast).
 		e.c.unicasts.Add(1)
 		e.send(emit, j.workers[h.Worker], TypeResult, j.cfg.ID, h.Worker, s.want, h.Slot, h.Set, s)
-	case dup && s.count == s.want && j.cfg.Parent.IsValid():
+	case dup && s.count == s.want && j.parent(h.Slot).IsValid():
 		// Locally complete but no result from the root yet: the partial
 		// or the result may have been lost between the ToRs.
 		e.sendPartial(j, h.Slot, h.Set, s, emit)
-	case complete && j.root():
+	case complete && j.root(h.Slot):
 		e.upper(j, &Header{Type: TypePartial, Job: h.Job, Worker: uint16(j.cfg.Index), Workers: uint16(j.cfg.ToRs),
 			Slot: h.Slot, Set: h.Set, Count: s.n, Packet: s.packet, Exp: s.exp}, e.wire(s), emit)
-	case complete && j.cfg.Parent.IsValid():
+	case complete && j.parent(h.Slot).IsValid():
 		e.sendPartial(j, h.Slot, h.Set, s, emit)
 	case complete:
-		s.done = true
+		s.done, s.flags = true, j.mark()
 		e.c.completions.Add(1)
 		e.multicast(j, h.Slot, h.Set, s, emit)
 	}
@@ -359,7 +421,7 @@ func (e *Engine) upper(j *job, h *Header, payload []byte, emit Emit) {
 		e.c.unicasts.Add(1)
 		e.send(emit, j.children[h.Worker], TypeResult, j.cfg.ID, h.Worker, u.want, h.Slot, h.Set, u)
 	case complete:
-		u.done = true
+		u.done, u.flags = true, j.mark()
 		e.c.completions.Add(1)
 		for c := 0; c < j.cfg.ToRs; c++ {
 			if c != j.cfg.Index {
@@ -372,7 +434,7 @@ func (e *Engine) upper(j *job, h *Header, payload []byte, emit Emit) {
 
 // result handles the root's sum arriving at a ToR below it.
 func (e *Engine) result(j *job, h *Header, emit Emit) {
-	if !j.cfg.Parent.IsValid() {
+	if !j.parent(h.Slot).IsValid() {
 		e.c.malformed.Add(1)
 		return
 	}
@@ -384,7 +446,7 @@ func (e *Engine) result(j *job, h *Header, emit Emit) {
 	for i := range int(h.Count) {
 		s.vals[i] = int32(binary.BigEndian.Uint32(h.Payload[4*i:]))
 	}
-	s.exp = h.Exp
+	s.exp, s.flags = h.Exp, h.Flags&FlagCongestion
 	e.c.completions.Add(1)
 	e.finish(j, h.Slot, h.Set, s, emit)
 }
@@ -395,7 +457,7 @@ func (e *Engine) finish(j *job, slotIdx uint16, set uint8, sum *slot, emit Emit)
 	s := &j.local[slotIdx][set&1]
 	if s != sum {
 		copy(s.vals[:sum.n], sum.vals[:sum.n])
-		s.exp = sum.exp
+		s.exp, s.flags = sum.exp, sum.flags
 	}
 	s.done = true
 	e.multicast(j, slotIdx, set, s, emit)
@@ -410,15 +472,15 @@ func (e *Engine) multicast(j *job, slotIdx uint16, set uint8, s *slot, emit Emit
 func (e *Engine) sendPartial(j *job, slotIdx uint16, set uint8, s *slot, emit Emit) {
 	e.c.partials.Add(1)
 	e.out = Header{Type: TypePartial, Job: j.cfg.ID, Worker: uint16(j.cfg.Index), Workers: uint16(j.cfg.ToRs),
-		Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp}
-	emit(j.cfg.Parent, &e.out, s.vals[:s.n])
+		Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp, Flags: j.mark()}
+	emit(j.parent(slotIdx), &e.out, s.vals[:s.n])
 }
 
 func (e *Engine) send(emit Emit, to netip.AddrPort, t Type, jobID, w, want, slotIdx uint16, set uint8, s *slot) {
 	if t == TypeResult {
 		e.c.results.Add(1)
 	}
-	e.out = Header{Type: t, Job: jobID, Worker: w, Workers: want, Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp}
+	e.out = Header{Type: t, Job: jobID, Worker: w, Workers: want, Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp, Flags: s.flags}
 	emit(to, &e.out, s.vals[:s.n])
 }
 

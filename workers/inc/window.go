@@ -1,0 +1,69 @@
+package inc
+
+// window is a worker's congestion window over its slots, in blocks: the
+// worker-side congestion control of ATP (Lao et al., NSDI '21). ATP
+// grows the window additively and halves it on a congestion mark, at
+// most once per window of data; the switch puts the mark in the
+// aggregated result, so every worker of a job sees it on the same block.
+// That matters more for INC than for TCP: a block completes only when
+// every worker has sent it, so a worker whose window ran ahead of the
+// others only waits longer and times out without cause. Our shapers
+// (tbf) mark nothing, so the signal is a timeout: a worker resends with
+// FlagRetransmit, and the aggregators mark the next sum that completes
+// (dataplane/inc). The window starts small and grows as TCP's does: by
+// one block per clean result up to ssthresh (slow start), then by one
+// block per window of results. It never exceeds the slots in use. Loss
+// and timeouts, not delay, are the signal, so beside a TCP (cubic) job in
+// the same FIFO it takes a TCP-like share rather than yielding.
+type window struct {
+	fixed    bool
+	cwnd     float64
+	ssthresh float64
+	max      float64
+	// recover is the first block sent after the last decrease: a timeout
+	// of an earlier block belongs to the same congestion event.
+	recover int
+}
+
+// Congestion window bounds, in blocks.
+const (
+	initialWindow = 32
+	minWindow     = 4
+)
+
+func newWindow(slots int, fixed bool) window {
+	w := window{fixed: fixed, max: float64(slots), cwnd: min(initialWindow, float64(slots)), ssthresh: float64(slots)}
+	return w
+}
+
+// size is how many blocks may be in flight with slots slots in use.
+func (w *window) size(slots int) int {
+	if w.fixed {
+		return slots
+	}
+	return min(slots, max(int(w.cwnd), 1))
+}
+
+// grow counts one block's result.
+func (w *window) grow() {
+	if w.cwnd < w.ssthresh {
+		w.cwnd++
+	} else {
+		w.cwnd += 1 / w.cwnd
+	}
+	w.cwnd = min(w.cwnd, w.max)
+}
+
+// congestion counts a marked result of block, with next the first block
+// not yet sent, and reports whether the window was halved: once per
+// congestion event (marks on blocks sent before the last decrease do not
+// count again).
+func (w *window) congestion(block, next int) bool {
+	if w.fixed || block < w.recover {
+		return false
+	}
+	w.ssthresh = max(w.cwnd/2, minWindow)
+	w.cwnd = w.ssthresh
+	w.recover = next
+	return true
+}
