@@ -51,6 +51,9 @@ func aggregators(b *testing.B, lab *fabric.Lab) ([]*wire.Engine, []int) {
 		go func() {
 			defer close(done)
 			runtime.LockOSThread()
+			if nice := envInt("EMU_INC_AGG_NICE", 0); nice > 0 {
+				_ = unix.Setpriority(unix.PRIO_PROCESS, 0, -nice) // this thread only
+			}
 			tid <- unix.Gettid()
 			_ = wire.Serve(ctx, conn, e, wire.ServeOptions{Src: topo.GatewayAddr(r), GSO: gso})
 		}()
@@ -72,6 +75,31 @@ func threadCPU(b *testing.B, tid int) float64 {
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
 	return (ut + st) / 100
+}
+
+// processCPU is this process's CPU time so far (user and system), in
+// seconds.
+func processCPU() float64 {
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
+}
+
+// threadWait is the time one thread of this process spent runnable but
+// waiting for a CPU, in seconds, and its number of timeslices
+// (/proc/<tid>/schedstat).
+func threadWait(b *testing.B, tid int) (wait float64, slices uint64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/self/task/%d/schedstat", tid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	f := strings.Fields(string(data))
+	if len(f) < 3 {
+		b.Fatalf("schedstat %q", data)
+	}
+	w, _ := strconv.ParseFloat(f[1], 64)
+	n, _ := strconv.ParseUint(f[2], 10, 64)
+	return w / 1e9, n
 }
 
 // admit admits job id on the ToRs of its workers: rooted at the first,
@@ -144,34 +172,6 @@ func drops(b *testing.B, lab *fabric.Lab) (qdisc, rcvbuf uint64) {
 	return qdisc, rcvbuf
 }
 
-// coreBytes sums the bytes the ToRs sent into the layer between racks
-// (their core ports; uplinks on OCS fabrics).
-func coreBytes(b *testing.B, lab *fabric.Lab) int64 {
-	var sum int64
-	for r := 0; r < lab.Topo.Spec.Racks; r++ {
-		err := netns.Do(names.NSName(lab.Topo.Lab, names.ToRName(r)), func() error {
-			data, err := os.ReadFile("/proc/thread-self/net/dev")
-			if err != nil {
-				return err
-			}
-			for _, l := range strings.Split(string(data), "\n") {
-				name, rest, ok := strings.Cut(strings.TrimSpace(l), ":")
-				if !ok || !(name == "core" || strings.HasPrefix(name, "up")) {
-					continue
-				}
-				f := strings.Fields(rest)
-				tx, _ := strconv.ParseInt(f[8], 10, 64)
-				sum += tx
-			}
-			return nil
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-	}
-	return sum
-}
-
 func median(v []float64) float64 {
 	sort.Float64s(v)
 	return v[len(v)/2]
@@ -198,12 +198,16 @@ func phaseTimes(b *testing.B, lab *fabric.Lab, j job.Job, phase string) (med, to
 }
 
 // BenchmarkINC measures, on one 4-rack fabric with 1 Gbit/s links (a
-// packet core between racks): INC all-reduce (ps job with the ToR
-// aggregators, 1 worker per rack) against the TCP ring all-reduce for 16
-// and 64 MiB, the aggregators' element rate and this process's CPU use
-// while they run (ranks and aggregators share it), and the bytes that
-// cross the layer between racks for a 3-rack, 6-worker job with and
-// without INC. Run with `sudo scripts/bench inc`.
+// packet core between racks, 2 Gbit/s per ToR): INC all-reduce (ps job
+// with the ToR aggregators, 1 worker per rack; rooted at tor0, and with
+// the root spread over the ToRs by slot) against the TCP ring all-reduce
+// for 16 and 64 MiB; per ToR the aggregator's element rate, its thread's
+// CPU and run-queue wait; the spurious resends and drops; and the CPU
+// seconds per GiB reduced. The OCS bytes with and without INC are
+// BenchmarkINCOCSBytes's (emu/orchestrate). Knobs: EMU_INC_WINDOW (slots
+// per worker, default 256), EMU_INC_CAPACITY (jobs per ToR, default 4),
+// EMU_INC_AGG_NICE (raise the aggregator threads' priority by this
+// much). Run with `sudo scripts/bench inc`.
 func BenchmarkINC(b *testing.B) {
 	fabrictest.SkipUnlessRoot(b)
 	lab := fabrictest.Deploy(b, fabrictest.Fabric(b, fabrictest.UniqueLab("hib"),
@@ -213,10 +217,15 @@ func BenchmarkINC(b *testing.B) {
 	id := uint16(0)
 	for range b.N {
 		fmt.Printf("\nINC against TCP ring all-reduce, 4 racks x 1 worker, 1 Gbit/s, median of iterations 2-4 (load %s)\n", loadavg())
-		fmt.Printf("%-6s %-12s %9s %9s %6s %14s %14s %14s %11s %11s %11s\n", "size", "INC roots", "time ms", "speed-up", "ideal", "Melem/s/ToR", "agg CPU/ToR", "max agg CPU", "resends", "qdisc drops", "UDP rcvbuf")
+		fmt.Printf("%-6s %-12s %9s %9s %6s %14s %14s %14s %11s %11s %11s %13s %9s %9s\n", "size", "INC roots", "time ms", "speed-up", "ideal", "Melem/s/ToR", "agg CPU/ToR", "max agg CPU", "resends", "qdisc drops", "UDP rcvbuf", "agg wait µs", "CPU s/GiB", "agg s/GiB")
 		for _, S := range []int64{16 << 20, 64 << 20} {
+			// CPU seconds of this process (ranks, aggregators and the
+			// kernel work done in their threads) per GiB of tensor
+			// reduced (4 ranks x 4 iterations x S).
+			gib := float64(16*S) / (1 << 30)
+			p0 := processCPU()
 			ring, _ := phaseTimes(b, lab, job.Job{Name: "ring", Pattern: "ring", Workers: four, Bytes: S, Iterations: 4}, "allreduce")
-			fmt.Printf("%4dMiB %-12s %9.1f\n", S>>20, "(TCP ring)", ring*1e3)
+			fmt.Printf("%4dMiB %-12s %9.1f %9s %6s %14s %14s %14s %11s %11s %11s %13s %9.2f\n", S>>20, "(TCP ring)", ring*1e3, "", "", "", "", "", "", "", "", "", (processCPU()-p0)/gib)
 			for _, spread := range []bool{false, true} {
 				id++
 				admit(b, es, id, four, spread)
@@ -225,20 +234,27 @@ func BenchmarkINC(b *testing.B) {
 				for _, e := range es {
 					d0 += e.Stats().Duplicates
 				}
-				e0 := make([]uint64, len(es))
-				c0 := make([]float64, len(tids))
+				e0, n0 := make([]uint64, len(es)), make([]uint64, len(es))
+				c0, w0 := make([]float64, len(tids)), make([]float64, len(tids))
 				for i, tid := range tids {
 					c0[i], e0[i] = threadCPU(b, tid), es[i].Stats().Elements
+					w0[i], n0[i] = threadWait(b, tid)
 				}
+				p0 := processCPU()
 				incT, total := phaseTimes(b, lab, job.Job{Name: "inc", Pattern: "ps", Workers: four, Bytes: S, Iterations: 4,
 					INC: &job.INC{ID: id, Window: window}}, "push")
 				// Elements each ToR added (its worker's and, where it
 				// roots, the other ToRs' partial sums) and its
 				// aggregator thread's CPU, as a fraction of one core,
 				// over the pushes.
-				var rate, cpu, maxCPU float64
+				proc := (processCPU() - p0) / gib
+				var rate, cpu, maxCPU, wait, aggSec float64
+				var slices uint64
 				for i, tid := range tids {
+					w, n := threadWait(b, tid)
+					wait, slices = wait+w-w0[i], slices+n-n0[i]
 					c := (threadCPU(b, tid) - c0[i]) / total
+					aggSec += threadCPU(b, tid) - c0[i]
 					rate += float64(es[i].Stats().Elements-e0[i]) / total / float64(len(es))
 					cpu += c / float64(len(tids))
 					maxCPU = max(maxCPU, c)
@@ -251,7 +267,7 @@ func BenchmarkINC(b *testing.B) {
 				q1, r1 := drops(b, lab)
 				ideal := 2 * float64(3) / 4
 				roots := map[bool]string{false: "one (tor0)", true: "spread"}[spread]
-				fmt.Printf("%4dMiB %-12s %9.1f %9.2f %6.2f %14.1f %13.0f%% %13.0f%% %11d %11d %11d\n", S>>20, roots, incT*1e3, ring/incT, ideal, rate/1e6, 100*cpu, 100*maxCPU, dups, q1-q0, r1-r0)
+				fmt.Printf("%4dMiB %-12s %9.1f %9.2f %6.2f %14.1f %13.0f%% %13.0f%% %11d %11d %11d %13.0f %9.2f %9.2f\n", S>>20, roots, incT*1e3, ring/incT, ideal, rate/1e6, 100*cpu, 100*maxCPU, dups, q1-q0, r1-r0, 1e6*wait/float64(max(slices, 1)), proc, aggSec/gib)
 				if spread {
 					b.ReportMetric(ring/incT/ideal, fmt.Sprintf("of-ideal-speedup-%dMiB", S>>20))
 				}
@@ -260,20 +276,6 @@ func BenchmarkINC(b *testing.B) {
 				}
 			}
 		}
-		six := []string{"r0s0", "r0s1", "r1s0", "r1s1", "r2s0", "r2s1"}
-		const S = 16 << 20
-		before := coreBytes(b, lab)
-		_, _ = phaseTimes(b, lab, job.Job{Name: "cpups", Pattern: "ps", Workers: six, PS: "r0s0", Bytes: S, Iterations: 2}, "push")
-		cpuPS := coreBytes(b, lab) - before
-		id++
-		admit(b, es, id, six, false)
-		before = coreBytes(b, lab)
-		_, _ = phaseTimes(b, lab, job.Job{Name: "incps", Pattern: "ps", Workers: six, Bytes: S, Iterations: 2, INC: &job.INC{ID: id, Window: 64}}, "push")
-		incPS := coreBytes(b, lab) - before
-		fmt.Printf("\nbytes into the layer between racks, 3 racks x 2 workers, 16 MiB, 2 iterations\n")
-		fmt.Printf("CPU parameter server on r0s0: %7.1f MiB (%.1f S per iteration)\n", float64(cpuPS)/(1<<20), float64(cpuPS)/2/S)
-		fmt.Printf("INC rooted at tor0:           %7.1f MiB (%.1f S per iteration)\n", float64(incPS)/(1<<20), float64(incPS)/2/S)
-		b.ReportMetric(float64(cpuPS)/float64(incPS), "core-bytes-ps/inc")
 	}
 }
 
@@ -290,10 +292,10 @@ func loadavg() string {
 // gso: the aggregators coalesce with UDP GSO/GRO, as emu agg does.
 const gso = true
 
-// window is the slots each INC worker keeps in flight, as emu run gives
-// (orchestrate.DefaultINCWindow): 32 and 64 measured alike here, 128 and
-// 256 slower (longer bursts, more spurious retransmissions).
-var window = envInt("EMU_INC_WINDOW", 64)
+// window is the slots each INC worker uses, as emu run gives
+// (orchestrate.DefaultINCWindow); the congestion window decides how many
+// of them are in flight.
+var window = envInt("EMU_INC_WINDOW", 256)
 
 // envInt reads a benchmark knob from the environment.
 func envInt(name string, def int) int {
