@@ -61,6 +61,8 @@ type Stats struct {
 	// Decreases counts the congestion window's multiplicative decreases
 	// (marked results, at most one per window).
 	Decreases uint64
+	// Window is the congestion window now, in blocks.
+	Window int
 	// Bytes is what the client handed to the socket (INC header and
 	// elements; retransmissions included).
 	Bytes uint64
@@ -130,7 +132,11 @@ func Dial(cfg Config) (*Client, error) {
 func (c *Client) Close() error { return c.conn.Close() }
 
 // Stats returns the client's counters.
-func (c *Client) Stats() Stats { return c.stats }
+func (c *Client) Stats() Stats {
+	st := c.stats
+	st.Window = c.cc.size(c.cfg.Window)
+	return st
+}
 
 // AllReduce replaces data by its sum over the job's workers, exactly
 // (int32 elements, exponent 0).
