@@ -136,6 +136,9 @@ func (a *app) aggStatsCmd() *cobra.Command {
 				if j.Parent.IsValid() {
 					role = "below " + j.Parent.String()
 				}
+				if len(j.Roots) > 0 {
+					role = fmt.Sprintf("roots spread by slot (this ToR roots slots = %d mod %d)", j.Index, j.ToRs)
+				}
 				if j.ToRs == 1 {
 					role = "single rack"
 				}

@@ -115,7 +115,7 @@ const (
 	FlagRetransmit Flags = 1 << 0
 	// FlagCongestion (ATP's ECN mark, carried in the aggregated result)
 	// tells every worker of a job that some worker of it timed out since
-	// the last mark: all of them halve their congestion windows on the
+	// the last mark: all of them cut their congestion windows on the
 	// same result, so that the windows stay alike (workers/inc).
 	FlagCongestion Flags = 1 << 1
 	knownFlags           = FlagRetransmit | FlagCongestion

@@ -202,8 +202,11 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 		p := &pend[slot]
 		h = wire.Header{Type: wire.TypeData, Job: c.cfg.Job, Worker: uint16(c.cfg.Worker), Workers: uint16(c.cfg.Workers),
 			Slot: uint16(slot), Set: c.sets[slot], Packet: base + uint32(p.block)}
-		if p.tries > 0 {
-			h.Flags = wire.FlagRetransmit // the aggregators mark the next sum (window.go)
+		if p.tries == 1 {
+			// The first resend of a block: the aggregators mark the
+			// next sum (window.go). Later resends of the same block
+			// belong to the same event.
+			h.Flags = wire.FlagRetransmit
 		}
 		elems := fill(p.block, &h)
 		p.exp, p.sent = h.Exp, time.Now()

@@ -24,23 +24,24 @@ func TestWindow(t *testing.T) {
 			{1000, -1, 0, false, 256, 256},
 			{0, -1, 0, false, 100, 100},
 		}},
-		{"a mark halves once per congestion event", 256, false, []step{
-			{96, -1, 0, false, 128, 256},
-			{0, 50, 200, true, 64, 256},
-			{0, 120, 200, false, 64, 256}, // sent before the decrease
-			{0, 199, 210, false, 64, 256},
-			{0, 200, 300, true, 32, 256}, // sent after it
+		{"a mark cuts 30% once per congestion event", 256, false, []step{
+			{68, -1, 0, false, 100, 256},
+			{0, 50, 200, true, 70, 256},
+			{0, 120, 200, false, 70, 256}, // sent before the decrease
+			{0, 199, 210, false, 70, 256},
+			{0, 200, 300, true, 49, 256}, // sent after it
 		}},
 		{"additive increase after a decrease", 256, false, []step{
-			{96, -1, 0, false, 128, 256},
-			{0, 10, 20, true, 64, 256},
-			{65, -1, 0, false, 65, 256},
-			{67, -1, 0, false, 66, 256},
+			{68, -1, 0, false, 100, 256},
+			{0, 10, 20, true, 70, 256},
+			{71, -1, 0, false, 71, 256},
+			{73, -1, 0, false, 72, 256},
 		}},
-		{"never below the minimum", 8, false, []step{
-			{0, 0, 1, true, 4, 8},
-			{0, 1, 2, true, 4, 8},
-			{0, 5, 9, true, 4, 8},
+		{"never below the minimum", 256, false, []step{
+			{0, 0, 1, true, 22, 256},
+			{0, 1, 2, true, 16, 256},
+			{0, 5, 9, true, 16, 256},
+			{0, 5, 9, false, 8, 8},
 		}},
 		{"fixed window", 64, true, []step{
 			{0, -1, 0, false, 64, 64},
