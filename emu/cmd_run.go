@@ -179,6 +179,7 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 	cmd.Flags().StringVar(&sched, "scheduler", "", "plan with this scheduler instead of the scenario's: "+strings.Join(scheduler.Names, ", "))
 	cmd.Flags().BoolVar(&inc, "inc", true, "--inc=false turns in-network aggregation off for every job (scheduler.inc: false)")
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte the workers move")
+	cmd.Flags().BoolVar(&a.incBand, "inc-band", false, "give INC packets a strict-priority band at every shaped port (htb; docs/inc.md)")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")
 	pcap.add(cmd)

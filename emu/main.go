@@ -26,6 +26,7 @@ type app struct {
 	log     *slog.Logger
 	verbose bool
 	start   time.Time
+	incBand bool // emu run --inc-band: INC gets its own band at every shaper
 }
 
 func main() {
