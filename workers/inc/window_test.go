@@ -17,31 +17,32 @@ func TestWindow(t *testing.T) {
 		fixed bool
 		steps []step
 	}{
-		{"slow start doubles per window, capped by the slots", 256, false, []step{
-			{0, -1, 0, false, 32, 256},
-			{32, -1, 0, false, 64, 256},
-			{64, -1, 0, false, 128, 256},
-			{1000, -1, 0, false, 256, 256},
+		{"starts at 256 blocks or the slots in use", 1024, false, []step{
+			{0, -1, 0, false, 256, 1024},
 			{0, -1, 0, false, 100, 100},
 		}},
-		{"a mark cuts 30% once per congestion event", 256, false, []step{
-			{68, -1, 0, false, 100, 256},
-			{0, 50, 200, true, 70, 256},
-			{0, 120, 200, false, 70, 256}, // sent before the decrease
-			{0, 199, 210, false, 70, 256},
-			{0, 200, 300, true, 49, 256}, // sent after it
+		{"a mark cuts 30% once per congestion event", 1024, false, []step{
+			{0, 50, 300, true, 179, 1024},
+			{0, 120, 300, false, 179, 1024}, // sent before the decrease
+			{0, 299, 310, false, 179, 1024},
+			{0, 300, 400, true, 125, 1024}, // sent after it
 		}},
-		{"additive increase after a decrease", 256, false, []step{
-			{68, -1, 0, false, 100, 256},
-			{0, 10, 20, true, 70, 256},
-			{71, -1, 0, false, 71, 256},
-			{73, -1, 0, false, 72, 256},
+		{"additive increase, up to the slots", 300, false, []step{
+			{257, -1, 0, false, 257, 300},
+			{0, 10, 20, true, 179, 300},
+			{180, -1, 0, false, 180, 300},
+			{100000, -1, 0, false, 300, 300},
 		}},
-		{"never below the minimum", 256, false, []step{
-			{0, 0, 1, true, 22, 256},
-			{0, 1, 2, true, 16, 256},
-			{0, 5, 9, true, 16, 256},
-			{0, 5, 9, false, 8, 8},
+		{"never below the minimum", 1024, false, []step{
+			{0, 0, 1, true, 179, 1024},
+			{0, 1, 2, true, 125, 1024},
+			{0, 2, 3, true, 87, 1024},
+			{0, 3, 4, true, 61, 1024},
+			{0, 4, 5, true, 43, 1024},
+			{0, 5, 6, true, 30, 1024},
+			{0, 6, 7, true, 21, 1024},
+			{0, 7, 8, true, 16, 1024},
+			{0, 8, 9, true, 16, 1024},
 		}},
 		{"fixed window", 64, true, []step{
 			{0, -1, 0, false, 64, 64},
