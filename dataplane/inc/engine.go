@@ -131,6 +131,25 @@ type slot struct {
 	done   bool  // the final sum is in vals
 	flags  Flags // of the result: every copy carries the same
 	vals   []int32
+	// wire is the slot's values in wire order, encoded once however many
+	// copies go out (results to every worker and ToR, unicasts, partials);
+	// valid when wired. Once wired the slot takes no more contributions
+	// this round, and wire, not vals, is what it sends.
+	wire  []byte
+	wired bool
+}
+
+// bytes returns the slot's values in wire order, encoding them the first
+// time.
+func (s *slot) bytes() []byte {
+	if !s.wired {
+		s.wire = s.wire[:4*int(s.n)]
+		for i, v := range s.vals[:s.n] {
+			binary.BigEndian.PutUint32(s.wire[4*i:], uint32(v))
+		}
+		s.wired = true
+	}
+	return s.wire
 }
 
 // table is a job's slots at one level: [slot][set].
@@ -139,10 +158,12 @@ type table [][2]slot
 func newTable(n int) table {
 	t := make(table, n)
 	mem := make([]int32, 2*n*MaxElems)
+	wire := make([]byte, 2*n*4*MaxElems)
 	for i := range t {
 		for s := 0; s < 2; s++ {
 			t[i][s].vals = mem[:MaxElems:MaxElems]
-			mem = mem[MaxElems:]
+			t[i][s].wire = wire[: 4*MaxElems : 4*MaxElems]
+			mem, wire = mem[MaxElems:], wire[4*MaxElems:]
 		}
 	}
 	return t
@@ -191,9 +212,9 @@ func (j *job) parent(slot uint16) netip.AddrPort {
 	return j.cfg.Parent
 }
 
-// Emit sends one packet; elems are the elements, host order. The engine
-// reuses h and elems after Emit returns.
-type Emit func(to netip.AddrPort, h *Header, elems []int32)
+// Emit sends one packet; payload is its elements in wire order (4·Count
+// bytes). The engine reuses h and payload after Emit returns.
+type Emit func(to netip.AddrPort, h *Header, payload []byte)
 
 // Engine is one ToR's aggregator: a pure state machine that takes decoded
 // packets and emits packets. Handle runs on one goroutine; Admit, Release,
@@ -204,7 +225,6 @@ type Engine struct {
 	jobs map[uint16]*job
 	c    counters
 	out  Header
-	buf  []byte // the root's own partial in wire order
 }
 
 // NewEngine returns an aggregator with the given memory.
@@ -347,7 +367,7 @@ func (e *Engine) contribute(t table, h *Header, payload []byte) (s *slot, comple
 		return s, false, true
 	}
 	if s.count >= s.want { // first writer of a new round overwrites
-		*s = slot{bitmap: bit, count: 1, want: h.Workers, n: h.Count, packet: h.Packet, exp: h.Exp, vals: s.vals}
+		*s = slot{bitmap: bit, count: 1, want: h.Workers, n: h.Count, packet: h.Packet, exp: h.Exp, vals: s.vals, wire: s.wire}
 		for i := range int(h.Count) {
 			s.vals[i] = int32(binary.BigEndian.Uint32(payload[4*i:]))
 		}
@@ -402,7 +422,7 @@ func (e *Engine) data(j *job, h *Header, emit Emit) {
 		e.sendPartial(j, h.Slot, h.Set, s, emit)
 	case complete && j.root(h.Slot):
 		e.upper(j, &Header{Type: TypePartial, Job: h.Job, Worker: uint16(j.cfg.Index), Workers: uint16(j.cfg.ToRs),
-			Slot: h.Slot, Set: h.Set, Count: s.n, Packet: s.packet, Exp: s.exp}, e.wire(s), emit)
+			Slot: h.Slot, Set: h.Set, Count: s.n, Packet: s.packet, Exp: s.exp}, s.bytes(), emit)
 	case complete && j.parent(h.Slot).IsValid():
 		e.sendPartial(j, h.Slot, h.Set, s, emit)
 	case complete:
@@ -443,9 +463,8 @@ func (e *Engine) result(j *job, h *Header, emit Emit) {
 		e.c.stale.Add(1) // a second copy, or a round this ToR has left
 		return
 	}
-	for i := range int(h.Count) {
-		s.vals[i] = int32(binary.BigEndian.Uint32(h.Payload[4*i:]))
-	}
+	s.wire = append(s.wire[:0], h.Payload[:4*int(h.Count)]...) // passed on as it came
+	s.wired = true
 	s.exp, s.flags = h.Exp, h.Flags&FlagCongestion
 	e.c.completions.Add(1)
 	e.finish(j, h.Slot, h.Set, s, emit)
@@ -456,7 +475,8 @@ func (e *Engine) result(j *job, h *Header, emit Emit) {
 func (e *Engine) finish(j *job, slotIdx uint16, set uint8, sum *slot, emit Emit) {
 	s := &j.local[slotIdx][set&1]
 	if s != sum {
-		copy(s.vals[:sum.n], sum.vals[:sum.n])
+		s.wire = append(s.wire[:0], sum.bytes()...)
+		s.wired = true
 		s.exp, s.flags = sum.exp, sum.flags
 	}
 	s.done = true
@@ -473,7 +493,7 @@ func (e *Engine) sendPartial(j *job, slotIdx uint16, set uint8, s *slot, emit Em
 	e.c.partials.Add(1)
 	e.out = Header{Type: TypePartial, Job: j.cfg.ID, Worker: uint16(j.cfg.Index), Workers: uint16(j.cfg.ToRs),
 		Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp, Flags: j.mark()}
-	emit(j.parent(slotIdx), &e.out, s.vals[:s.n])
+	emit(j.parent(slotIdx), &e.out, s.bytes())
 }
 
 func (e *Engine) send(emit Emit, to netip.AddrPort, t Type, jobID, w, want, slotIdx uint16, set uint8, s *slot) {
@@ -481,15 +501,5 @@ func (e *Engine) send(emit Emit, to netip.AddrPort, t Type, jobID, w, want, slot
 		e.c.results.Add(1)
 	}
 	e.out = Header{Type: t, Job: jobID, Worker: w, Workers: want, Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp, Flags: s.flags}
-	emit(to, &e.out, s.vals[:s.n])
-}
-
-// wire encodes a slot's values in wire order (the root's own partial,
-// which never leaves the process) into a buffer the engine reuses.
-func (e *Engine) wire(s *slot) []byte {
-	e.buf = slices.Grow(e.buf[:0], 4*int(s.n))[:4*int(s.n)]
-	for i, v := range s.vals[:s.n] {
-		binary.BigEndian.PutUint32(e.buf[4*i:], uint32(v))
-	}
-	return e.buf
+	emit(to, &e.out, s.bytes())
 }

@@ -1,6 +1,7 @@
 package inc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -56,10 +57,19 @@ func (r *rig) send(from netip.AddrPort, h Header, elems []int32) []sent {
 		r.t.Fatal(err)
 	}
 	var out []sent
-	r.e.Handle(from, &d, func(to netip.AddrPort, h *Header, elems []int32) {
-		out = append(out, sent{to: to, h: *h, elems: slices.Clone(elems)})
+	r.e.Handle(from, &d, func(to netip.AddrPort, h *Header, payload []byte) {
+		out = append(out, sent{to: to, h: *h, elems: fromWire(payload)})
 	})
 	r.out = append(r.out, out...)
+	return out
+}
+
+// fromWire decodes wire-order elements.
+func fromWire(payload []byte) []int32 {
+	out := make([]int32, len(payload)/4)
+	for i := range out {
+		out[i] = int32(binary.BigEndian.Uint32(payload[4*i:]))
+	}
 	return out
 }
 

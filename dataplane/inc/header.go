@@ -232,6 +232,17 @@ func Append(b []byte, h *Header, elems []int32) []byte {
 	return b
 }
 
+// AppendWire is Append with the elements already in wire order
+// (4·Count bytes): a copy, no conversion. Count is taken from
+// len(payload)/4.
+func AppendWire(b []byte, h *Header, payload []byte) []byte {
+	h.Count = uint16(len(payload) / 4)
+	n := len(b)
+	b = slices.Grow(b, HeaderLen+len(payload))[:n+HeaderLen]
+	h.put(b[n:])
+	return append(b, payload...)
+}
+
 func decodeINC(data []byte, p gopacket.PacketBuilder) error {
 	h := &Header{}
 	if err := h.DecodeFromBytes(data, p); err != nil {

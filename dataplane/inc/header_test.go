@@ -49,8 +49,8 @@ func TestLayerRoundTrip(t *testing.T) {
 	}
 }
 
-// TestAppendMatchesSerialize: the hot path's Append writes the same bytes
-// as the gopacket layer.
+// TestAppendMatchesSerialize: the hot path's Append (and AppendWire, from
+// wire-order elements) writes the same bytes as the gopacket layer.
 func TestAppendMatchesSerialize(t *testing.T) {
 	elems := []int32{5, 6, 7}
 	h := Header{Type: TypeData, Job: 3, Worker: 1, Workers: 2, Slot: 9, Set: 1, Packet: 77, Exp: 3}
@@ -62,6 +62,10 @@ func TestAppendMatchesSerialize(t *testing.T) {
 	}
 	if !slices.Equal(a, buf.Bytes()) {
 		t.Errorf("Append %x\nSerialize %x", a, buf.Bytes())
+	}
+	h3 := h
+	if w := AppendWire([]byte{9}, &h3, a[HeaderLen:]); !slices.Equal(w[1:], a) || w[0] != 9 || h3.Count != 3 {
+		t.Errorf("AppendWire %x, want %x after the prefix", w, a)
 	}
 }
 

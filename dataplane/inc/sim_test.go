@@ -83,8 +83,8 @@ func simulateLoss(t *testing.T, spread bool) {
 						if err := d.DecodeFromBytes(b, nilFeedback{}); err != nil {
 							t.Fatal(err)
 						}
-						engines[i].Handle(m.from, &d, func(to netip.AddrPort, h *Header, el []int32) {
-							queue = append(queue, msg{from: a, to: to, h: *h, elems: append([]int32(nil), el...)})
+						engines[i].Handle(m.from, &d, func(to netip.AddrPort, h *Header, payload []byte) {
+							queue = append(queue, msg{from: a, to: to, h: *h, elems: fromWire(payload)})
 						})
 						delivered = true
 					}
