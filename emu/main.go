@@ -27,6 +27,7 @@ type app struct {
 	verbose bool
 	start   time.Time
 	incBand bool // emu run --inc-band: INC gets its own band at every shaper
+	incCC   bool // emu run --inc-cc: INC workers run congestion control
 }
 
 func main() {

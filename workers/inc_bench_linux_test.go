@@ -242,7 +242,7 @@ func BenchmarkINC(b *testing.B) {
 				}
 				p0 := processCPU()
 				incT, total := phaseTimes(b, lab, job.Job{Name: "inc", Pattern: "ps", Workers: four, Bytes: S, Iterations: 4,
-					INC: &job.INC{ID: id, Window: window}}, "push")
+					INC: &job.INC{ID: id, Window: window, Congestion: envInt("EMU_INC_CC", 0) > 0}}, "push")
 				// Elements each ToR added (its worker's and, where it
 				// roots, the other ToRs' partial sums) and its
 				// aggregator thread's CPU, as a fraction of one core,

@@ -40,11 +40,10 @@ func WorkerJobs(p *plan.Plan) ([]job.Job, error) {
 	return out, nil
 }
 
-// DefaultINCWindow is the slots each worker of an INC job uses (capped
-// by the job's partition); its congestion window decides how many are in
-// flight (workers/inc). A fixed 64 starved INC beside TCP jobs that fill
-// the shared shaper queues: docs/inc.md, "INC beside TCP".
-const DefaultINCWindow = 1024
+// DefaultINCWindow is the slots each worker of an INC job keeps in flight
+// (capped by the job's partition). 64 starved INC beside TCP jobs that
+// fill the shared shaper queues: docs/inc.md, "INC beside TCP".
+const DefaultINCWindow = 256
 
 // Schedule converts a plan's stages into the schedule that gates the
 // workers' phases.

@@ -34,9 +34,9 @@ type Config struct {
 	// partition; zero: DefaultWindow. It bounds the congestion window,
 	// the blocks actually in flight (see run).
 	Window int
-	// FixedWindow keeps Window blocks in flight always, without
-	// congestion control (the behaviour before it; for comparisons).
-	FixedWindow bool
+	// Congestion turns on the congestion window (window.go): without it
+	// Window blocks are always in flight.
+	Congestion bool
 	// Elems per packet, at most wire.MaxElems; zero: wire.MaxElems.
 	Elems int
 	// Stall bounds the time without any progress before an all-reduce
@@ -125,7 +125,7 @@ func Dial(cfg Config) (*Client, error) {
 		}
 	}
 	return &Client{cfg: cfg, conn: conn, r: wire.NewReader(conn, 16), w: wire.NewWriter(conn, 64, netip.Addr{}, cfg.GSO), sets: make([]uint8, cfg.Window), srtt: time.Millisecond, rttvar: time.Millisecond / 2,
-		cc: newWindow(cfg.Window, cfg.FixedWindow)}, nil
+		cc: newWindow(cfg.Window, !cfg.Congestion)}, nil
 }
 
 // Close closes the socket.
