@@ -60,7 +60,7 @@ type JobConfig struct {
 	// then takes every partial sum in: each ToR's uplink carries
 	// (ToRs-1)/ToRs of the tensor each way, as a ring's reduce-scatter
 	// and all-gather would, instead of the root's (ToRs-1) tensors in and
-	// out (docs/inc.md, "Speed"). Parent must be unset.
+	// out (docs/inc.md, "Spread roots"). Parent must be unset.
 	Roots []netip.AddrPort `json:"roots,omitempty"`
 	// FirstStage and LastStage bound the plan stages the job is active
 	// in. Capacity counts the jobs active in one stage, as the plan check
