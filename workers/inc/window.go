@@ -1,10 +1,11 @@
 package inc
 
-// window is a worker's congestion window over its slots, in blocks: the
-// worker-side congestion control of ATP (Lao et al., NSDI '21). ATP
-// grows the window additively and cuts it multiplicatively on a
-// congestion mark, at most once per window of data; the switch puts the mark in the
-// aggregated result, so every worker of a job sees it on the same block.
+// window is a worker's congestion window over its slots, in blocks
+// (opt-in: Config.Congestion): the worker-side congestion control of ATP
+// (Lao et al., NSDI '21). ATP grows the window additively and cuts it
+// multiplicatively on a congestion mark, at most once per window of
+// data; the switch puts the mark in the aggregated result, so every
+// worker of a job sees it on the same block.
 // That matters more for INC than for TCP: a block completes only when
 // every worker has sent it, so a worker whose window ran ahead of the
 // others only waits longer and times out without cause. Our shapers
@@ -12,9 +13,10 @@ package inc
 // FlagRetransmit, and the aggregators mark the next sum that completes
 // (dataplane/inc). The window grows as TCP's does: by one block per
 // clean result up to ssthresh (slow start, after a cut below it), then
-// by one block per window of results. It never exceeds the slots in use. Loss
-// and timeouts, not delay, are the signal, so beside a TCP (cubic) job in
-// the same FIFO it takes a TCP-like share rather than yielding.
+// by one block per window of results. It never exceeds the slots in use.
+// Loss and timeouts, not delay, are the signal, so beside a TCP (cubic)
+// job in the same FIFO it takes a TCP-like share rather than yielding;
+// random loss costs it as it costs TCP (docs/inc.md).
 type window struct {
 	fixed    bool
 	cwnd     float64
@@ -31,8 +33,8 @@ type window struct {
 // (62 decreases in one 16 MiB push, window 15, 9 s instead of 0.7 s), so
 // the window keeps 16 blocks and gives up 30 % per event (CUBIC's beta).
 //
-// The window starts at 256 blocks (the fixed window emu run used before,
-// docs/inc.md "INC beside TCP"): starting at 32 and slow-starting cost
+// The window starts at 256 blocks (emu run's fixed window, docs/inc.md
+// "INC beside TCP"), or the slots in use: starting at 32 and slow-starting cost
 // every first all-reduce of a job 10-20 % in interleaved runs of
 // plan-demo, for nothing the marks did not also do.
 const (
