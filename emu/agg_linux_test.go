@@ -15,12 +15,13 @@ import (
 // TestCLIRunINC runs a plan whose ps job uses in-network aggregation over
 // three racks of an OCS fabric: the aggregators start in the ToR
 // namespaces, admit the job, the pulls verify the exact sums, the
-// admission is in comparison.json, and no aggregator outlives the run.
+// admission is in comparison.json, and no aggregator outlives the run;
+// with the INC band at every shaper and the workers' congestion control.
 func TestCLIRunINC(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	bin := buildEmu(t)
 	dir := t.TempDir()
-	lab := fabrictest.UniqueLab("inc")
+	lab := fabrictest.UniqueLab("hicli")
 	scen := filepath.Join(dir, "s.yaml")
 	os.WriteFile(scen, []byte("name: "+lab+`
 fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, ocs: {switches: 1, reconfig_delay: 1ms}, inc: {capacity: 2}, rates: {server: 1Gbit, uplink: 1Gbit}}
@@ -29,11 +30,12 @@ jobs:
   - {name: ring, pattern: ring, workers: [r0s1, r1s1], bytes: 1MiB, compute: 5ms, iterations: 2}
 `), 0o644)
 	res := filepath.Join(dir, "results")
-	out, err := run(t, bin, "run", scen, "--results", res)
+	// With the INC band and congestion control on: the sums stay exact.
+	out, err := run(t, bin, "run", scen, "--results", res, "--inc-band", "--inc-cc")
 	if err != nil {
 		t.Fatalf("emu run: %v\n%s", err, out)
 	}
-	for _, want := range []string{"3 aggregators serving", "job agg: in-network aggregation at [tor0 tor1 tor2], rooted at tor0"} {
+	for _, want := range []string{"3 aggregators serving", "job agg: in-network aggregation at [tor0 tor1 tor2], rooted at tor0", "shaped ports serve INC packets first"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -136,6 +136,9 @@ func (a *app) aggStatsCmd() *cobra.Command {
 				if j.Parent.IsValid() {
 					role = "below " + j.Parent.String()
 				}
+				if len(j.Roots) > 0 {
+					role = fmt.Sprintf("roots spread by slot (this ToR roots slots = %d mod %d)", j.Index, j.ToRs)
+				}
 				if j.ToRs == 1 {
 					role = "single rack"
 				}
@@ -210,6 +213,22 @@ func (a *app) startAggregators(ctx context.Context, lab *fabric.Lab, capacity in
 		}
 	}
 	a.progress("%d aggregators serving (UDP port %d, capacity %d jobs per ToR)", len(cmds), inc.Port, capacity)
+	if a.incBand {
+		ports := 0
+		for _, n := range lab.Topo.Nodes {
+			h, err := lab.Handle(n.Name)
+			if err == nil {
+				var k int
+				k, err = inc.Band(h)
+				ports += k
+			}
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("INC band at %s: %w", n.Name, err)
+			}
+		}
+		a.progress("INC band: %d shaped ports serve INC packets first (htb)", ports)
+	}
 	return stop, nil
 }
 

@@ -180,6 +180,8 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 	cmd.Flags().BoolVar(&inc, "inc", true, "--inc=false turns in-network aggregation off for every job (scheduler.inc: false)")
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte the workers move")
 	cmd.Flags().BoolVar(&realtime, "realtime", false, "run the ranks under SCHED_RR, so that other work on a loaded machine does not delay them (default: nice -10)")
+	cmd.Flags().BoolVar(&a.incBand, "inc-band", false, "give INC packets a strict-priority band at every shaped port (htb; docs/inc.md)")
+	cmd.Flags().BoolVar(&a.incCC, "inc-cc", false, "INC workers run congestion control (ATP-style window; docs/inc.md)")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")
 	pcap.add(cmd)

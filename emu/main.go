@@ -26,6 +26,8 @@ type app struct {
 	log     *slog.Logger
 	verbose bool
 	start   time.Time
+	incBand bool // emu run --inc-band: INC gets its own band at every shaper
+	incCC   bool // emu run --inc-cc: INC workers run congestion control
 }
 
 func main() {

@@ -105,9 +105,12 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			err = monoclock.SleepUntil(ctx, rec.StartNs+j.ComputeNs)
 		case key.Phase == job.PhasePush && inc:
 			// The ToRs sum while the workers send: the whole all-reduce.
-			b0 := r.inc.Stats().Bytes
+			s0 := r.inc.Stats()
 			err = r.inc.AllReduce(ctx, data)
-			rec.Bytes = int64(r.inc.Stats().Bytes - b0)
+			s1 := r.inc.Stats()
+			rec.Bytes = int64(s1.Bytes - s0.Bytes)
+			rec.Note = fmt.Sprintf("inc: %d blocks sent, %d resent, %d window decreases, window %d", s1.Sent-s0.Sent-(s1.Retransmits-s0.Retransmits),
+				s1.Retransmits-s0.Retransmits, s1.Decreases-s0.Decreases, s1.Window)
 		case key.Phase == job.PhasePull && inc:
 			// The push was the whole in-network all-reduce: pull only checks.
 			check = func() error { return collective.CheckSum(data, r.n, it) }

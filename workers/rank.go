@@ -568,5 +568,5 @@ func dialINC(spec *Spec) (*inc.Client, error) {
 		}
 	}
 	return inc.Dial(inc.Config{Job: j.INC.ID, Worker: idx, Workers: local, Total: len(j.Workers),
-		Aggregator: netip.AddrPortFrom(topo.GatewayAddr(rack), incwire.Port), Window: j.INC.Window, Stall: spec.Timeout, GSO: true})
+		Aggregator: netip.AddrPortFrom(topo.GatewayAddr(rack), incwire.Port), Window: j.INC.Window, Congestion: j.INC.Congestion, Stall: spec.Timeout, GSO: true})
 }

@@ -147,15 +147,34 @@ func (w *Writer) Len() int { return len(w.msgs) }
 
 // Add queues one packet; it may flush.
 func (w *Writer) Add(to netip.AddrPort, h *Header, elems []int32) error {
+	return w.add(to, h, elems, nil, 4*len(elems))
+}
+
+// AddWire queues one packet whose elements are already in wire order
+// (an aggregator's results and partial sums); it may flush.
+func (w *Writer) AddWire(to netip.AddrPort, h *Header, payload []byte) error {
+	return w.add(to, h, nil, payload, len(payload))
+}
+
+// encode appends the packet: from elems, or from payload when elems is
+// nil.
+func encode(b []byte, h *Header, elems []int32, payload []byte) []byte {
+	if elems != nil {
+		return Append(b, h, elems)
+	}
+	return AppendWire(b, h, payload)
+}
+
+func (w *Writer) add(to netip.AddrPort, h *Header, elems []int32, payload []byte, n int) error {
 	if w.Drop != nil && w.Drop() {
 		return nil
 	}
-	size := HeaderLen + 4*len(elems)
+	size := HeaderLen + n
 	if w.gso {
 		// Join the newest open message to the same destination.
 		for i := len(w.msgs) - 1; i >= 0 && i >= len(w.msgs)-4; i-- {
 			if w.open[i] && w.dst[i] == to && size <= w.segs[i] && len(w.bufs[i])+size <= gsoBuf-64 {
-				w.bufs[i] = Append(w.bufs[i], h, elems)
+				w.bufs[i] = encode(w.bufs[i], h, elems, payload)
 				w.count[i]++
 				// A shorter packet can only be the last of its buffer.
 				w.open[i] = size == w.segs[i] && w.count[i] < maxSegs
@@ -169,7 +188,7 @@ func (w *Writer) Add(to netip.AddrPort, h *Header, elems []int32) error {
 		}
 	}
 	i := len(w.msgs)
-	w.bufs[i] = Append(w.bufs[i][:0], h, elems)
+	w.bufs[i] = encode(w.bufs[i][:0], h, elems, payload)
 	w.segs[i], w.count[i], w.open[i], w.dst[i] = size, 1, w.gso, to
 	w.addrs[i] = net.UDPAddr{IP: to.Addr().AsSlice(), Port: int(to.Port())}
 	w.msgs = append(w.msgs, ipv4.Message{Addr: &w.addrs[i]})

@@ -54,6 +54,14 @@ type JobConfig struct {
 	// Parent is the root ToR's aggregator, where this ToR sends partial
 	// sums; unset on the root ToR and for single-rack jobs.
 	Parent netip.AddrPort `json:"parent,omitzero"`
+	// Roots, when set, spreads the root over the job's ToRs by slot:
+	// slot s is rooted at the ToR of index s mod ToRs, whose aggregator is
+	// Roots[s mod ToRs] (this ToR's own entry is not used). No one ToR
+	// then takes every partial sum in: each ToR's uplink carries
+	// (ToRs-1)/ToRs of the tensor each way, as a ring's reduce-scatter
+	// and all-gather would, instead of the root's (ToRs-1) tensors in and
+	// out (docs/inc.md, "Spread roots"). Parent must be unset.
+	Roots []netip.AddrPort `json:"roots,omitempty"`
 	// FirstStage and LastStage bound the plan stages the job is active
 	// in. Capacity counts the jobs active in one stage, as the plan check
 	// and the scheduler do; jobs admitted without stages all share stage 0.
@@ -68,10 +76,28 @@ func (j JobConfig) validate() error {
 	if j.FirstStage < 0 || j.LastStage < j.FirstStage {
 		return fmt.Errorf("inc: job %d: stages %d..%d", j.ID, j.FirstStage, j.LastStage)
 	}
-	if j.ToRs == 1 && j.Parent.IsValid() {
+	if j.ToRs == 1 && (j.Parent.IsValid() || len(j.Roots) > 0) {
 		return fmt.Errorf("inc: job %d: a single-rack job has no parent aggregator", j.ID)
 	}
+	if len(j.Roots) > 0 {
+		if j.Parent.IsValid() {
+			return fmt.Errorf("inc: job %d: a parent and spread roots at once", j.ID)
+		}
+		if len(j.Roots) != j.ToRs {
+			return fmt.Errorf("inc: job %d: %d spread roots for %d ToRs", j.ID, len(j.Roots), j.ToRs)
+		}
+		for i, r := range j.Roots {
+			if i != j.Index && !r.IsValid() {
+				return fmt.Errorf("inc: job %d: root %d has no address", j.ID, i)
+			}
+		}
+	}
 	return nil
+}
+
+func (j JobConfig) equal(o JobConfig) bool {
+	return j.ID == o.ID && j.ToRs == o.ToRs && j.Index == o.Index && j.Parent == o.Parent &&
+		j.FirstStage == o.FirstStage && j.LastStage == o.LastStage && slices.Equal(j.Roots, o.Roots)
 }
 
 // Stats are an aggregator's counters.
@@ -102,8 +128,28 @@ type slot struct {
 	n      uint16 // elements
 	packet uint32 // block the round aggregates
 	exp    int8
-	done   bool // the final sum is in vals
+	done   bool  // the final sum is in vals
+	flags  Flags // of the result: every copy carries the same
 	vals   []int32
+	// wire is the slot's values in wire order, encoded once however many
+	// copies go out (results to every worker and ToR, unicasts, partials);
+	// valid when wired. Once wired the slot takes no more contributions
+	// this round, and wire, not vals, is what it sends.
+	wire  []byte
+	wired bool
+}
+
+// bytes returns the slot's values in wire order, encoding them the first
+// time.
+func (s *slot) bytes() []byte {
+	if !s.wired {
+		s.wire = s.wire[:4*int(s.n)]
+		for i, v := range s.vals[:s.n] {
+			binary.BigEndian.PutUint32(s.wire[4*i:], uint32(v))
+		}
+		s.wired = true
+	}
+	return s.wire
 }
 
 // table is a job's slots at one level: [slot][set].
@@ -112,10 +158,12 @@ type table [][2]slot
 func newTable(n int) table {
 	t := make(table, n)
 	mem := make([]int32, 2*n*MaxElems)
+	wire := make([]byte, 2*n*4*MaxElems)
 	for i := range t {
 		for s := 0; s < 2; s++ {
 			t[i][s].vals = mem[:MaxElems:MaxElems]
-			mem = mem[MaxElems:]
+			t[i][s].wire = wire[: 4*MaxElems : 4*MaxElems]
+			mem, wire = mem[MaxElems:], wire[4*MaxElems:]
 		}
 	}
 	return t
@@ -127,13 +175,46 @@ type job struct {
 	upper    table // the job's ToRs (root of a multi-rack job only)
 	workers  [MaxContributors]netip.AddrPort
 	children [MaxContributors]netip.AddrPort
+	// congested: a worker of the job timed out (a retransmission, or a
+	// marked partial from a ToR below) since the last mark went out.
+	congested bool
 }
 
-func (j *job) root() bool { return j.cfg.ToRs > 1 && !j.cfg.Parent.IsValid() }
+// mark returns the congestion flag for the next sum or partial this ToR
+// sends, and clears it: ATP marks the aggregated result, so that every
+// worker of the job sees the same signal.
+func (j *job) mark() Flags {
+	if !j.congested {
+		return 0
+	}
+	j.congested = false
+	return FlagCongestion
+}
 
-// Emit sends one packet; elems are the elements, host order. The engine
-// reuses h and elems after Emit returns.
-type Emit func(to netip.AddrPort, h *Header, elems []int32)
+// root reports whether this ToR completes the sums of a slot: the job's
+// root ToR, or with spread roots the ToR of index slot mod ToRs.
+func (j *job) root(slot uint16) bool {
+	if len(j.cfg.Roots) > 0 {
+		return int(slot)%j.cfg.ToRs == j.cfg.Index
+	}
+	return j.cfg.ToRs > 1 && !j.cfg.Parent.IsValid()
+}
+
+// parent is the aggregator a slot's partial sum goes up to, or the zero
+// address where this ToR completes the slot itself.
+func (j *job) parent(slot uint16) netip.AddrPort {
+	if len(j.cfg.Roots) > 0 && !j.root(slot) {
+		return j.cfg.Roots[int(slot)%j.cfg.ToRs]
+	}
+	if len(j.cfg.Roots) > 0 {
+		return netip.AddrPort{}
+	}
+	return j.cfg.Parent
+}
+
+// Emit sends one packet; payload is its elements in wire order (4·Count
+// bytes). The engine reuses h and payload after Emit returns.
+type Emit func(to netip.AddrPort, h *Header, payload []byte)
 
 // Engine is one ToR's aggregator: a pure state machine that takes decoded
 // packets and emits packets. Handle runs on one goroutine; Admit, Release,
@@ -144,7 +225,6 @@ type Engine struct {
 	jobs map[uint16]*job
 	c    counters
 	out  Header
-	buf  []byte // the root's own partial in wire order
 }
 
 // NewEngine returns an aggregator with the given memory.
@@ -168,7 +248,7 @@ func (e *Engine) Admit(cfg JobConfig) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if j, ok := e.jobs[cfg.ID]; ok {
-		if j.cfg == cfg {
+		if j.cfg.equal(cfg) {
 			return nil
 		}
 		return fmt.Errorf("inc: job %d is already admitted with another configuration", cfg.ID)
@@ -189,7 +269,7 @@ func (e *Engine) Admit(cfg JobConfig) error {
 	// never active in the same stage could reuse one partition (the first
 	// writer overwrites), but a job running late would then share it.
 	j := &job{cfg: cfg, local: newTable(e.cfg.Partition())}
-	if j.root() {
+	if cfg.ToRs > 1 && !cfg.Parent.IsValid() { // the root of some slots
 		j.upper = newTable(e.cfg.Partition())
 	}
 	e.jobs[cfg.ID] = j
@@ -253,13 +333,15 @@ func (e *Engine) Handle(from netip.AddrPort, h *Header, emit Emit) {
 	switch h.Type {
 	case TypeData:
 		j.workers[h.Worker] = from
+		j.congested = j.congested || h.Flags&FlagRetransmit != 0
 		e.data(j, h, emit)
 	case TypePartial:
-		if !j.root() || int(h.Workers) != j.cfg.ToRs {
+		if !j.root(h.Slot) || int(h.Workers) != j.cfg.ToRs {
 			e.c.malformed.Add(1)
 			return
 		}
 		j.children[h.Worker] = from
+		j.congested = j.congested || h.Flags&FlagCongestion != 0
 		e.upper(j, h, h.Payload, emit)
 	case TypeResult:
 		e.result(j, h, emit)
@@ -285,7 +367,7 @@ func (e *Engine) contribute(t table, h *Header, payload []byte) (s *slot, comple
 		return s, false, true
 	}
 	if s.count >= s.want { // first writer of a new round overwrites
-		*s = slot{bitmap: bit, count: 1, want: h.Workers, n: h.Count, packet: h.Packet, exp: h.Exp, vals: s.vals}
+		*s = slot{bitmap: bit, count: 1, want: h.Workers, n: h.Count, packet: h.Packet, exp: h.Exp, vals: s.vals, wire: s.wire}
 		for i := range int(h.Count) {
 			s.vals[i] = int32(binary.BigEndian.Uint32(payload[4*i:]))
 		}
@@ -334,17 +416,17 @@ func (e *Engine) data(j *job, h *Header, emit Emit) {
 		// the way to this sender only (SwitchML unicast).
 		e.c.unicasts.Add(1)
 		e.send(emit, j.workers[h.Worker], TypeResult, j.cfg.ID, h.Worker, s.want, h.Slot, h.Set, s)
-	case dup && s.count == s.want && j.cfg.Parent.IsValid():
+	case dup && s.count == s.want && j.parent(h.Slot).IsValid():
 		// Locally complete but no result from the root yet: the partial
 		// or the result may have been lost between the ToRs.
 		e.sendPartial(j, h.Slot, h.Set, s, emit)
-	case complete && j.root():
+	case complete && j.root(h.Slot):
 		e.upper(j, &Header{Type: TypePartial, Job: h.Job, Worker: uint16(j.cfg.Index), Workers: uint16(j.cfg.ToRs),
-			Slot: h.Slot, Set: h.Set, Count: s.n, Packet: s.packet, Exp: s.exp}, e.wire(s), emit)
-	case complete && j.cfg.Parent.IsValid():
+			Slot: h.Slot, Set: h.Set, Count: s.n, Packet: s.packet, Exp: s.exp}, s.bytes(), emit)
+	case complete && j.parent(h.Slot).IsValid():
 		e.sendPartial(j, h.Slot, h.Set, s, emit)
 	case complete:
-		s.done = true
+		s.done, s.flags = true, j.mark()
 		e.c.completions.Add(1)
 		e.multicast(j, h.Slot, h.Set, s, emit)
 	}
@@ -359,7 +441,7 @@ func (e *Engine) upper(j *job, h *Header, payload []byte, emit Emit) {
 		e.c.unicasts.Add(1)
 		e.send(emit, j.children[h.Worker], TypeResult, j.cfg.ID, h.Worker, u.want, h.Slot, h.Set, u)
 	case complete:
-		u.done = true
+		u.done, u.flags = true, j.mark()
 		e.c.completions.Add(1)
 		for c := 0; c < j.cfg.ToRs; c++ {
 			if c != j.cfg.Index {
@@ -372,7 +454,7 @@ func (e *Engine) upper(j *job, h *Header, payload []byte, emit Emit) {
 
 // result handles the root's sum arriving at a ToR below it.
 func (e *Engine) result(j *job, h *Header, emit Emit) {
-	if !j.cfg.Parent.IsValid() {
+	if !j.parent(h.Slot).IsValid() {
 		e.c.malformed.Add(1)
 		return
 	}
@@ -381,10 +463,9 @@ func (e *Engine) result(j *job, h *Header, emit Emit) {
 		e.c.stale.Add(1) // a second copy, or a round this ToR has left
 		return
 	}
-	for i := range int(h.Count) {
-		s.vals[i] = int32(binary.BigEndian.Uint32(h.Payload[4*i:]))
-	}
-	s.exp = h.Exp
+	s.wire = append(s.wire[:0], h.Payload[:4*int(h.Count)]...) // passed on as it came
+	s.wired = true
+	s.exp, s.flags = h.Exp, h.Flags&FlagCongestion
 	e.c.completions.Add(1)
 	e.finish(j, h.Slot, h.Set, s, emit)
 }
@@ -394,8 +475,9 @@ func (e *Engine) result(j *job, h *Header, emit Emit) {
 func (e *Engine) finish(j *job, slotIdx uint16, set uint8, sum *slot, emit Emit) {
 	s := &j.local[slotIdx][set&1]
 	if s != sum {
-		copy(s.vals[:sum.n], sum.vals[:sum.n])
-		s.exp = sum.exp
+		s.wire = append(s.wire[:0], sum.bytes()...)
+		s.wired = true
+		s.exp, s.flags = sum.exp, sum.flags
 	}
 	s.done = true
 	e.multicast(j, slotIdx, set, s, emit)
@@ -410,24 +492,14 @@ func (e *Engine) multicast(j *job, slotIdx uint16, set uint8, s *slot, emit Emit
 func (e *Engine) sendPartial(j *job, slotIdx uint16, set uint8, s *slot, emit Emit) {
 	e.c.partials.Add(1)
 	e.out = Header{Type: TypePartial, Job: j.cfg.ID, Worker: uint16(j.cfg.Index), Workers: uint16(j.cfg.ToRs),
-		Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp}
-	emit(j.cfg.Parent, &e.out, s.vals[:s.n])
+		Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp, Flags: j.mark()}
+	emit(j.parent(slotIdx), &e.out, s.bytes())
 }
 
 func (e *Engine) send(emit Emit, to netip.AddrPort, t Type, jobID, w, want, slotIdx uint16, set uint8, s *slot) {
 	if t == TypeResult {
 		e.c.results.Add(1)
 	}
-	e.out = Header{Type: t, Job: jobID, Worker: w, Workers: want, Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp}
-	emit(to, &e.out, s.vals[:s.n])
-}
-
-// wire encodes a slot's values in wire order (the root's own partial,
-// which never leaves the process) into a buffer the engine reuses.
-func (e *Engine) wire(s *slot) []byte {
-	e.buf = slices.Grow(e.buf[:0], 4*int(s.n))[:4*int(s.n)]
-	for i, v := range s.vals[:s.n] {
-		binary.BigEndian.PutUint32(e.buf[4*i:], uint32(v))
-	}
-	return e.buf
+	e.out = Header{Type: t, Job: jobID, Worker: w, Workers: want, Slot: slotIdx, Set: set, Packet: s.packet, Exp: s.exp, Flags: s.flags}
+	emit(to, &e.out, s.bytes())
 }

@@ -1,6 +1,7 @@
 package inc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -56,10 +57,19 @@ func (r *rig) send(from netip.AddrPort, h Header, elems []int32) []sent {
 		r.t.Fatal(err)
 	}
 	var out []sent
-	r.e.Handle(from, &d, func(to netip.AddrPort, h *Header, elems []int32) {
-		out = append(out, sent{to: to, h: *h, elems: slices.Clone(elems)})
+	r.e.Handle(from, &d, func(to netip.AddrPort, h *Header, payload []byte) {
+		out = append(out, sent{to: to, h: *h, elems: fromWire(payload)})
 	})
 	r.out = append(r.out, out...)
+	return out
+}
+
+// fromWire decodes wire-order elements.
+func fromWire(payload []byte) []int32 {
+	out := make([]int32, len(payload)/4)
+	for i := range out {
+		out[i] = int32(binary.BigEndian.Uint32(payload[4*i:]))
+	}
 	return out
 }
 
@@ -273,7 +283,9 @@ func TestAdmission(t *testing.T) {
 	if got := r.e.Jobs(); len(got) != 2 || got[0].ID != 1 || got[1].ID != 3 {
 		t.Fatalf("jobs %v", got)
 	}
-	for _, bad := range []JobConfig{{ID: 4, ToRs: 0}, {ID: 4, ToRs: 2, Index: 2}, {ID: 4, ToRs: 1, Parent: addr(9)}, {ID: 4, ToRs: 1, FirstStage: 3, LastStage: 2}} {
+	for _, bad := range []JobConfig{{ID: 4, ToRs: 0}, {ID: 4, ToRs: 2, Index: 2}, {ID: 4, ToRs: 1, Parent: addr(9)}, {ID: 4, ToRs: 1, FirstStage: 3, LastStage: 2},
+		{ID: 4, ToRs: 2, Roots: []netip.AddrPort{addr(8)}}, {ID: 4, ToRs: 2, Parent: addr(8), Roots: []netip.AddrPort{addr(8), addr(9)}},
+		{ID: 4, ToRs: 2, Roots: []netip.AddrPort{addr(8), {}}}, {ID: 4, ToRs: 1, Roots: []netip.AddrPort{addr(8)}}} {
 		if err := r.e.Admit(bad); err == nil || errors.Is(err, ErrNoRoom) {
 			t.Errorf("Admit(%+v) = %v, want a configuration error", bad, err)
 		}
@@ -343,6 +355,40 @@ func TestHierarchy(t *testing.T) {
 	}
 }
 
+// TestSpreadRoots: with roots spread by slot, each ToR completes the
+// slots s with s mod ToRs equal to its index and sends its partials of
+// the others to their roots; a partial for a slot it does not root is
+// refused as malformed.
+func TestSpreadRoots(t *testing.T) {
+	roots := []netip.AddrPort{addr(100), addr(101)}
+	tor := []*rig{newRig(t, flat, JobConfig{ID: 1, ToRs: 2, Index: 0, Roots: roots}),
+		newRig(t, flat, JobConfig{ID: 1, ToRs: 2, Index: 1, Roots: roots})}
+	for slot := uint16(0); slot < 4; slot++ {
+		home, other := int(slot%2), 1-int(slot%2)
+		// One worker under each ToR: worker 0 at ToR 0 (addr 0), at ToR 1 (addr 1).
+		if out := tor[home].send(addr(home), data(1, 0, 1, slot, 0, uint32(slot)), []int32{1, int32(slot)}); len(out) != 0 {
+			t.Fatalf("slot %d: its root ToR %d sent %v with the other ToR missing", slot, home, out)
+		}
+		up := tor[other].send(addr(other), data(1, 0, 1, slot, 0, uint32(slot)), []int32{2, 10})
+		if len(up) != 1 || up[0].h.Type != TypePartial || up[0].to != roots[home] || up[0].h.Worker != uint16(other) {
+			t.Fatalf("slot %d: ToR %d sent %v, want its partial to root %d", slot, other, up, home)
+		}
+		down := tor[home].send(roots[other], up[0].h, up[0].elems)
+		sum := []int32{3, int32(slot) + 10}
+		if len(down) != 2 || down[0].to != roots[other] || down[1].to != addr(home) || !slices.Equal(down[0].elems, sum) {
+			t.Fatalf("slot %d: root %d sent %v", slot, home, down)
+		}
+		wantResults(t, tor[other].send(roots[home], down[0].h, down[0].elems), []netip.AddrPort{addr(other)}, sum)
+	}
+	// ToR 1 roots odd slots only.
+	tor[1].send(roots[0], Header{Type: TypePartial, Job: 1, Worker: 0, Workers: 2, Slot: 2, Packet: 9, Count: 2}, []int32{1, 1})
+	for i, r := range tor {
+		if st := r.e.Stats(); st.Completions != 4 || st.Partials != 2 || (i == 1) != (st.Malformed == 1) {
+			t.Errorf("ToR %d stats %+v", i, st)
+		}
+	}
+}
+
 // TestAdmissionByStage: capacity counts the jobs active in one stage, as
 // the plan check and the scheduler do.
 func TestAdmissionByStage(t *testing.T) {
@@ -360,5 +406,41 @@ func TestAdmissionByStage(t *testing.T) {
 	}
 	if n := len(r.e.Jobs()); n != 4 {
 		t.Fatalf("%d jobs admitted, want 4 (capacity counts per stage)", n)
+	}
+}
+
+// TestCongestionMark: a retransmission anywhere in a job marks the next
+// sum that completes, and every copy of that sum, at every ToR, carries
+// the mark (ATP's ECN in the aggregated result); the sum after it is
+// clean again.
+func TestCongestionMark(t *testing.T) {
+	rootAddr, lowAddr := addr(100), addr(101)
+	root := newRig(t, flat, JobConfig{ID: 1, ToRs: 2, Index: 0})
+	low := newRig(t, flat, JobConfig{ID: 1, ToRs: 2, Index: 1, Parent: rootAddr})
+	rtx := data(1, 0, 1, 0, 0, 0)
+	rtx.Flags = FlagRetransmit
+	for round, h := range []Header{rtx, data(1, 0, 1, 0, 1, 1)} {
+		marked := round == 0
+		root.send(addr(0), data(1, 0, 1, 0, h.Set, h.Packet), []int32{1})
+		up := low.send(addr(1), h, []int32{2}) // the lower ToR's worker timed out
+		if len(up) != 1 || (up[0].h.Flags == FlagCongestion) != marked {
+			t.Fatalf("round %d: the lower ToR sent %v flags %v, want marked %v", round, up, up[0].h.Flags, marked)
+		}
+		down := root.send(lowAddr, up[0].h, up[0].elems)
+		res := low.send(rootAddr, down[0].h, down[0].elems)
+		for _, o := range append(down, res...) {
+			if (o.h.Flags == FlagCongestion) != marked {
+				t.Errorf("round %d: %v with flags %v, want marked %v", round, o, o.h.Flags, marked)
+			}
+		}
+		// A lost result's unicast copy carries the same mark.
+		uni := low.send(lowAddr, Header{Type: TypeResult, Job: 1, Workers: 2, Slot: 0, Set: h.Set, Packet: h.Packet, Count: 1}, []int32{3})
+		if len(uni) != 0 {
+			t.Fatalf("round %d: a second result was passed on: %v", round, uni)
+		}
+		again := low.send(addr(1), data(1, 0, 1, 0, h.Set, h.Packet), []int32{2})
+		if len(again) != 1 || (again[0].h.Flags == FlagCongestion) != marked {
+			t.Errorf("round %d: unicast %v, want marked %v", round, again, marked)
+		}
 	}
 }

@@ -103,7 +103,23 @@ type Header struct {
 	Packet uint32
 	// Exp is the block's fixed-point exponent: element = value * 2^Exp.
 	Exp int8
+	// Flags carry the congestion signal (FlagRetransmit, FlagCongestion).
+	Flags Flags
 }
+
+// Flags are the header's congestion bits.
+type Flags uint8
+
+const (
+	// FlagRetransmit marks a worker's block sent again after a timeout.
+	FlagRetransmit Flags = 1 << 0
+	// FlagCongestion (ATP's ECN mark, carried in the aggregated result)
+	// tells every worker of a job that some worker of it timed out since
+	// the last mark: all of them cut their congestion windows on the
+	// same result, so that the windows stay alike (workers/inc).
+	FlagCongestion Flags = 1 << 1
+	knownFlags           = FlagRetransmit | FlagCongestion
+)
 
 // LayerType returns LayerTypeINC.
 func (h *Header) LayerType() gopacket.LayerType { return LayerTypeINC }
@@ -118,7 +134,8 @@ func (h *Header) NextLayerType() gopacket.LayerType { return gopacket.LayerTypeP
 // aliases data. It checks the length, version, type, slot and count.
 //
 // Layout (big endian): 0 version, 1 type, 2 job, 4 worker, 6 workers,
-// 8 slot (bit 15: set), 10 count, 12 packet, 16 exponent, 17..19 zero.
+// 8 slot (bit 15: set), 10 count, 12 packet, 16 exponent, 17 flags,
+// 18..19 zero.
 func (h *Header) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {
 	if len(data) < HeaderLen {
 		df.SetTruncated()
@@ -139,6 +156,10 @@ func (h *Header) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error 
 	h.Count = binary.BigEndian.Uint16(data[10:])
 	h.Packet = binary.BigEndian.Uint32(data[12:])
 	h.Exp = int8(data[16])
+	h.Flags = Flags(data[17])
+	if h.Flags&^knownFlags != 0 {
+		return fmt.Errorf("inc: unknown flags %#x", data[17])
+	}
 	if h.Count > MaxElems {
 		return fmt.Errorf("inc: %d elements, over the %d a packet holds", h.Count, MaxElems)
 	}
@@ -184,7 +205,7 @@ func (h *Header) put(b []byte) {
 	binary.BigEndian.PutUint16(b[8:], h.Slot&^setBit|uint16(h.Set&1)<<15)
 	binary.BigEndian.PutUint16(b[10:], h.Count)
 	binary.BigEndian.PutUint32(b[12:], h.Packet)
-	b[16], b[17], b[18], b[19] = byte(h.Exp), 0, 0, 0
+	b[16], b[17], b[18], b[19] = byte(h.Exp), byte(h.Flags), 0, 0
 }
 
 // Elems decodes the payload's elements into dst (len(dst) >= Count) and
@@ -209,6 +230,17 @@ func Append(b []byte, h *Header, elems []int32) []byte {
 		binary.BigEndian.PutUint32(p[4*i:], uint32(v))
 	}
 	return b
+}
+
+// AppendWire is Append with the elements already in wire order
+// (4·Count bytes): a copy, no conversion. Count is taken from
+// len(payload)/4.
+func AppendWire(b []byte, h *Header, payload []byte) []byte {
+	h.Count = uint16(len(payload) / 4)
+	n := len(b)
+	b = slices.Grow(b, HeaderLen+len(payload))[:n+HeaderLen]
+	h.put(b[n:])
+	return append(b, payload...)
 }
 
 func decodeINC(data []byte, p gopacket.PacketBuilder) error {

@@ -15,8 +15,8 @@ import (
 // registration.
 func TestLayerRoundTrip(t *testing.T) {
 	for _, h := range []Header{
-		{Type: TypeData, Job: 7, Worker: 2, Workers: 3, Slot: 100, Set: 1, Packet: 1 << 30, Exp: -12},
-		{Type: TypeResult, Job: 65535, Worker: 63, Workers: 64, Slot: MaxSlots - 1, Set: 0, Packet: 0, Exp: NoExp},
+		{Type: TypeData, Job: 7, Worker: 2, Workers: 3, Slot: 100, Set: 1, Packet: 1 << 30, Exp: -12, Flags: FlagRetransmit},
+		{Type: TypeResult, Job: 65535, Worker: 63, Workers: 64, Slot: MaxSlots - 1, Set: 0, Packet: 0, Exp: NoExp, Flags: FlagCongestion},
 		{Type: TypePartial, Job: 1, Worker: 0, Workers: 1, Slot: 0, Set: 1, Packet: 42, Exp: 0},
 	} {
 		elems := []int32{1, -1, 1 << 30, -(1 << 31), 0}
@@ -40,7 +40,7 @@ func TestLayerRoundTrip(t *testing.T) {
 		got := l.(*Header)
 		want.Count = uint16(len(elems))
 		if got.Type != want.Type || got.Job != want.Job || got.Worker != want.Worker || got.Workers != want.Workers || got.Slot != want.Slot ||
-			got.Set != want.Set || got.Count != want.Count || got.Packet != want.Packet || got.Exp != want.Exp {
+			got.Set != want.Set || got.Count != want.Count || got.Packet != want.Packet || got.Exp != want.Exp || got.Flags != want.Flags {
 			t.Errorf("decoded %+v, want %+v", got, want)
 		}
 		if e := got.Elems(make([]int32, MaxElems)); !slices.Equal(e, elems) {
@@ -49,8 +49,8 @@ func TestLayerRoundTrip(t *testing.T) {
 	}
 }
 
-// TestAppendMatchesSerialize: the hot path's Append writes the same bytes
-// as the gopacket layer.
+// TestAppendMatchesSerialize: the hot path's Append (and AppendWire, from
+// wire-order elements) writes the same bytes as the gopacket layer.
 func TestAppendMatchesSerialize(t *testing.T) {
 	elems := []int32{5, 6, 7}
 	h := Header{Type: TypeData, Job: 3, Worker: 1, Workers: 2, Slot: 9, Set: 1, Packet: 77, Exp: 3}
@@ -62,6 +62,10 @@ func TestAppendMatchesSerialize(t *testing.T) {
 	}
 	if !slices.Equal(a, buf.Bytes()) {
 		t.Errorf("Append %x\nSerialize %x", a, buf.Bytes())
+	}
+	h3 := h
+	if w := AppendWire([]byte{9}, &h3, a[HeaderLen:]); !slices.Equal(w[1:], a) || w[0] != 9 || h3.Count != 3 {
+		t.Errorf("AppendWire %x, want %x after the prefix", w, a)
 	}
 }
 
@@ -78,6 +82,7 @@ func TestDecodeRejects(t *testing.T) {
 		{"truncated elements", "for 2 elements", good[:len(good)-1]},
 		{"count over k", "over the", mod(func(b []byte) []byte { b[10], b[11] = 0xff, 0xff; return b })},
 		{"contributor", "contributor", mod(func(b []byte) []byte { b[4], b[5] = 0, 64; return b })},
+		{"flags", "unknown flags", mod(func(b []byte) []byte { b[17] = 0x80; return b })},
 	} {
 		var h Header
 		err := h.DecodeFromBytes(c.b, gopacket.NilDecodeFeedback)
@@ -158,6 +163,6 @@ func TestFixedPoint(t *testing.T) {
 	}
 }
 
-func fields(h *Header) [9]int64 {
-	return [9]int64{int64(h.Type), int64(h.Job), int64(h.Worker), int64(h.Workers), int64(h.Slot), int64(h.Set), int64(h.Count), int64(h.Packet), int64(h.Exp)}
+func fields(h *Header) [10]int64 {
+	return [10]int64{int64(h.Flags), int64(h.Type), int64(h.Job), int64(h.Worker), int64(h.Workers), int64(h.Slot), int64(h.Set), int64(h.Count), int64(h.Packet), int64(h.Exp)}
 }

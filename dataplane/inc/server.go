@@ -69,11 +69,11 @@ func serveSimple(conn *net.UDPConn, e *Engine, drop func() bool, oob []byte) err
 	out := make([]byte, 0, 2048)
 	var h Header
 	var werr error
-	emit := func(to netip.AddrPort, oh *Header, elems []int32) {
+	emit := func(to netip.AddrPort, oh *Header, payload []byte) {
 		if drop() {
 			return
 		}
-		out = Append(out[:0], oh, elems)
+		out = AppendWire(out[:0], oh, payload)
 		if _, _, err := conn.WriteMsgUDPAddrPort(out, oob, to); err != nil && werr == nil {
 			werr = err
 		}
@@ -108,8 +108,8 @@ func serveBatch(conn *net.UDPConn, e *Engine, opt ServeOptions) error {
 	w := NewWriter(conn, opt.Batch, opt.Src, opt.GSO)
 	w.Drop = opt.Drop
 	var werr error
-	emit := func(to netip.AddrPort, oh *Header, elems []int32) {
-		if err := w.Add(to, oh, elems); err != nil && werr == nil {
+	emit := func(to netip.AddrPort, oh *Header, payload []byte) {
+		if err := w.AddWire(to, oh, payload); err != nil && werr == nil {
 			werr = err
 		}
 	}

@@ -9,8 +9,15 @@ import (
 // TestSimulatedLoss runs a 3-ToR job (2+1+3 workers) through engines
 // wired by an in-memory network that drops packets at random, with
 // synchronous retransmission rounds: every worker without its result
-// resends. Sums must be exact, and loss must cost few rounds.
+// resends. Sums must be exact, and loss must cost few rounds; with the
+// root at ToR 0 and with roots spread over the ToRs by slot.
 func TestSimulatedLoss(t *testing.T) {
+	for _, spread := range []bool{false, true} {
+		t.Run(map[bool]string{false: "one root", true: "spread roots"}[spread], func(t *testing.T) { simulateLoss(t, spread) })
+	}
+}
+
+func simulateLoss(t *testing.T, spread bool) {
 	rng := rand.New(rand.NewPCG(9, 9))
 	const p = 0.05
 	type msg struct {
@@ -23,7 +30,10 @@ func TestSimulatedLoss(t *testing.T) {
 	for i := range engines {
 		e, _ := NewEngine(Config{Slots: 4, Capacity: 1})
 		cfg := JobConfig{ID: 1, ToRs: 3, Index: i}
-		if i > 0 {
+		switch {
+		case spread:
+			cfg.Roots = torAddr
+		case i > 0:
 			cfg.Parent = torAddr[0]
 		}
 		if err := e.Admit(cfg); err != nil {
@@ -45,8 +55,9 @@ func TestSimulatedLoss(t *testing.T) {
 		}
 	}
 	maxRounds, totalRounds := 0, 0
+	var completions uint64
 	for block := 0; block < 400; block++ {
-		set := uint8(block % 2)
+		slot, set := uint16(block%4), uint8(block/4%2)
 		for _, w := range ws {
 			w.got = false
 		}
@@ -55,7 +66,7 @@ func TestSimulatedLoss(t *testing.T) {
 			var queue []msg
 			for _, w := range ws {
 				if !w.got {
-					queue = append(queue, msg{from: w.addr, to: torAddr[w.rack], h: Header{Type: TypeData, Job: 1, Worker: uint16(w.idx), Workers: uint16(racks[w.rack]), Slot: 0, Set: set, Packet: uint32(block)}, elems: []int32{int32(block + w.rack)}})
+					queue = append(queue, msg{from: w.addr, to: torAddr[w.rack], h: Header{Type: TypeData, Job: 1, Worker: uint16(w.idx), Workers: uint16(racks[w.rack]), Slot: slot, Set: set, Packet: uint32(block)}, elems: []int32{int32(block + w.rack)}})
 				}
 			}
 			for len(queue) > 0 {
@@ -72,8 +83,8 @@ func TestSimulatedLoss(t *testing.T) {
 						if err := d.DecodeFromBytes(b, nilFeedback{}); err != nil {
 							t.Fatal(err)
 						}
-						engines[i].Handle(m.from, &d, func(to netip.AddrPort, h *Header, el []int32) {
-							queue = append(queue, msg{from: a, to: to, h: *h, elems: append([]int32(nil), el...)})
+						engines[i].Handle(m.from, &d, func(to netip.AddrPort, h *Header, payload []byte) {
+							queue = append(queue, msg{from: a, to: to, h: *h, elems: fromWire(payload)})
 						})
 						delivered = true
 					}
@@ -105,6 +116,14 @@ func TestSimulatedLoss(t *testing.T) {
 		}
 		maxRounds = max(maxRounds, rounds)
 		totalRounds += rounds
+	}
+	for _, e := range engines {
+		completions += e.Stats().Completions
+	}
+	// Every ToR completes each block once: the root by summing, the
+	// others when the result arrives.
+	if completions != 3*400 {
+		t.Errorf("%d completions over the ToRs, want %d", completions, 3*400)
 	}
 	avg := float64(totalRounds) / 400
 	t.Logf("5%% loss: %.2f retransmission rounds per block on average, at most %d", avg, maxRounds)

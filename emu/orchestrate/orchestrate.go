@@ -71,6 +71,8 @@ type Options struct {
 	// pool); zero: DefaultINCWindow.
 	Aggregators Aggregators
 	INCWindow   int
+	// INCCongestion turns on the INC workers' congestion control.
+	INCCongestion bool
 }
 
 // Result is the prediction, the measurement and their comparison.
@@ -133,6 +135,11 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		return nil, err
 	}
 	defer release()
+	for i := range jobs {
+		if jobs[i].INC != nil {
+			jobs[i].INC.Congestion = o.INCCongestion
+		}
+	}
 	for _, a := range adm {
 		if a.Admitted {
 			progress("job %s: in-network aggregation at %v, rooted at %s", a.Job, a.ToRs, a.Aggregator)

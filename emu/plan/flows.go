@@ -35,8 +35,11 @@ func IsToR(endpoint string) bool { return strings.HasPrefix(endpoint, "tor") }
 // These are the flows the flow model rates and the workers send:
 //
 //   - ps push: every worker to the PS (S bytes each); pull: back. With
-//     INC, workers push to their ToR, each other ToR sends its partial sum
-//     (S) to the root ToR, and pull mirrors it (SwitchML/ATP hierarchy).
+//     INC the push is the whole in-network all-reduce: workers send to
+//     their ToR, each other ToR sends its partial sum (S) to the root ToR,
+//     and the sums come back down the same way at the same time (SwitchML/
+//     ATP hierarchy: a slot's result frees it for the next block, so up
+//     and down stream together); the pull carries nothing (docs/inc.md).
 //   - ring allreduce: rank i to i+1, 2(n-1)/n * S (reduce-scatter then
 //     all-gather, 2(n-1) steps of S/n).
 //   - hd allreduce: at step k rank i exchanges with i xor 2^k, S/2^(k+1)
@@ -78,14 +81,14 @@ func (j *Job) FlowsINC(phase string, inc bool) []Flow {
 		for _, t := range j.ToRs() {
 			add(t, root, S)
 		}
-	case phase == scenario.PhasePull && inc:
-		root := j.Aggregator
 		for _, t := range j.ToRs() {
 			add(root, t, S)
 		}
 		for _, w := range j.Workers {
 			add(torOf(w), w, S)
 		}
+	case phase == scenario.PhasePull && inc:
+		// Nothing: the push returned the sums.
 	case phase == scenario.PhasePush:
 		for _, w := range j.Workers {
 			add(w, j.PS, S)

@@ -168,8 +168,11 @@ func TestCheckINCPerStage(t *testing.T) {
 		t.Fatalf("INC per stage: %v", err)
 	}
 	p := mk()
-	if got := len(p.Jobs[0].FlowsINC("push", true)); got != 3 {
-		t.Errorf("push with INC: %d flows, want 3 (2 workers to their ToRs, tor1 to tor0)", got)
+	if got := len(p.Jobs[0].FlowsINC("push", true)); got != 6 {
+		t.Errorf("push with INC: %d flows, want 6 (2 workers to their ToRs, tor1 to tor0, and back down)", got)
+	}
+	if got := len(p.Jobs[0].FlowsINC("pull", true)); got != 0 {
+		t.Errorf("pull with INC: %d flows, want none (the push returned the sums)", got)
 	}
 	p.Version = 1
 	if err := Check(p, s); err == nil || !strings.Contains(err.Error(), "step and inc need plan_version 2") {

@@ -30,9 +30,13 @@ type Config struct {
 	Total int
 	// Aggregator is the ToR's aggregator.
 	Aggregator netip.AddrPort
-	// Window is the number of slots in flight, at most the job's
-	// partition; zero: DefaultWindow.
+	// Window is the number of slots the worker uses, at most the job's
+	// partition; zero: DefaultWindow. It bounds the congestion window,
+	// the blocks actually in flight (see run).
 	Window int
+	// Congestion turns on the congestion window (window.go): without it
+	// Window blocks are always in flight.
+	Congestion bool
 	// Elems per packet, at most wire.MaxElems; zero: wire.MaxElems.
 	Elems int
 	// Stall bounds the time without any progress before an all-reduce
@@ -54,6 +58,11 @@ const DefaultWindow = 64
 // Stats count a client's packets.
 type Stats struct {
 	Sent, Retransmits, Received, Ignored uint64
+	// Decreases counts the congestion window's multiplicative decreases
+	// (marked results, at most one per window).
+	Decreases uint64
+	// Window is the congestion window now, in blocks.
+	Window int
 	// Bytes is what the client handed to the socket (INC header and
 	// elements; retransmissions included).
 	Bytes uint64
@@ -73,6 +82,7 @@ type Client struct {
 	stats  Stats
 	// srtt and rttvar estimate the round trip to a result (RFC 6298).
 	srtt, rttvar time.Duration
+	cc           window
 }
 
 // Dial opens a client's socket (any local port; the aggregator answers
@@ -114,14 +124,19 @@ func Dial(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("inc client: %w", err)
 		}
 	}
-	return &Client{cfg: cfg, conn: conn, r: wire.NewReader(conn, 16), w: wire.NewWriter(conn, 64, netip.Addr{}, cfg.GSO), sets: make([]uint8, cfg.Window), srtt: time.Millisecond, rttvar: time.Millisecond / 2}, nil
+	return &Client{cfg: cfg, conn: conn, r: wire.NewReader(conn, 16), w: wire.NewWriter(conn, 64, netip.Addr{}, cfg.GSO), sets: make([]uint8, cfg.Window), srtt: time.Millisecond, rttvar: time.Millisecond / 2,
+		cc: newWindow(cfg.Window, !cfg.Congestion)}, nil
 }
 
 // Close closes the socket.
 func (c *Client) Close() error { return c.conn.Close() }
 
 // Stats returns the client's counters.
-func (c *Client) Stats() Stats { return c.stats }
+func (c *Client) Stats() Stats {
+	st := c.stats
+	st.Window = c.cc.size(c.cfg.Window)
+	return st
+}
 
 // AllReduce replaces data by its sum over the job's workers, exactly
 // (int32 elements, exponent 0).
@@ -170,8 +185,9 @@ type pending struct {
 
 // run moves blocks 0..n-1 through the window: block b goes in slot
 // b mod W, in the slot's next set; a slot's result frees it for its next
-// block (self-clocking). fill returns a block's elements and sets its
-// exponent; done takes a block's result.
+// block (self-clocking). Of the W slots, at most the congestion window's
+// worth of blocks are in flight (window.go). fill returns a block's
+// elements and sets its exponent; done takes a block's result.
 func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header) []int32, done func(b int, h *wire.Header) error) error {
 	if n == 0 {
 		return nil
@@ -186,6 +202,12 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 		p := &pend[slot]
 		h = wire.Header{Type: wire.TypeData, Job: c.cfg.Job, Worker: uint16(c.cfg.Worker), Workers: uint16(c.cfg.Workers),
 			Slot: uint16(slot), Set: c.sets[slot], Packet: base + uint32(p.block)}
+		if p.tries == 1 {
+			// The first resend of a block: the aggregators mark the
+			// next sum (window.go). Later resends of the same block
+			// belong to the same event.
+			h.Flags = wire.FlagRetransmit
+		}
 		elems := fill(p.block, &h)
 		p.exp, p.sent = h.Exp, time.Now()
 		c.stats.Sent++
@@ -197,10 +219,19 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 			werr = fmt.Errorf("inc client: send to %v: %w", c.cfg.Aggregator, err)
 		}
 	}
-	for s := range pend {
-		pend[s] = pending{block: s, active: true, rto: c.rto()}
-		send(s)
+	c.cc.recover = 0       // block numbers start again
+	next, inflight := 0, 0 // the next new block; blocks sent and not done
+	// fillWindow sends new blocks while the congestion window has room
+	// and the next block's slot is free (its block next-w is done).
+	fillWindow := func() {
+		for next < n && inflight < c.cc.size(w) && !pend[next%w].active {
+			pend[next%w] = pending{block: next, active: true, rto: c.rto()}
+			send(next % w)
+			next++
+			inflight++
+		}
 	}
+	fillWindow()
 	left, progress := n, time.Now()
 	var res wire.Header
 	take := func(_ netip.AddrPort, b []byte) {
@@ -232,14 +263,18 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 			c.srtt = (7*c.srtt + rtt) / 8
 		}
 		left--
+		inflight--
 		progress = time.Now()
 		c.sets[s] ^= 1
-		if b := p.block + w; b < n { // every worker puts block b in slot b mod w
-			*p = pending{block: b, active: true, rto: c.rto()}
-			send(s)
+		p.active = false
+		if res.Flags&wire.FlagCongestion != 0 {
+			if c.cc.congestion(p.block, next) {
+				c.stats.Decreases++
+			}
 		} else {
-			p.active = false
+			c.cc.grow()
 		}
+		fillWindow() // every worker puts block b in slot b mod w
 	}
 	for left > 0 {
 		if err := c.w.Flush(); err != nil && werr == nil {

@@ -61,7 +61,7 @@ type rack struct {
 
 // allReduce runs one int32 all-reduce of size elements, iters times, on
 // every worker of the racks, and checks every worker's sum exactly.
-func allReduce(t *testing.T, job uint16, racks []rack, size, iters int, drop float64, window int) []Stats {
+func allReduce(t *testing.T, job uint16, racks []rack, size, iters int, drop float64, window int, cc bool) []Stats {
 	t.Helper()
 	total := 0
 	for _, r := range racks {
@@ -76,7 +76,7 @@ func allReduce(t *testing.T, job uint16, racks []rack, size, iters int, drop flo
 			rank++
 			g.Go(func() error {
 				c, err := Dial(Config{Job: job, Worker: w, Workers: r.workers, Total: total, Aggregator: r.agg,
-					Window: window, Stall: 20 * time.Second, Drop: loss(drop, uint64(me+1))})
+					Window: window, Congestion: cc, Stall: 20 * time.Second, Drop: loss(drop, uint64(me+1))})
 				if err != nil {
 					return err
 				}
@@ -112,7 +112,7 @@ var pool = wire.Config{Slots: 256, Capacity: 4}
 func TestFlatAllReduce(t *testing.T) {
 	e, a := aggregator(t, pool, nil, wire.JobConfig{ID: 1, ToRs: 1})
 	// 3 iterations of a size that ends in a short tail packet.
-	allReduce(t, 1, []rack{{a, 3}}, 10*wire.MaxElems+17, 3, 0, 16)
+	allReduce(t, 1, []rack{{a, 3}}, 10*wire.MaxElems+17, 3, 0, 16, false)
 	// Retransmissions may happen (a slow machine, the race detector), but
 	// are never counted: 3 workers' elements, 33 sums.
 	st := e.Stats()
@@ -132,7 +132,7 @@ func hierarchy(t *testing.T, drop float64) ([]*wire.Engine, []rack) {
 
 func TestHierarchicalAllReduce(t *testing.T) {
 	engines, racks := hierarchy(t, 0)
-	allReduce(t, 5, racks, 50*wire.MaxElems, 2, 0, 32)
+	allReduce(t, 5, racks, 50*wire.MaxElems, 2, 0, 32, false)
 	root, child := engines[0].Stats(), engines[1].Stats()
 	if root.Completions != 100 || child.Completions != 100 || child.Partials < 100 {
 		t.Fatalf("root %+v, child %+v: want 100 sums completed at the root and 100 results at each ToR", root, child)
@@ -141,12 +141,23 @@ func TestHierarchicalAllReduce(t *testing.T) {
 
 // TestAllReduceUnderLoss drops packets at random in both directions at
 // every worker and every aggregator: sums stay exact, with no block
-// counted twice.
+// counted twice; with congestion control, the loss cuts the windows.
 func TestAllReduceUnderLoss(t *testing.T) {
-	for _, p := range []float64{0.01, 0.05} {
-		t.Run(fmt.Sprintf("%.0f%%", 100*p), func(t *testing.T) {
+	for _, c := range []struct {
+		p  float64
+		cc bool
+	}{{0.01, false}, {0.05, false}, {0.05, true}} {
+		t.Run(fmt.Sprintf("%.0f%% congestion control %v", 100*c.p, c.cc), func(t *testing.T) {
+			p := c.p
 			engines, racks := hierarchy(t, p)
-			stats := allReduce(t, 5, racks, 40*wire.MaxElems, 3, p, 16)
+			stats := allReduce(t, 5, racks, 40*wire.MaxElems, 3, p, 64, c.cc)
+			var cuts uint64
+			for _, s := range stats {
+				cuts += s.Decreases
+			}
+			if c.cc != (cuts > 0) {
+				t.Errorf("congestion control %v: %d window decreases", c.cc, cuts)
+			}
 			var retrans uint64
 			for _, s := range stats {
 				retrans += s.Retransmits

@@ -139,6 +139,8 @@ type INC struct {
 	// Window is the number of slots each worker keeps in flight, at most
 	// the job's partition of a ToR's slot pool.
 	Window int `json:"window"`
+	// Congestion: the workers run INC congestion control (workers/inc).
+	Congestion bool `json:"congestion,omitempty"`
 }
 
 // UsesPS reports whether the job runs a CPU parameter server.
