@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"slices"
 	"sort"
 
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -49,17 +50,19 @@ func ljfCircuits(l *loop) circuit.Config {
 	}
 	perSlot := bytesPerSlot(f, l.slot) * l.s.Scheduler.BottleneckOr()
 	stuck := map[[2]int]bool{} // uplinks no new circuit can relieve
+	er := newEdgeRouter(f.Racks, f.UplinksPerToR, dem)
 	for iter := 0; iter < maxLJFRounds; iter++ {
-		loads, users := edgeLoads(f.Racks, p.cfg, dem)
+		er.route(p.cfg)
+		loads := func(e [2]int) float64 { return er.loads[e[0]*er.ups+e[1]] }
 		var over [][2]int
-		for e, x := range loads {
-			if x > perSlot && !stuck[e] {
+		for _, id := range er.touched {
+			if e := er.edge(id); er.loads[id] > perSlot && !stuck[e] {
 				over = append(over, e)
 			}
 		}
 		sort.Slice(over, func(i, j int) bool {
-			if loads[over[i]] != loads[over[j]] {
-				return loads[over[i]] > loads[over[j]]
+			if li, lj := loads(over[i]), loads(over[j]); li != lj {
+				return li > lj
 			}
 			return less2(over[i], over[j])
 		})
@@ -68,7 +71,7 @@ func ljfCircuits(l *loop) circuit.Config {
 		added := 0
 		done := map[[2]int]bool{}
 		for _, e := range over {
-			us := users[e]
+			us := er.users[e[0]*er.ups+e[1]]
 			sort.Slice(us, func(i, j int) bool {
 				if di, dj := dem[us[i]], dem[us[j]]; di != dj {
 					return di > dj
@@ -103,102 +106,194 @@ const maxLJFRounds = 8
 
 func less2(a, b [2]int) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
 
-// edgeLoads routes each directed rack pair's demand over cfg along
-// shortest paths, splitting it evenly over equal-cost next hops (one per
-// uplink) as ECMP does, and returns the bytes each directed uplink (rack,
-// port) carries and the pairs that cross it. It follows the same paths as
-// ocsfabric/routing (the flow model's), on slices instead of maps, since
-// ljf routes every slot's demand several times.
-func edgeLoads(racks int, cfg circuit.Config, dem map[[2]int]float64) (map[[2]int]float64, map[[2]int][][2]int) {
-	type hop struct{ port, via int }
-	adj := make([][]hop, racks)
-	for _, c := range cfg.Circuits {
-		adj[c.A.Rack] = append(adj[c.A.Rack], hop{c.A.Port, c.B.Rack})
-		if !c.Simplex {
-			adj[c.B.Rack] = append(adj[c.B.Rack], hop{c.B.Port, c.A.Rack})
-		}
-	}
-	rev := make([][]int, racks)
-	for a, hs := range adj {
-		for _, h := range hs {
-			rev[h.via] = append(rev[h.via], a)
-		}
-	}
-	dists := map[int][]int32{}
-	distTo := func(d int) []int32 {
-		if dist, ok := dists[d]; ok {
-			return dist
-		}
-		dist := make([]int32, racks)
-		for i := range dist {
-			dist[i] = -1
-		}
-		dist[d] = 0
-		queue := []int{d}
-		for len(queue) > 0 {
-			x := queue[0]
-			queue = queue[1:]
-			for _, q := range rev[x] {
-				if dist[q] < 0 {
-					dist[q] = dist[x] + 1
-					queue = append(queue, q)
-				}
-			}
-		}
-		dists[d] = dist
-		return dist
-	}
-	loads := map[[2]int]float64{}
-	users := map[[2]int][][2]int{}
-	share := make([]float64, racks) // bytes at each rack on the current hop count
-	next := make([]float64, racks)
-	var front, nfront []int
-	var hops []hop
+// edgeRouter routes each directed rack pair's demand over a circuit map
+// along shortest paths, splitting it evenly over equal-cost next hops (one
+// per uplink) as ECMP does, and gives the bytes each directed uplink
+// (rack, port) carries and the pairs that cross it. It follows the same
+// paths as ocsfabric/routing (the flow model's), on flat slices instead
+// of maps: ljf routes every slot's demand several times, and its buffers
+// are kept from one round to the next.
+type edgeRouter struct {
+	racks, ups int
+	pairs      [][2]int  // demanded pairs, sorted (the routing order)
+	dem        []float64 // their bytes
+	// the circuit graph, in cfg's order: out[outAt[r]:outAt[r+1]] are
+	// rack r's hops; in lists, per rack, the racks with a circuit to it.
+	outAt, inAt []int32
+	out         []hop
+	in          []int32
+	dist        [][]int32 // per destination (nil: not searched this round)
+	searched    []int     // destinations with dist set
+	spare       [][]int32
+	queue       []int32
+	// results, per directed uplink rack*ups+port
+	loads   []float64
+	users   [][][2]int
+	touched []int32 // uplinks with a load, in first-use order
+	// scratch of one pair's spread
+	share, next   []float64
+	front, nfront []int32
+	hops          []hop
+}
+
+type hop struct{ port, via int32 }
+
+func newEdgeRouter(racks, ups int, dem map[[2]int]float64) *edgeRouter {
+	er := &edgeRouter{racks: racks, ups: ups, dist: make([][]int32, racks),
+		loads: make([]float64, racks*ups), users: make([][][2]int, racks*ups),
+		share: make([]float64, racks), next: make([]float64, racks),
+		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
 	for pr, d := range dem {
-		if d <= 0 || pr[0] == pr[1] {
-			continue
+		if d > 0 && pr[0] != pr[1] {
+			er.pairs = append(er.pairs, pr)
 		}
-		dist := distTo(pr[1])
+	}
+	sort.Slice(er.pairs, func(i, j int) bool { return less2(er.pairs[i], er.pairs[j]) })
+	for _, pr := range er.pairs {
+		er.dem = append(er.dem, dem[pr])
+	}
+	return er
+}
+
+// route routes the demand over cfg; loads, users and touched hold the
+// result until the next call.
+func (er *edgeRouter) route(cfg circuit.Config) {
+	for _, e := range er.touched {
+		er.loads[e], er.users[e] = 0, er.users[e][:0]
+	}
+	er.touched = er.touched[:0]
+	for _, d := range er.searched {
+		er.spare = append(er.spare, er.dist[d])
+		er.dist[d] = nil
+	}
+	er.searched = er.searched[:0]
+	er.graph(cfg)
+	for i, pr := range er.pairs {
+		dist := er.distTo(pr[1])
 		if dist[pr[0]] < 0 {
 			continue
 		}
-		front = append(front[:0], pr[0])
-		share[pr[0]] = d
-		for len(front) > 0 {
-			nfront = nfront[:0]
-			for _, cur := range front {
-				x := share[cur]
-				share[cur] = 0
-				if cur == pr[1] {
-					continue
-				}
-				hops = hops[:0]
-				for _, h := range adj[cur] {
-					if dist[h.via] == dist[cur]-1 {
-						hops = append(hops, h)
-					}
-				}
-				per := x / float64(len(hops))
-				for _, h := range hops {
-					e := [2]int{cur, h.port}
-					if u := users[e]; len(u) == 0 || u[len(u)-1] != pr {
-						users[e] = append(u, pr)
-					}
-					loads[e] += per
-					if next[h.via] == 0 {
-						nfront = append(nfront, h.via)
-					}
-					next[h.via] += per
-				}
-			}
-			for _, r := range nfront {
-				share[r], next[r] = next[r], 0
-			}
-			front, nfront = nfront, front
+		er.spread(pr, er.dem[i], dist)
+	}
+}
+
+// graph builds the out and in lists of cfg (counting sort by rack, so
+// each rack's hops keep cfg's order).
+func (er *edgeRouter) graph(cfg circuit.Config) {
+	clear(er.outAt)
+	clear(er.inAt)
+	for _, c := range cfg.Circuits {
+		er.outAt[c.A.Rack+1]++
+		er.inAt[c.B.Rack+1]++
+		if !c.Simplex {
+			er.outAt[c.B.Rack+1]++
+			er.inAt[c.A.Rack+1]++
 		}
 	}
-	return loads, users
+	for r := 0; r < er.racks; r++ {
+		er.outAt[r+1] += er.outAt[r]
+		er.inAt[r+1] += er.inAt[r]
+	}
+	n := int(er.outAt[er.racks])
+	er.out = slices.Grow(er.out[:0], n)[:n]
+	er.in = slices.Grow(er.in[:0], n)[:n]
+	oc := append([]int32(nil), er.outAt[:er.racks]...)
+	ic := append([]int32(nil), er.inAt[:er.racks]...)
+	add := func(from, port, to int) {
+		er.out[oc[from]] = hop{int32(port), int32(to)}
+		oc[from]++
+		er.in[ic[to]] = int32(from)
+		ic[to]++
+	}
+	for _, c := range cfg.Circuits {
+		add(c.A.Rack, c.A.Port, c.B.Rack)
+		if !c.Simplex {
+			add(c.B.Rack, c.B.Port, c.A.Rack)
+		}
+	}
 }
+
+// distTo returns the hops from every rack to d (-1: no path), searching
+// against the direction of light the first time d is asked for.
+func (er *edgeRouter) distTo(d int) []int32 {
+	if dist := er.dist[d]; dist != nil {
+		return dist
+	}
+	var dist []int32
+	if n := len(er.spare); n > 0 {
+		dist, er.spare = er.spare[n-1], er.spare[:n-1]
+	} else {
+		dist = make([]int32, er.racks)
+	}
+	for i := range dist {
+		dist[i] = -1
+	}
+	dist[d] = 0
+	q := append(er.queue[:0], int32(d))
+	for i := 0; i < len(q); i++ {
+		x := q[i]
+		for _, from := range er.in[er.inAt[x]:er.inAt[x+1]] {
+			if dist[from] < 0 {
+				dist[from] = dist[x] + 1
+				q = append(q, from)
+			}
+		}
+	}
+	er.queue = q
+	er.dist[d] = dist
+	er.searched = append(er.searched, d)
+	return dist
+}
+
+// spread sends d bytes of pair pr down the shortest paths, hop count by
+// hop count, splitting evenly at every rack over its next hops.
+func (er *edgeRouter) spread(pr [2]int, d float64, dist []int32) {
+	src, dst := int32(pr[0]), int32(pr[1])
+	front := append(er.front[:0], src)
+	nfront := er.nfront[:0]
+	er.share[src] = d
+	for len(front) > 0 {
+		nfront = nfront[:0]
+		for _, cur := range front {
+			x := er.share[cur]
+			er.share[cur] = 0
+			if cur == dst {
+				continue
+			}
+			hops := er.hops[:0]
+			for _, h := range er.out[er.outAt[cur]:er.outAt[cur+1]] {
+				if dist[h.via] == dist[cur]-1 {
+					hops = append(hops, h)
+				}
+			}
+			er.hops = hops
+			per := x / float64(len(hops))
+			for _, h := range hops {
+				e := cur*int32(er.ups) + h.port
+				u := er.users[e]
+				if len(u) == 0 {
+					er.touched = append(er.touched, e)
+				}
+				if len(u) == 0 || u[len(u)-1] != pr {
+					er.users[e] = append(u, pr)
+				}
+				er.loads[e] += per
+				if er.next[h.via] == 0 {
+					nfront = append(nfront, h.via)
+				}
+				er.next[h.via] += per
+			}
+		}
+		for _, r := range nfront {
+			er.share[r], er.next[r] = er.next[r], 0
+		}
+		front, nfront = nfront, front
+	}
+	er.front, er.nfront = front, nfront
+}
+
+// edge is the (rack, port) of directed uplink e.
+func (er *edgeRouter) edge(e int32) [2]int { return [2]int{int(e) / er.ups, int(e) % er.ups} }
 
 // connectOrEvict adds a circuit between racks a and b, taking the ports of
 // an idle circuit at a rack that has none free.
@@ -243,7 +338,7 @@ func (p *ports) hasFree(r int) bool {
 // release removes circuit i and frees its ports.
 func (p *ports) release(i int) {
 	c := p.cfg.Circuits[i]
-	p.cfg.Circuits = append(p.cfg.Circuits[:i:i], p.cfg.Circuits[i+1:]...)
+	p.cfg.Circuits = slices.Delete(p.cfg.Circuits, i, i+1) // in place: p owns its map
 	for _, u := range []circuit.Uplink{c.A, c.B} {
 		sw, _ := p.layout.Switch(u)
 		k := [2]int{u.Rack, sw}
@@ -272,8 +367,8 @@ func (p *ports) claim(c circuit.Circuit) bool {
 	if ia < 0 || ib < 0 {
 		return false
 	}
-	p.free[ka] = append(p.free[ka][:ia:ia], p.free[ka][ia+1:]...)
-	p.free[kb] = append(p.free[kb][:ib:ib], p.free[kb][ib+1:]...)
+	p.free[ka] = slices.Delete(p.free[ka], ia, ia+1)
+	p.free[kb] = slices.Delete(p.free[kb], ib, ib+1)
 	p.cfg.Circuits = append(p.cfg.Circuits, c)
 	p.count[pair(c.A.Rack, c.B.Rack)]++
 	return true

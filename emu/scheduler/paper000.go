@@ -23,6 +23,12 @@ type Paper000Options struct {
 	// being co-located in one (the paper "attempted to co-locate"; default
 	// 0.3). Negative: every job in one rack.
 	TwoRacks float64
+	// Racks is the number of racks of 64 servers (default 64, the
+	// paper's); larger values scale the setup up (BenchmarkFlowModelScale).
+	Racks int
+	// ArrivalsPerSlot is the Poisson rate of job arrivals per 1 s slot
+	// (default 20, the paper's).
+	ArrivalsPerSlot float64
 }
 
 // Design is one of paper 000's four compared designs.
@@ -64,10 +70,16 @@ func Paper000(o Paper000Options) *scenario.Scenario {
 	if o.Scheduler == "" {
 		o.Scheduler = "ljf"
 	}
+	if o.Racks == 0 {
+		o.Racks = 64
+	}
+	if o.ArrivalsPerSlot == 0 {
+		o.ArrivalsPerSlot = 20
+	}
 	inc := o.INC
 	rng := rand.New(rand.NewSource(o.Seed))
 	s := &scenario.Scenario{Name: fmt.Sprintf("paper000-%d", o.Jobs),
-		Fabric: scenario.Fabric{Kind: scenario.KindOCS, Racks: 64, ServersPerRack: 64, UplinksPerToR: 24,
+		Fabric: scenario.Fabric{Kind: scenario.KindOCS, Racks: o.Racks, ServersPerRack: 64, UplinksPerToR: 24,
 			OCS:   scenario.OCS{Switches: 1, ReconfigDelay: scenario.Duration(50 * time.Millisecond)},
 			Rates: scenario.Rates{Server: 100e9, Uplink: 40e9}, INC: scenario.INC{Capacity: 4}},
 		Scheduler: scenario.Scheduler{Name: o.Scheduler, Slot: scenario.Duration(time.Second), INC: &inc, ExclusiveServers: true},
@@ -75,7 +87,7 @@ func Paper000(o Paper000Options) *scenario.Scenario {
 	sizes := []float64{0.552e9, 3.096e9, 4.0e9}
 	t := 0.0
 	for i := 0; i < o.Jobs; i++ {
-		t += rng.ExpFloat64() / 20 // 20 arrivals per second
+		t += rng.ExpFloat64() / o.ArrivalsPerSlot
 		var w int
 		switch x := rng.Float64(); {
 		case x < 0.4:
@@ -87,9 +99,9 @@ func Paper000(o Paper000Options) *scenario.Scenario {
 		default:
 			w = 16
 		}
-		racks := []int{rng.Intn(64)}
+		racks := []int{rng.Intn(o.Racks)}
 		if rng.Float64() < o.TwoRacks {
-			r2 := rng.Intn(63)
+			r2 := rng.Intn(o.Racks - 1)
 			if r2 >= racks[0] {
 				r2++
 			}
