@@ -70,6 +70,10 @@ type Sim struct {
 	switchAt int64   // when the current circuits were switched in
 	litFlows []*flow // flows on hops lit at the switch (make-before-break)
 	darkEnds map[int64][]int32
+	// peers is the installed circuit map per uplink (dark.go); peersOff
+	// while a map off the fabric is installed.
+	peers    *portPeers
+	peersOff bool
 	mark     int32 // component generation
 
 	// conns is when each connection (job, src, dst) last finished a
@@ -285,7 +289,7 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 	if !initial && s.paths != nil && sameConfig(s.circuits, cfg) {
 		return // the same map: no port goes dark and every route stays
 	}
-	dark := circuit.Dark(s.circuits, cfg)
+	dark := s.darkPorts(cfg)
 	if initial {
 		dark = nil
 	}
