@@ -108,3 +108,51 @@ func (t Table) Markdown(w io.Writer) error {
 	_, err := io.WriteString(w, b.String())
 	return err
 }
+
+// Heading is the markdown heading of a study's section in
+// docs/reproductions.md; a section runs to the next heading of its level.
+func (s Study) Heading() string {
+	return fmt.Sprintf("## Paper %s (`emu reproduce %s`", s.Paper, s.Name)
+}
+
+// ReplaceSections rewrites a generated reproductions file with fresh
+// sections for some studies (each section starting with its study's
+// Heading), keeping every other study's section as it was. A study whose
+// section is missing is appended. So one study can be run again without
+// the hours the others take.
+func ReplaceSections(doc string, fresh map[string]string, studies []Study) string {
+	for _, st := range studies {
+		sec, ok := fresh[st.Name]
+		if !ok {
+			continue
+		}
+		at := sectionStart(doc, st.Heading())
+		if at < 0 {
+			if doc != "" && !strings.HasSuffix(doc, "\n") {
+				doc += "\n"
+			}
+			doc += sec
+			continue
+		}
+		end := len(doc)
+		if next := strings.Index(doc[at+1:], "\n## "); next >= 0 {
+			end = at + 1 + next + 1
+		}
+		doc = doc[:at] + sec + doc[end:]
+	}
+	return doc
+}
+
+// sectionStart finds a heading at the start of a line.
+func sectionStart(doc, heading string) int {
+	for off := 0; ; {
+		i := strings.Index(doc[off:], heading)
+		if i < 0 {
+			return -1
+		}
+		if at := off + i; at == 0 || doc[at-1] == '\n' {
+			return at
+		}
+		off += i + 1
+	}
+}

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"slices"
 	"sort"
 
@@ -30,7 +31,7 @@ import (
 func ljfCircuits(l *loop) circuit.Config {
 	f := l.s.Fabric
 	p := newPorts(f)
-	p.baseRing(f.Racks)
+	p.baseCirculant(f.Racks, l.s.Scheduler.BaseUplinks)
 	ring := map[circuit.Circuit]bool{}
 	for _, c := range p.cfg.Circuits {
 		ring[c] = true
@@ -99,6 +100,54 @@ func ljfCircuits(l *loop) circuit.Config {
 		}
 	}
 	return p.cfg
+}
+
+// baseCirculant is ljf's base topology over uplinks ports per ToR: the
+// base ring (offset 1), then circuits from every rack r to r+k for
+// further offsets k growing geometrically up to racks/2, two ports per
+// offset (one at racks/2). With 16 of paper 000's 24 ports on 64 racks
+// the offsets are 1, 2, 3, 4, 7, 12, 20 and 32, and any rack reaches any
+// other in at most three hops. uplinks <= 2 is the ring alone.
+func (p *ports) baseCirculant(racks, uplinks int) {
+	p.baseRing(racks)
+	for _, k := range circulantOffsets(racks, uplinks)[1:] {
+		for r := 0; r < racks; r++ {
+			if 2*k == racks && r >= k {
+				break // r and r+k are already joined
+			}
+			p.connect(r, (r+k)%racks)
+		}
+	}
+}
+
+// circulantOffsets picks the offsets of baseCirculant: 1, then up to
+// uplinks/2 - 1 more, spread geometrically over 2..racks/2, each taking
+// two ports (one for racks/2).
+func circulantOffsets(racks, uplinks int) []int {
+	offs := []int{1}
+	half := racks / 2
+	n := uplinks / 2
+	if n <= 1 || half < 2 {
+		return offs
+	}
+	used := 2
+	for i := 1; i < n && used < uplinks; i++ {
+		k := int(math.Round(math.Pow(float64(half), float64(i)/float64(n-1))))
+		k = max(k, offs[len(offs)-1]+1)
+		if k > half {
+			break
+		}
+		ports := 2
+		if 2*k == racks {
+			ports = 1
+		}
+		if used+ports > uplinks {
+			break
+		}
+		offs = append(offs, k)
+		used += ports
+	}
+	return offs
 }
 
 // maxLJFRounds bounds ljf's route-and-add rounds per slot.

@@ -59,7 +59,10 @@ var Paper000Designs = []Design{
 // servers of those racks; the CPU PS on the first worker's server;
 // servers 100 Gbit/s; 3 iterations; compute from t = 6 * tokens * params /
 // (F * eff) with params = push/4, 8192 tokens, 312 TFLOP/s and 40%
-// efficiency.
+// efficiency. For ljf: a base topology on 16 of the 24 ports (the paper's
+// AOI gives "diverse connectivity (all-to-all, Torus, etc.)", not a bare
+// ring), re-optimised where a circuit's load does not fit in its slot
+// (scheduler.base_uplinks 16, scheduler.bottleneck 1).
 func Paper000(o Paper000Options) *scenario.Scenario {
 	if o.Iterations == 0 {
 		o.Iterations = 3
@@ -82,7 +85,8 @@ func Paper000(o Paper000Options) *scenario.Scenario {
 		Fabric: scenario.Fabric{Kind: scenario.KindOCS, Racks: o.Racks, ServersPerRack: 64, UplinksPerToR: 24,
 			OCS:   scenario.OCS{Switches: 1, ReconfigDelay: scenario.Duration(50 * time.Millisecond)},
 			Rates: scenario.Rates{Server: 100e9, Uplink: 40e9}, INC: scenario.INC{Capacity: 4}},
-		Scheduler: scenario.Scheduler{Name: o.Scheduler, Slot: scenario.Duration(time.Second), INC: &inc, ExclusiveServers: true},
+		Scheduler: scenario.Scheduler{Name: o.Scheduler, Slot: scenario.Duration(time.Second), INC: &inc, ExclusiveServers: true,
+			BaseUplinks: 16, Bottleneck: 1},
 	}
 	sizes := []float64{0.552e9, 3.096e9, 4.0e9}
 	t := 0.0
