@@ -125,6 +125,7 @@ type flow struct {
 	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
 	rttNs      int64 // the RTT slow start ramps at
 	hops       int   // circuits crossed on the current path
+	pathAt     int   // index in res of the path's first circuit
 	lit        bool  // on hops lit at the switch until a dark period ends
 	noPath     bool
 	done       bool
@@ -282,8 +283,8 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 func (s *Sim) Now() int64 { return s.now }
 
 // SetCircuits installs a new circuit map now: ports whose circuit changes
-// go dark for the reconfiguration delay, and every cross-rack flow is
-// rerouted over the new graph. The initial map is in place at time zero,
+// go dark for the reconfiguration delay, and every cross-rack flow whose
+// path changes is rerouted over the new graph. The initial map is in place at time zero,
 // set up before the run as the emulator does, so it causes no dark period.
 func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 	if !initial && s.paths != nil && sameConfig(s.circuits, cfg) {
@@ -318,7 +319,7 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 			continue
 		}
 		live = append(live, fl)
-		if fl.srcRack != fl.dstRack {
+		if fl.srcRack != fl.dstRack && !s.keepsPath(fl) {
 			s.advance(fl)
 			s.route(fl)
 			s.dirtyF = append(s.dirtyF, fl)
@@ -524,6 +525,7 @@ func (s *Sim) route(fl *flow) {
 		path, ok := s.path(fl)
 		switch {
 		case ok:
+			fl.pathAt = len(rs)
 			rs = append(rs, path...)
 			fl.hops = len(path)
 		case s.f.HasEPS():
@@ -553,13 +555,7 @@ func (s *Sim) route(fl *flow) {
 // kernel path program computes too: the emulation sends the flow the same
 // way.
 func (s *Sim) path(fl *flow) ([]int32, bool) {
-	if !s.f.HasOCS() {
-		return nil, false
-	}
-	choose := func(cur int, hops []routing.Hop) routing.Choice {
-		return routing.Choose(hops, s.switchAt, func(u int) int64 { return s.res[s.upTx(cur, u)].darkUntil })
-	}
-	ups, lit, ok := hopPath(s.paths, s.f.Racks, fl.srcRack, fl.dstRack, fl.hash, choose, s.now)
+	ups, lit, ok := s.pathOf(fl)
 	if fl.lit = lit; lit {
 		s.litFlows = append(s.litFlows, fl)
 	}
@@ -571,6 +567,43 @@ func (s *Sim) path(fl *flow) ([]int32, bool) {
 		out[i] = s.upTx(u.Rack, u.Port)
 	}
 	return out, true
+}
+
+// pathOf is path without its effects on the flow: the uplinks it would
+// leave on now.
+func (s *Sim) pathOf(fl *flow) (ups []circuit.Uplink, lit, ok bool) {
+	if !s.f.HasOCS() {
+		return nil, false, false
+	}
+	choose := func(cur int, hops []routing.Hop) routing.Choice {
+		return routing.Choose(hops, s.switchAt, func(u int) int64 { return s.res[s.upTx(cur, u)].darkUntil })
+	}
+	return hopPath(s.paths, s.f.Racks, fl.srcRack, fl.dstRack, fl.hash, choose, s.now)
+}
+
+// keepsPath reports whether a cross-rack flow's path over newly switched
+// circuits is the one it is on (and neither is make-before-break's), so
+// a switch need not reroute it, nor recompute its rate unless a resource
+// it shares changes: the cost of a switch follows the flows it moves.
+func (s *Sim) keepsPath(fl *flow) bool {
+	if fl.lit {
+		return false
+	}
+	ups, lit, ok := s.pathOf(fl)
+	switch {
+	case lit:
+		return false
+	case !ok:
+		return fl.hops == 0 // still over the packet core, or still no path
+	case fl.hops != len(ups):
+		return false
+	}
+	for i, u := range ups {
+		if fl.res[fl.pathAt+i] != s.upTx(u.Rack, u.Port) {
+			return false
+		}
+	}
+	return true
 }
 
 // hopPath follows the next hops from rack src to rack dst, choosing at

@@ -171,10 +171,9 @@ type edgeRouter struct {
 	outAt, inAt []int32
 	out         []hop
 	in          []int32
-	dist        [][]int32 // per destination (nil: not searched this round)
-	searched    []int     // destinations with dist set
+	dist        []search // per destination (dist nil: not searched this round)
+	searched    []int    // destinations with dist set
 	spare       [][]int32
-	queue       []int32
 	// results, per directed uplink rack*ups+port
 	loads   []float64
 	users   [][][2]int
@@ -188,7 +187,7 @@ type edgeRouter struct {
 type hop struct{ port, via int32 }
 
 func newEdgeRouter(racks, ups int, dem map[[2]int]float64) *edgeRouter {
-	er := &edgeRouter{racks: racks, ups: ups, dist: make([][]int32, racks),
+	er := &edgeRouter{racks: racks, ups: ups, dist: make([]search, racks),
 		loads: make([]float64, racks*ups), users: make([][][2]int, racks*ups),
 		share: make([]float64, racks), next: make([]float64, racks),
 		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
@@ -212,13 +211,13 @@ func (er *edgeRouter) route(cfg circuit.Config) {
 	}
 	er.touched = er.touched[:0]
 	for _, d := range er.searched {
-		er.spare = append(er.spare, er.dist[d])
-		er.dist[d] = nil
+		er.spare = append(er.spare, er.dist[d].dist)
+		er.dist[d].dist = nil
 	}
 	er.searched = er.searched[:0]
 	er.graph(cfg)
 	for i, pr := range er.pairs {
-		dist := er.distTo(pr[1])
+		dist := er.distTo(pr[0], pr[1])
 		if dist[pr[0]] < 0 {
 			continue
 		}
@@ -262,36 +261,45 @@ func (er *edgeRouter) graph(cfg circuit.Config) {
 	}
 }
 
-// distTo returns the hops from every rack to d (-1: no path), searching
-// against the direction of light the first time d is asked for.
-func (er *edgeRouter) distTo(d int) []int32 {
-	if dist := er.dist[d]; dist != nil {
-		return dist
+// distTo returns the hops to d, known at least for s and every rack
+// nearer d (-1 for s: no path). The search against the direction of light
+// stops once s is reached and resumes for d's next source, which is
+// enough: spreading s's bytes only asks about racks nearer d than s.
+func (er *edgeRouter) distTo(s, d int) []int32 {
+	sr := &er.dist[d]
+	if sr.dist == nil {
+		if n := len(er.spare); n > 0 {
+			sr.dist, er.spare = er.spare[n-1], er.spare[:n-1]
+		} else {
+			sr.dist = make([]int32, er.racks)
+		}
+		for i := range sr.dist {
+			sr.dist[i] = -1
+		}
+		sr.dist[d] = 0
+		sr.queue = append(sr.queue[:0], int32(d))
+		sr.head = 0
+		er.searched = append(er.searched, d)
 	}
-	var dist []int32
-	if n := len(er.spare); n > 0 {
-		dist, er.spare = er.spare[n-1], er.spare[:n-1]
-	} else {
-		dist = make([]int32, er.racks)
-	}
-	for i := range dist {
-		dist[i] = -1
-	}
-	dist[d] = 0
-	q := append(er.queue[:0], int32(d))
-	for i := 0; i < len(q); i++ {
-		x := q[i]
+	for sr.dist[s] < 0 && sr.head < len(sr.queue) {
+		x := sr.queue[sr.head]
+		sr.head++
 		for _, from := range er.in[er.inAt[x]:er.inAt[x+1]] {
-			if dist[from] < 0 {
-				dist[from] = dist[x] + 1
-				q = append(q, from)
+			if sr.dist[from] < 0 {
+				sr.dist[from] = sr.dist[x] + 1
+				sr.queue = append(sr.queue, from)
 			}
 		}
 	}
-	er.queue = q
-	er.dist[d] = dist
-	er.searched = append(er.searched, d)
-	return dist
+	return sr.dist
+}
+
+// search is a breadth-first search towards one destination, as far as
+// asked so far.
+type search struct {
+	dist  []int32
+	queue []int32
+	head  int
 }
 
 // spread sends d bytes of pair pr down the shortest paths, hop count by
@@ -357,7 +365,7 @@ func (p *ports) connectOrEvict(a, b int, idle map[circuit.Circuit]bool) bool {
 				continue
 			}
 			for i, c := range p.cfg.Circuits {
-				if idle[c] && (c.A.Rack == r || c.B.Rack == r) {
+				if (c.A.Rack == r || c.B.Rack == r) && idle[c] {
 					p.release(i)
 					delete(idle, c)
 					evicted = true

@@ -69,14 +69,14 @@ type Paths struct {
 	outAt, inAt []int32
 	out         []Hop
 	in          []int32
-	dist        map[int][]int32  // destination -> hops from every rack, -1: none
+	dist        map[int]*search  // destination -> hops to it, searched as far as asked
 	next        map[[2]int][]Hop // (src, dst) -> next hops
 	queue       []int32
 }
 
 // NewPaths prepares next-hop answers for a configuration over racks racks.
 func NewPaths(racks int, cfg circuit.Config) *Paths {
-	p := &Paths{racks: racks, dist: map[int][]int32{}, next: map[[2]int][]Hop{},
+	p := &Paths{racks: racks, dist: map[int]*search{}, next: map[[2]int][]Hop{},
 		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
 	// The directed edges, one per sending uplink (the last circuit on
 	// it wins, as in circuit.Config.Edges), within the fabric's racks,
@@ -163,14 +163,40 @@ func (p *Paths) hops(s int, dist []int32) []Hop {
 	return hops
 }
 
-func (p *Paths) distTo(d int) []int32 {
-	dist, ok := p.dist[d]
+// search is a breadth-first search towards one destination that stops
+// as soon as the rack asked about is reached and resumes for the next: a
+// rack's next hops need only the racks one hop nearer, which the search
+// has all labelled by the time it reaches the rack. So routing a pair
+// with a direct circuit reads the destination's in-list, not the fabric.
+type search struct {
+	dist  []int32 // hops to the destination, -1: not reached (yet)
+	queue []int32
+	head  int
+}
+
+// distTo returns the hops to d, known at least for s (and for every rack
+// nearer d than s); -1 for s means no path.
+func (p *Paths) distTo(s, d int) []int32 {
+	sr, ok := p.dist[d]
 	if !ok {
-		dist = make([]int32, p.racks)
-		p.bfs(d, dist)
-		p.dist[d] = dist
+		sr = &search{dist: make([]int32, p.racks), queue: []int32{int32(d)}}
+		for i := range sr.dist {
+			sr.dist[i] = -1
+		}
+		sr.dist[d] = 0
+		p.dist[d] = sr
 	}
-	return dist
+	for sr.dist[s] < 0 && sr.head < len(sr.queue) {
+		x := sr.queue[sr.head]
+		sr.head++
+		for _, q := range p.in[p.inAt[x]:p.inAt[x+1]] {
+			if sr.dist[q] < 0 {
+				sr.dist[q] = sr.dist[x] + 1
+				sr.queue = append(sr.queue, q)
+			}
+		}
+	}
+	return sr.dist
 }
 
 func (p *Paths) valid(s, d int) bool { return s >= 0 && d >= 0 && s < p.racks && d < p.racks }
@@ -186,7 +212,7 @@ func (p *Paths) Next(s, d int) []Hop {
 		return h
 	}
 	var h []Hop
-	if dist := p.distTo(d); dist[s] > 0 {
+	if dist := p.distTo(s, d); dist[s] > 0 {
 		h = p.hops(s, dist)
 	}
 	p.next[k] = h
@@ -201,7 +227,7 @@ func (p *Paths) Hops(s, d int) int {
 	if !p.valid(s, d) {
 		return -1
 	}
-	return int(p.distTo(d)[s])
+	return int(p.distTo(s, d)[s])
 }
 
 // Hops returns the number of circuit hops of the path from s to d, or -1.
