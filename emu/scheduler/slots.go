@@ -88,10 +88,17 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 	for ji := range jobs {
 		sim.Hold(ji)
 	}
+	keys := make([][]plan.Key, len(jobs)) // each job's phases, listed once
+	keysOf := func(ji int) []plan.Key {
+		if keys[ji] == nil {
+			keys[ji] = jobs[ji].Phases()
+		}
+		return keys[ji]
+	}
 	sim.OnPhaseStart = func(ji, q int, t int64) {
 		k := int(t / slot)
 		j := &jobs[ji]
-		key := j.Phases()[q]
+		key := keysOf(ji)[q]
 		tt := t
 		p.Stages[k].Activities = append(p.Stages[k].Activities, plan.Activity{Job: j.Name, Iteration: key.Iteration, Phase: key.Phase, StartNs: &tt})
 	}
@@ -110,7 +117,7 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 		l.now = t
 		p.Stages = append(p.Stages, plan.Stage{StartNs: t, DurationNs: slot})
 		finished := func(ji int) bool {
-			_, end := sim.PhaseTimes(ji, len(jobs[ji].Phases())-1)
+			_, end := sim.PhaseTimes(ji, len(keysOf(ji))-1)
 			return end >= 0 && end <= t
 		}
 		for ji := range active {
