@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -9,7 +10,7 @@ import (
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
-// ljfCircuits is paper 000's "re-optimise the AOI only where a bottleneck
+// circuits is paper 000's "re-optimise the AOI only where a bottleneck
 // needs it". Starting from the base ring it
 //
 //  1. keeps every circuit of the previous slot on the same ports (those
@@ -28,14 +29,17 @@ import (
 // for the slot: small cross-rack demands (INC's partial sums) ride the
 // existing circuits over several hops, and circuits are never torn down
 // for nothing; fcfs refits every slot.
-func ljfCircuits(l *loop) circuit.Config {
+func (b *ljfBase) circuits(l *loop) circuit.Config {
 	f := l.s.Fabric
-	p := newPorts(f)
-	p.baseCirculant(f.Racks, l.s.Scheduler.BaseUplinks)
-	ring := map[circuit.Circuit]bool{}
-	for _, c := range p.cfg.Circuits {
-		ring[c] = true
+	if b.ports == nil {
+		b.ports = newPorts(f)
+		b.ports.baseCirculant(f.Racks, l.s.Scheduler.BaseUplinks)
+		b.ring = map[circuit.Circuit]bool{}
+		for _, c := range b.ports.cfg.Circuits {
+			b.ring[c] = true
+		}
 	}
+	p, ring := b.ports.clone(), b.ring
 	dem := l.sim.ActiveRackDemand()
 	load := func(pr [2]int) float64 {
 		return max(dem[[2]int{pr[0], pr[1]}], dem[[2]int{pr[1], pr[0]}])
@@ -148,6 +152,23 @@ func circulantOffsets(racks, uplinks int) []int {
 		used += ports
 	}
 	return offs
+}
+
+// ljfBase is one ljf plan's base topology, built at its first slot:
+// every slot starts from a copy.
+type ljfBase struct {
+	ports *ports
+	ring  map[circuit.Circuit]bool
+}
+
+// clone copies the ports' state, so the copy can change on its own.
+func (p *ports) clone() *ports {
+	q := &ports{layout: p.layout, free: make(map[[2]int][]int, len(p.free)), count: maps.Clone(p.count)}
+	for k, v := range p.free {
+		q.free[k] = slices.Clone(v)
+	}
+	q.cfg.Circuits = slices.Clone(p.cfg.Circuits)
+	return q
 }
 
 // maxLJFRounds bounds ljf's route-and-add rounds per slot.

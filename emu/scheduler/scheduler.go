@@ -52,7 +52,7 @@ func Plan(s *scenario.Scenario) (*plan.Plan, error) {
 		}
 		return slotted(s, policy{name: "static", circuits: func(*loop) circuit.Config { return st }})
 	case "ljf":
-		return slotted(s, policy{name: "ljf", largeINC: true, circuits: ljfCircuits, largestFirst: s.Scheduler.Order == scenario.OrderLargest})
+		return slotted(s, policy{name: "ljf", largeINC: true, circuits: (&ljfBase{}).circuits, largestFirst: s.Scheduler.Order == scenario.OrderLargest})
 	case "interleave":
 		return interleave(s)
 	case "tdm", "notdm":
