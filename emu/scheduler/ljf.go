@@ -11,7 +11,9 @@ import (
 )
 
 // circuits is paper 000's "re-optimise the AOI only where a bottleneck
-// needs it". Starting from the base ring it
+// needs it". Starting from its base topology (baseCirculant on
+// scheduler.base_uplinks ports: the base ring by default), built once per
+// plan, it
 //
 //  1. keeps every circuit of the previous slot on the same ports (those
 //     without demand left are idle, and give their ports up first when a
@@ -19,8 +21,8 @@ import (
 //  2. routes the slot's demand (ActiveRackDemand) over those circuits,
 //     split evenly over equal-cost next hops as ECMP does, and finds the
 //     busiest circuit;
-//  3. while a circuit cannot carry its load within half a slot
-//     (scheduler.bottleneck, a fraction of the slot), adds a
+//  3. while a circuit cannot carry its load within a fraction of a slot
+//     (scheduler.bottleneck, default half), adds a
 //     circuit for the largest demand crossing it (a direct one, or one
 //     more), for every such circuit at once, and routes again (at most
 //     maxLJFRounds times per slot).
