@@ -121,6 +121,8 @@ type flow struct {
 	last       int64
 	res        []int32
 	pos        []int // index in each resource's flow list
+	upRes      int32 // the source server's uplink; -1: a ToR
+	downRes    int32 // the destination server's downlink; -1: a ToR
 	capRes     int32 // -1: none
 	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
 	rttNs      int64 // the RTT slow start ramps at
@@ -460,7 +462,13 @@ func (s *Sim) startPhase(ji, q int) {
 	}
 	for _, pf := range fls {
 		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
-			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), capRes: -1, ssRes: -1}
+			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), upRes: -1, downRes: -1, capRes: -1, ssRes: -1}
+		if r, i, ok := names.ParseServer(pf.Src); ok {
+			fl.upRes = s.serverUp(r, i)
+		}
+		if r, i, ok := names.ParseServer(pf.Dst); ok {
+			fl.downRes = s.serverDown(r, i)
+		}
 		fl.hash = routing.AddrHash(endpointAddr(pf.Src), endpointAddr(pf.Dst))
 		capBits := js.caps[q].all
 		if c, ok := js.caps[q].flows[[2]string{pf.Src, pf.Dst}]; ok && (capBits == 0 || c < capBits) {
@@ -517,9 +525,9 @@ func (s *Sim) route(fl *flow) {
 	}
 	fl.res, fl.pos = fl.res[:0], fl.pos[:0]
 	fl.noPath, fl.hops = false, 0
-	var rs []int32
-	if r, i, ok := names.ParseServer(fl.src); ok {
-		rs = append(rs, s.serverUp(r, i))
+	rs := fl.res // reused: its resources were detached above
+	if fl.upRes >= 0 {
+		rs = append(rs, fl.upRes)
 	}
 	if fl.srcRack != fl.dstRack {
 		path, ok := s.path(fl)
@@ -534,8 +542,8 @@ func (s *Sim) route(fl *flow) {
 			fl.noPath = true
 		}
 	}
-	if r, i, ok := names.ParseServer(fl.dst); ok {
-		rs = append(rs, s.serverDown(r, i))
+	if fl.downRes >= 0 {
+		rs = append(rs, fl.downRes)
 	}
 	if fl.capRes >= 0 {
 		rs = append(rs, fl.capRes)
@@ -543,8 +551,8 @@ func (s *Sim) route(fl *flow) {
 	if fl.ssRes >= 0 {
 		rs = append(rs, fl.ssRes)
 	}
+	fl.res = rs
 	for _, r := range rs {
-		fl.res = append(fl.res, r)
 		fl.pos = append(fl.pos, len(s.res[r].flows))
 		s.res[r].flows = append(s.res[r].flows, fl)
 	}
