@@ -151,8 +151,9 @@ type jobState struct {
 	notBefore []int64 // per phase; -1 = not released
 	caps      []phaseCaps
 	flowsLeft []int
-	timerAt   []int64 // per phase: pending release timer, -1 none
-	held      bool    // Hold: waits for Admit
+	bytes     []float64 // per started phase: the bytes its flows carry
+	timerAt   []int64   // per phase: pending release timer, -1 none
+	held      bool      // Hold: waits for Admit
 	Start     []int64
 	End       []int64
 }
@@ -247,7 +248,7 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 		np := len(keys)
 		js := &jobState{j: j, keys: keys, keyIdx: make(map[plan.Key]int, np), succs: make([][]int, np),
 			waiting: make([]int, np), notBefore: make([]int64, np), caps: make([]phaseCaps, np),
-			flowsLeft: make([]int, np), timerAt: make([]int64, np), Start: make([]int64, np), End: make([]int64, np)}
+			flowsLeft: make([]int, np), bytes: make([]float64, np), timerAt: make([]int64, np), Start: make([]int64, np), End: make([]int64, np)}
 		for q, k := range keys {
 			js.keyIdx[k] = q
 		}
@@ -461,6 +462,7 @@ func (s *Sim) startPhase(ji, q int) {
 		return
 	}
 	for _, pf := range fls {
+		js.bytes[q] += pf.Bytes
 		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
 			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), upRes: -1, downRes: -1, capRes: -1, ssRes: -1}
 		if r, i, ok := names.ParseServer(pf.Src); ok {
