@@ -16,7 +16,7 @@ import (
 )
 
 // buildEmu compiles the emu binary once per test run.
-func buildEmu(t *testing.T) string {
+func buildEmu(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "emu")
 	if out, err := exec.Command("go", "build", "-buildvcs=false", "-o", bin, ".").CombinedOutput(); err != nil {
@@ -25,7 +25,7 @@ func buildEmu(t *testing.T) string {
 	return bin
 }
 
-func run(t *testing.T, bin string, args ...string) (string, error) {
+func run(t testing.TB, bin string, args ...string) (string, error) {
 	t.Helper()
 	out, err := exec.Command(bin, args...).CombinedOutput()
 	return string(out), err
@@ -199,6 +199,21 @@ func TestCLICollectiveUsesCurrentCircuits(t *testing.T) {
 	b, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(b), "allreduce") {
 		t.Fatalf("collective over a hand-patched circuit: %v\n%s", err, b)
+	}
+	// --json: the same figures, for scripts, on stdout alone.
+	cmd = exec.Command(bin, append(args, "--json")...)
+	cmd.Dir = dir
+	b, err = cmd.Output()
+	var res collectiveResult
+	if err != nil || json.Unmarshal(b, &res) != nil {
+		t.Fatalf("collective --json: %v\n%s", err, b)
+	}
+	var ok bool
+	for _, p := range res.Phases {
+		ok = ok || (p.Phase == "allreduce" && p.Verified && p.BusBwBps > 0 && p.DurationNs > 0)
+	}
+	if !ok || res.Records == "" {
+		t.Errorf("collective --json: no verified all-reduce with a busbw, or no records directory: %+v", res)
 	}
 }
 

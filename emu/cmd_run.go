@@ -48,7 +48,7 @@ type transferSummary struct {
 }
 
 func (a *app) runCmd() *cobra.Command {
-	var keep, verify bool
+	var keep, verify, realtime bool
 	var planFile, sched string
 	var inc bool
 	var dur time.Duration
@@ -132,7 +132,7 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 				runErr = a.checkLab(cmd.Context(), lab, sum, dur)
 			}
 			if runErr == nil && prepared != nil {
-				runErr = a.runJobs(cmd.Context(), lab, s, prepared, verify)
+				runErr = a.runJobs(cmd.Context(), lab, s, prepared, verify, realtime)
 			}
 			runErr = errors.Join(runErr, stopPcap())
 			lab.Close()
@@ -179,6 +179,7 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 	cmd.Flags().StringVar(&sched, "scheduler", "", "plan with this scheduler instead of the scenario's: "+strings.Join(scheduler.Names, ", "))
 	cmd.Flags().BoolVar(&inc, "inc", true, "--inc=false turns in-network aggregation off for every job (scheduler.inc: false)")
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte the workers move")
+	cmd.Flags().BoolVar(&realtime, "realtime", false, "run the ranks under SCHED_RR, so that other work on a loaded machine does not delay them (default: nice -10)")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")
 	pcap.add(cmd)

@@ -81,14 +81,14 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 
 // runJobs runs a prepared plan on the lab and prints the measurement
 // beside the prediction.
-func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario, r *preparedRun, verify bool) error {
+func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario, r *preparedRun, verify, realtime bool) error {
 	p, dir := r.plan, r.dir
 	a.progress("plan by %s: %d jobs, %d stages (%s mode); running it with real workers", p.Scheduler, len(p.Jobs), len(p.Stages), p.Mode)
 	exe, _ := os.Executable()
 	rec := a.startRecording(ctx, lab, s)
-	opts := &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify,
+	opts := &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify, Realtime: realtime,
 		Log: a.log, Progress: a.progress}
-	if slices.ContainsFunc(p.Jobs, func(j plan.Job) bool { return j.INC }) {
+	if planUsesINC(p) {
 		stop, err := a.startAggregators(ctx, lab, s.Fabric.INC.Capacity)
 		if err != nil {
 			return err
@@ -112,10 +112,11 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	werr := errors.Join(writeResults(dir, res), ferr)
 	fmt.Println()
 	fmt.Println("== jobs, measured (nccl-tests style; time zero is the plan's)")
-	workers.PrintStats(os.Stdout, res.Stats, res.Jobs)
+	dag := dagJobs(p)
+	workers.PrintStats(os.Stdout, collapseStats(res.Stats, dag, p), res.Jobs)
 	fmt.Println()
 	fmt.Println("== measured against the flow model's prediction (error = (measured - predicted) / predicted)")
-	fmt.Println("   ideal: the papers' fluid model at line rate; calibrated: with TCP framing; tcp-aware: also slow start (docs/fidelity.md)")
+	fmt.Println("   ideal: the papers' fluid model at line rate; calibrated: with TCP framing; tcp-aware: also slow start, RTT-biased sharing, reconfiguration recovery (docs/fidelity.md)")
 	byKey := func(cs []orchestrate.Comparison) map[job.Key]orchestrate.Comparison {
 		m := map[job.Key]orchestrate.Comparison{}
 		for _, c := range cs {
@@ -123,7 +124,11 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 		}
 		return m
 	}
-	cal, tcp := byKey(res.CompareCalibrated), byKey(res.CompareTCPAware)
+	cal := byKey(collapseDAG(res.CompareCalibrated, res.Calibrated, res.Measurement, dag))
+	tcp := byKey(collapseDAG(res.CompareTCPAware, res.TCPAware, res.Measurement, dag))
+	if len(dag) > 0 {
+		fmt.Println("   task-graph jobs: one row per iteration, first task's start to last task's end (every task in comparison.csv)")
+	}
 	cell := func(m map[job.Key]orchestrate.Comparison, c orchestrate.Comparison) (string, string) {
 		if k, ok := m[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}]; ok {
 			return fmt.Sprintf("%.2f", float64(k.PredictedNs)/1e6), fmt.Sprintf("%+.1f%%", 100*k.RelErr)
@@ -132,7 +137,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "job\titer\tphase\tideal ms\tcalibrated ms\ttcp-aware ms\tmeasured ms\terror ideal\tcalibrated\ttcp-aware\tmeasured end ms\t")
-	for _, c := range res.Compare {
+	for _, c := range collapseDAG(res.Compare, res.Prediction, res.Measurement, dag) {
 		calMs, calErr := cell(cal, c)
 		tcpMs, tcpErr := cell(tcp, c)
 		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%s\t%s\t%.2f\t%+.1f%%\t%s\t%s\t%.2f\t\n", c.Job, c.Iteration, c.Phase, float64(c.PredictedNs)/1e6,
@@ -145,7 +150,11 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 		fmt.Fprintf(os.Stdout, "makespan: measured %.3f s (the model predicts none: see the unlimited-links warning)\n", float64(mm)/1e9)
 	}
 	fmt.Println()
-	fidelity.PrintAttribution(os.Stdout, fr.Attribution)
+	worst, more := worstAttributions(fr.Attribution)
+	fidelity.PrintAttribution(os.Stdout, worst)
+	if more != "" {
+		fmt.Println(more)
+	}
 	fmt.Println()
 	fr.Verdict.Print(os.Stdout)
 	for _, p := range fr.Problems {
@@ -170,4 +179,20 @@ func writeResults(dir string, res *orchestrate.Result) error {
 		writeJSONFile(filepath.Join(dir, "comparison.json"), res),
 		writeCSVs(dir, res.Compare, res.Stats),
 	)
+}
+
+// planUsesINC reports whether some job aggregates in the ToRs: for its
+// whole life, or in some stage (plan v2).
+func planUsesINC(p *plan.Plan) bool {
+	if slices.ContainsFunc(p.Jobs, func(j plan.Job) bool { return j.INC }) {
+		return true
+	}
+	for _, st := range p.Stages {
+		for _, a := range st.Activities {
+			if a.INC != nil && *a.INC {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -47,14 +48,17 @@ func (a *app) collectiveCmd() *cobra.Command {
 	var labName, ranks, bytes, ps string
 	var iters int
 	var compute time.Duration
-	var verify bool
+	var verify, asJSON, realtime bool
 	cmd := &cobra.Command{
 		Use:   "collective <ring|hd|alltoall|ps> --ranks r0s0,r1s0,... --bytes 64MiB",
 		Short: "Run one collective between chosen servers of a deployed lab, nccl-tests style",
 		Long: `collective runs a single job, one rank per listed server, on a deployed lab and
 prints nccl-tests-like figures per iteration: time, algbw (size / time) and
 busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
---verify every reduction and every byte is checked.`,
+--verify every reduction and every byte is checked. Every phase starts at
+one instant on every rank (a barrier, as nccl-tests has before it times),
+so a phase's time is its own transfer. --json prints the same figures as
+JSON, for scripts.`,
 		Example: `  sudo emu collective ring --ranks r0s0,r1s0,r2s0,r3s0 --bytes 64MiB --iterations 5
   sudo emu collective ps --ranks r0s0,r1s0,r2s0 --ps r3s0 --bytes 16MiB --verify`,
 		Args: cobra.ExactArgs(1),
@@ -104,11 +108,20 @@ busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
 			}
 			exe, _ := os.Executable()
 			dir, _ := filepath.Abs(filepath.Join("results", lab, "collective-"+time.Now().Format("150405.000")))
-			out, err := workers.Launch(cmd.Context(), &workers.Options{Lab: l, Jobs: jobs, Dir: dir, Exe: exe, Verify: verify, Log: a.log, Progress: a.progress})
+			// The plan's barrier stages gate the phases, as nccl-tests' barrier
+			// does: every rank starts each phase at one instant, so a phase's
+			// time is its transfer, not the ranks' skew from the one before
+			// (docs/benchmarks.md).
+			out, err := workers.Launch(cmd.Context(), &workers.Options{Lab: l, Jobs: jobs, Schedule: orchestrate.Schedule(p), Dir: dir, Exe: exe, Verify: verify, Realtime: realtime, Log: a.log, Progress: a.progress})
 			if err != nil {
 				return err
 			}
 			stats, jstats, _ := workers.Summarize(jobs, out)
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", " ")
+				return enc.Encode(collectiveResult{Phases: stats, Jobs: jstats, Records: dir})
+			}
 			workers.PrintStats(os.Stdout, stats, jstats)
 			a.progress("records in %s", dir)
 			return nil
@@ -121,8 +134,17 @@ busbw (algbw x 2(n-1)/n for all-reduce, (n-1)/n for all-to-all). With
 	cmd.Flags().IntVar(&iters, "iterations", 3, "iterations")
 	cmd.Flags().DurationVar(&compute, "compute", 0, "compute time before each collective")
 	cmd.Flags().BoolVar(&verify, "verify", true, "check every reduction and every byte")
+	cmd.Flags().BoolVar(&realtime, "realtime", false, "run the ranks under SCHED_RR, so that other work on a loaded machine does not delay them (default: nice -10)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the phases as JSON (nccl-tests' figures: duration_ns, algbw_bps, busbw_bps)")
 	_ = cmd.MarkFlagRequired("ranks")
 	return cmd
+}
+
+// collectiveResult is what `emu collective --json` prints.
+type collectiveResult struct {
+	Phases  []workers.PhaseStat `json:"phases"`
+	Jobs    []workers.JobStat   `json:"jobs"`
+	Records string              `json:"records"` // the rank records' directory
 }
 
 // collectiveJob checks the flags of `emu collective` with the bounds the

@@ -72,11 +72,11 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 	return report.WriteRunData(dir, d)
 }
 
-// attributionHeader is attribution.csv's first row: the phase, the three
-// times and the error against the calibrated model, each part (ms), and
-// the two times outside the measured one.
+// attributionHeader is attribution.csv's first row: the phase, the four
+// times and the errors against the calibrated and TCP-aware models, each
+// part (ms), and the two times outside the measured one.
 func attributionHeader() []string {
-	h := []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "measured_ms", "rel_err_calibrated"}
+	h := []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "tcp_aware_ms", "measured_ms", "rel_err_calibrated", "rel_err_tcp_aware"}
 	for _, p := range fidelity.Parts {
 		h = append(h, p+"_ms")
 	}
@@ -90,7 +90,7 @@ func writeAttributionCSV(path string, as []fidelity.Attribution) error {
 			return err
 		}
 		for _, a := range as {
-			row := []string{a.Job, strconv.Itoa(a.Iteration), a.Phase, nsToMs(a.IdealNs), nsToMs(a.CalibratedNs), nsToMs(a.MeasuredNs), fmtFloat(a.RelErr)}
+			row := []string{a.Job, strconv.Itoa(a.Iteration), a.Phase, nsToMs(a.IdealNs), nsToMs(a.CalibratedNs), nsToMs(a.TCPAwareNs), nsToMs(a.MeasuredNs), fmtFloat(a.RelErr), fmtFloat(a.RelErrTCP)}
 			for _, p := range fidelity.Parts {
 				row = append(row, nsToMs(a.Parts[p]))
 			}

@@ -15,13 +15,16 @@ type barrier struct {
 }
 
 // newBarrier counts, per stage, one pending completion per rank of every
-// activity that starts in it.
+// activity that starts in it (one per task of a task-graph job).
 func newBarrier(s *job.Schedule, jobs []job.Job) *barrier {
 	b := &barrier{sched: s, stageOf: map[job.Key]int{}, cur: -1,
 		pending: make([]int, len(s.Stages)), starts: make([]int64, len(s.Stages)), ends: make([]int64, len(s.Stages))}
 	nRanks := map[string]int{}
 	for _, j := range jobs {
 		nRanks[j.Name] = len(j.Workers)
+		if j.Pattern == job.PatternDAG {
+			nRanks[j.Name] = 1 // a task's computing server or receiver says it is done (dag.go)
+		}
 	}
 	for si, st := range s.Stages {
 		for _, a := range st.Activities {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,9 @@ import (
 //	rank -> coordinator: hello (data connections are up), done (a phase
 //	ended), fail, bye (the rank finished)
 //	coordinator -> rank: start (time zero), stage (a barrier-mode stage
-//	starts at stage_start_ns), abort (another rank failed)
+//	starts at stage_start_ns), task (a task of a task-graph job that the
+//	rank waits for has finished: the relay of another rank's done), abort
+//	(another rank failed)
 type Msg struct {
 	Type       string `json:"type"`
 	Job        string `json:"job,omitempty"`
@@ -46,6 +49,7 @@ type control struct {
 	t0      chan int64
 	stMu    sync.Mutex
 	stages  map[int]int64
+	tasks   map[job.Key]int64 // relayed task ends (task-graph jobs)
 	changed chan struct{}
 	err     error
 	t0Once  sync.Once
@@ -60,7 +64,7 @@ func dialControl(ctx context.Context, spec *Spec) (*control, error) {
 	if err != nil {
 		return nil, err
 	}
-	ct := &control{conn: c, enc: json.NewEncoder(c), t0: make(chan int64, 1), stages: map[int]int64{}, changed: make(chan struct{})}
+	ct := &control{conn: c, enc: json.NewEncoder(c), t0: make(chan int64, 1), stages: map[int]int64{}, tasks: map[job.Key]int64{}, changed: make(chan struct{})}
 	ct.send(Msg{Type: "hello", Job: spec.Job.Name, Rank: spec.Rank})
 	go ct.read()
 	return ct, nil
@@ -79,6 +83,12 @@ func (c *control) read() {
 		case "stage":
 			c.stMu.Lock()
 			c.stages[m.Stage] = m.StageStart
+			close(c.changed)
+			c.changed = make(chan struct{})
+			c.stMu.Unlock()
+		case "task":
+			c.stMu.Lock()
+			c.tasks[job.Key{Job: m.Job, Iteration: m.Iteration, Phase: m.Phase}] = m.EndNs
 			close(c.changed)
 			c.changed = make(chan struct{})
 			c.stMu.Unlock()
@@ -134,6 +144,28 @@ func (c *control) waitStage(ctx context.Context, k int) (int64, error) {
 		c.stMu.Unlock()
 		if ok {
 			return at, nil
+		}
+		if err != nil {
+			return 0, err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// waitTask blocks until the coordinator has relayed that task k (of a
+// task-graph job) has finished, and returns when it ended.
+func (c *control) waitTask(ctx context.Context, k job.Key) (int64, error) {
+	for {
+		c.stMu.Lock()
+		end, ok := c.tasks[k]
+		err, ch := c.err, c.changed
+		c.stMu.Unlock()
+		if ok {
+			return end, nil
 		}
 		if err != nil {
 			return 0, err
@@ -236,6 +268,10 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 	defer c.closeConns()
 	go acceptRanks(ln, accepted, msgs, gone, done)
 
+	relay, err := newTaskRelay(c.Jobs)
+	if err != nil {
+		return err
+	}
 	var bar *barrier
 	if c.Schedule != nil && c.Schedule.Mode == job.ModeBarrier {
 		bar = newBarrier(c.Schedule, c.Jobs)
@@ -306,6 +342,9 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 					}
 				}
 			case "done":
+				if to := relay.needers(m); len(to) > 0 {
+					c.relay(m, to)
+				}
 				if bar == nil {
 					continue
 				}
@@ -337,6 +376,18 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 			}
 		case <-ctx.Done():
 			return errors.Join(ctx.Err(), c.result())
+		}
+	}
+}
+
+// relay tells the ranks named in to ("job/rank") that a task has
+// finished.
+func (c *Coordinator) relay(m Msg, to []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cc := range c.conns {
+		if slices.Contains(to, cc.name) {
+			cc.send(Msg{Type: "task", Job: m.Job, Iteration: m.Iteration, Phase: m.Phase, EndNs: m.EndNs})
 		}
 	}
 }

@@ -27,6 +27,11 @@ const (
 	// per iteration must be a multiple of ByteAlign and at least
 	// ByteAlign per rank (one element of every rank's chunk).
 	ByteAlign = limits.ByteAlign
+	// MaxTasks is the most tasks one iteration of a task-graph job may
+	// have (the plan's bound).
+	MaxTasks = 100_000
+	// MaxTaskPhases bounds iterations x tasks of a task-graph job.
+	MaxTaskPhases = 1_000_000
 )
 
 // CheckBytes says whether a job of n ranks can move bytes per rank per

@@ -24,6 +24,13 @@ import (
 // rank's error (workers first, then the server) and the coordinator's.
 func runLoopback(t *testing.T, j job.Job, mod func(*workers.Spec)) ([]error, error) {
 	t.Helper()
+	return runLoopbackSchedule(t, j, nil, mod)
+}
+
+// runLoopbackSchedule is runLoopback with a schedule for the coordinator
+// (barrier mode: it starts the stages).
+func runLoopbackSchedule(t *testing.T, j job.Job, sched *job.Schedule, mod func(*workers.Spec)) ([]error, error) {
+	t.Helper()
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(250), rand.IntN(256), 1+rand.IntN(250))
 	servers := append([]string{}, j.Workers...)
@@ -41,7 +48,7 @@ func runLoopback(t *testing.T, j job.Job, mod func(*workers.Spec)) ([]error, err
 		addrs[s] = addr
 		ports[i] = workers.BasePort + i
 	}
-	co := &workers.Coordinator{Socket: filepath.Join(dir, "c.sock")}
+	co := &workers.Coordinator{Socket: filepath.Join(dir, "c.sock"), Jobs: []job.Job{j}, Schedule: sched}
 	var specs []*workers.Spec
 	for _, r := range ranks {
 		s := &workers.Spec{Job: j, Rank: r, Addrs: addrs, Ports: ports, Verify: true, Timeout: 20 * time.Second,

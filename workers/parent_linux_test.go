@@ -2,9 +2,11 @@ package workers_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/workers"
 )
 
 // labPIDs returns the processes in a lab's server namespaces.
@@ -132,4 +135,51 @@ func TestDestroyEndsARunningLaunch(t *testing.T) {
 	case <-time.After(time.Minute):
 		t.Fatal("the launch hung after its lab was destroyed")
 	}
+}
+
+// TestRanksRunAtRankNice: every thread of every rank process runs at
+// workers.RankNice, inherited from the thread that started it, and the
+// launcher's own threads keep their priority.
+func TestRanksRunAtRankNice(t *testing.T) {
+	lab := lab4x2(t)
+	l := startLauncher(t, lab)
+	for _, pid := range labPIDs(t, lab) {
+		for tid, nice := range threadNices(t, pid) {
+			if nice != workers.RankNice {
+				t.Errorf("rank process %d thread %d runs at nice %d, want %d", pid, tid, nice, workers.RankNice)
+			}
+		}
+	}
+	for tid, nice := range threadNices(t, l.cmd.Process.Pid) {
+		// The thread that starts the ranks holds RankNice while the launch runs.
+		if nice != 0 && nice != workers.RankNice {
+			t.Errorf("launcher thread %d runs at nice %d", tid, nice)
+		}
+	}
+}
+
+// threadNices reads the nice value of every thread of a process.
+func threadNices(t *testing.T, pid int) map[int]int {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]int{}
+	for _, e := range tasks {
+		tid, _ := strconv.Atoi(e.Name())
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+		if err != nil {
+			continue // the thread ended
+		}
+		// Fields after the command name, which ends at the last ')': state
+		// is field 3, nice field 19.
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+		nice, err := strconv.Atoi(f[19-3])
+		if err != nil {
+			t.Fatalf("/proc/%d/task/%d/stat: %v", pid, tid, err)
+		}
+		out[tid] = nice
+	}
+	return out
 }

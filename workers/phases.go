@@ -56,6 +56,9 @@ type pendingCheck struct {
 // waits, or before the next gate opens, or after the last phase.
 func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 	j := &r.spec.Job
+	if j.Pattern == job.PatternDAG {
+		return r.runDAG(ctx, t0)
+	}
 	data, base, send, recv := b.data, b.base, b.send, b.recv
 	me := r.spec.Rank
 	var pending *pendingCheck
@@ -81,6 +84,8 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		sent0 := r.comm.Sent()
 		r.comm.ResetTiming()
 		var check func() error
+		// INC may be decided per iteration (plan v2): this one's decision.
+		inc := r.inc != nil && j.INCAt(it)
 		switch {
 		case key.Phase == job.PhaseCompute:
 			// Check the previous result, fill the gradient (the "compute"
@@ -98,12 +103,12 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 				collective.Stamp(data, it)
 			}
 			err = monoclock.SleepUntil(ctx, rec.StartNs+j.ComputeNs)
-		case key.Phase == job.PhasePush && r.inc != nil:
+		case key.Phase == job.PhasePush && inc:
 			// The ToRs sum while the workers send: the whole all-reduce.
 			b0 := r.inc.Stats().Bytes
 			err = r.inc.AllReduce(ctx, data)
 			rec.Bytes = int64(r.inc.Stats().Bytes - b0)
-		case key.Phase == job.PhasePull && r.inc != nil:
+		case key.Phase == job.PhasePull && inc:
 			// The push was the whole in-network all-reduce: pull only checks.
 			check = func() error { return collective.CheckSum(data, r.n, it) }
 		case key.Phase == job.PhasePush:
@@ -148,7 +153,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		}
 		rec.EndNs = monoclock.Now()
 		prevEnd = rec.EndNs
-		if r.inc == nil {
+		if !inc {
 			rec.Bytes = r.comm.Sent() - sent0
 		}
 		if err != nil {
@@ -244,6 +249,9 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 	j := &r.spec.Job
 	sum := make([]int32, int(j.Bytes/4))
 	for it := 0; it < j.Iterations; it++ {
+		if j.INCAt(it) {
+			continue // the ToRs aggregate this iteration (INC decided per stage)
+		}
 		push := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePush, Rank: PSRank, StartNs: monoclock.Now()}
 		r.comm.ResetTiming()
 		if err := r.comm.ServePush(sum); err != nil {

@@ -97,6 +97,9 @@ type PhaseRecord struct {
 	StartNs   int64  `json:"start_ns"` // CLOCK_MONOTONIC
 	EndNs     int64  `json:"end_ns"`
 	Bytes     int64  `json:"bytes"` // sent by this rank
+	// RecvBytes is what this rank received of a task-graph transfer (the
+	// receiver's record; its sender's has Bytes).
+	RecvBytes int64  `json:"recv_bytes,omitempty"`
 	Verified  bool   `json:"verified,omitempty"`
 	Note      string `json:"note,omitempty"`
 	// What the phase's time is made of (CLOCK_MONOTONIC ns, 0: does not
@@ -148,6 +151,7 @@ type rank struct {
 	log   *slog.Logger
 	comm  *collective.Comm
 	inc   *inc.Client // the ToR aggregator's client (INC jobs)
+	dag   *dagRank    // a task-graph job's state (dag.go)
 	n     int
 	ps    int // index of the PS in comm.Conns (== n), or -1
 	ctl   *control
@@ -190,10 +194,10 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	connected := make(chan error, 1)
 	go func() { connected <- r.connect(ctx) }()
 	var bufs *buffers
-	if spec.Rank != PSRank {
+	if spec.Rank != PSRank && spec.Job.Pattern != job.PatternDAG {
 		bufs = r.prepare()
 	}
-	if spec.Job.INC != nil {
+	if spec.Job.INC != nil && spec.Rank != PSRank { // the parameter server of a job with INC in some iterations has no INC client
 		if err = r.inNS(func() (err error) { r.inc, err = dialINC(spec); return err }); err != nil {
 			<-connected
 			return r.fail(fmt.Errorf("%s: %w", spec.Name(), err))
@@ -353,6 +357,9 @@ func (r *rank) inNS(fn func() error) error {
 // handshake is measured: a rank dials the peers with a higher index (and
 // the PS), and accepts the others. The dialer announces its rank.
 func (r *rank) connect(ctx context.Context) error {
+	if r.spec.Job.Pattern == job.PatternDAG {
+		return r.connectDAG(ctx)
+	}
 	me := r.spec.Rank
 	self := me
 	if me == PSRank {
@@ -482,6 +489,7 @@ func keysOf(m map[int]bool) []int {
 }
 
 func (r *rank) closeConns() {
+	r.dag.close()
 	if r.comm == nil {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/taskgraph"
 )
 
 // Validate checks a rank spec before anything is allocated or connected,
@@ -29,8 +30,9 @@ func (s *Spec) Validate() error {
 	if err := names.ValidJob(j.Name); err != nil {
 		bad("job.name", "%v", err)
 	}
-	if job.Phases(j.Pattern) == nil {
-		bad("job.pattern", "%q is not a pattern (ps, ring, alltoall, hd)", j.Pattern)
+	dag := j.Pattern == job.PatternDAG
+	if job.Phases(j.Pattern) == nil && !dag {
+		bad("job.pattern", "%q is not a pattern (ps, ring, alltoall, hd, dag)", j.Pattern)
 	}
 	n := len(j.Workers)
 	if n < 1 || n > MaxRanks {
@@ -39,8 +41,24 @@ func (s *Spec) Validate() error {
 	if err := job.CheckWorkers(j.Pattern, n); err != nil && n >= 1 {
 		bad("job.workers", "%v", err)
 	}
-	if err := CheckBytes(j.Bytes, n); err != nil && n >= 1 {
-		bad("job.bytes", "%v", err)
+	switch {
+	case dag:
+		if j.Bytes != 0 || j.ComputeNs != 0 {
+			bad("job.bytes", "a task-graph job's bytes and compute are its tasks'; leave them 0")
+		}
+		if len(j.Tasks) < 1 || len(j.Tasks) > MaxTasks {
+			bad("job.tasks", "%d tasks, want 1 to %d", len(j.Tasks), MaxTasks)
+		} else if j.Iterations*len(j.Tasks) > MaxTaskPhases {
+			bad("job.tasks", "%d iterations x %d tasks is more than %d phases", j.Iterations, len(j.Tasks), MaxTaskPhases)
+		} else if _, err := taskgraph.New(j.Tasks, j.Workers); err != nil {
+			bad("job.tasks", "%v", err)
+		}
+	case len(j.Tasks) > 0:
+		bad("job.tasks", "only a task-graph job (pattern dag) has tasks")
+	default:
+		if err := CheckBytes(j.Bytes, n); err != nil && n >= 1 {
+			bad("job.bytes", "%v", err)
+		}
 	}
 	if j.Iterations < 1 || j.Iterations > limits.MaxIterations {
 		bad("job.iterations", "%d, want 1 to %d", j.Iterations, limits.MaxIterations)
@@ -60,6 +78,9 @@ func (s *Spec) Validate() error {
 	}
 	if j.INC != nil && (j.INC.Window < 1 || j.INC.Window > 1<<15) {
 		bad("job.inc.window", "%d slots, want 1 to %d", j.INC.Window, 1<<15)
+	}
+	if len(j.INCIterations) > 0 && (j.INC == nil || len(j.INCIterations) != j.Iterations) {
+		bad("job.inc_iterations", "%d decisions: want one per iteration (%d) of a job with inc", len(j.INCIterations), j.Iterations)
 	}
 	if ps && j.PS == "" {
 		bad("job.ps", "the ps pattern needs a parameter server")
@@ -96,6 +117,9 @@ func (s *Spec) Validate() error {
 		// Iterations are checked above: only then is counting phases cheap.
 		if j.Iterations >= 1 && j.Iterations <= limits.MaxIterations {
 			per := len(job.Phases(j.Pattern))
+			if dag {
+				per = len(j.Tasks)
+			}
 			if j.Steps {
 				per = len(job.StepPhases(j.Pattern, len(j.Workers)))
 			}

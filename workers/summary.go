@@ -90,15 +90,22 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		}
 		k := job.Key{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase}
 		a := m[k]
+		// A task-graph transfer runs from its sender's start to its
+		// receiver's last byte (the sender's end is the acknowledgement).
+		sender := r.Bytes > 0 && byJob[r.Job] != nil && byJob[r.Job].Pattern == job.PatternDAG
+		end := r.EndNs
+		if sender {
+			end = r.StartNs
+		}
 		if a == nil {
-			a = &acc{PhaseStat: PhaseStat{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase, StartNs: r.StartNs, EndNs: r.EndNs}}
+			a = &acc{PhaseStat: PhaseStat{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase, StartNs: r.StartNs, EndNs: end}}
 			m[k] = a
 		}
 		a.Ranks++
 		a.DurationNs = max(a.DurationNs, r.EndNs-r.StartNs)
 		a.StartNs = min(a.StartNs, r.StartNs)
 		a.lastStart = max(a.lastStart, r.StartNs)
-		a.EndNs = max(a.EndNs, r.EndNs)
+		a.EndNs = max(a.EndNs, end)
 		if r.GateNs > 0 {
 			a.LatenessNs = max(a.LatenessNs, r.StartNs-r.GateNs)
 		}
@@ -131,12 +138,18 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		st.StartNs -= o.T0
 		st.EndNs -= o.T0
 		st.Verified = a.verified == a.Ranks && a.verified > 0
-		if k.Phase == job.PhasePush || k.Phase == job.PhasePull {
+		if k.Phase == job.PhasePush || k.Phase == job.PhasePull || j != nil && j.Pattern == job.PatternDAG {
 			// An incast: the server's link carries every worker's buffer
 			// over the whole span, which single ranks' times understate.
 			st.DurationNs = st.EndNs - st.StartNs
 		}
-		if j != nil && k.Phase != job.PhaseCompute {
+		if j != nil && j.Pattern == job.PatternDAG {
+			st.Bytes = taskBytes(j, k.Phase)
+			if d := float64(st.DurationNs); d > 0 && st.Bytes > 0 {
+				st.AlgBwBps = float64(st.Bytes) * 8 / (d / 1e9)
+				st.BusBwBps = st.AlgBwBps
+			}
+		} else if j != nil && k.Phase != job.PhaseCompute {
 			st.Bytes = j.Bytes
 			if d := float64(st.DurationNs); d > 0 {
 				st.AlgBwBps = float64(j.Bytes) * 8 / (d / 1e9)
@@ -189,4 +202,14 @@ func PrintStats(w io.Writer, stats []PhaseStat, jobs []JobStat) {
 	for _, j := range jobs {
 		fmt.Fprintf(w, "job %s: completion time %.3f s\n", j.Job, float64(j.JCTNs)/1e9)
 	}
+}
+
+// taskBytes is a task-graph task's transfer size (0 for compute).
+func taskBytes(j *job.Job, phase string) int64 {
+	for i := range j.Tasks {
+		if j.Tasks[i].Name == phase {
+			return j.Tasks[i].Bytes
+		}
+	}
+	return 0
 }

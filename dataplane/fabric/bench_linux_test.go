@@ -2,6 +2,7 @@ package fabric_test
 
 import (
 	"context"
+	"os"
 	"sort"
 	"testing"
 	"time"
@@ -28,7 +29,7 @@ func BenchmarkDeployDestroy(b *testing.B) {
 			var up, down []time.Duration
 			nodes, links := 0, 0
 			for i := 0; i < b.N; i++ {
-				name := uniqueLab("bench")
+				name := uniqueLab(benchPrefix())
 				t := topo.Build(fabrictest.Fabric(b, name, c.fabric))
 				nodes, links = len(t.Nodes), len(t.Links)
 				t0 := time.Now()
@@ -71,6 +72,14 @@ func BenchmarkShapedGoodput(b *testing.B) {
 	}
 	sort.Float64s(fracs)
 	b.ReportMetric(fracs[len(fracs)/2], "goodput-frac")
+}
+
+// benchPrefix starts the benchmark's lab names: $EMU_BENCH_LAB, or "bench".
+func benchPrefix() string {
+	if p := os.Getenv("EMU_BENCH_LAB"); p != "" {
+		return p
+	}
+	return "bench"
 }
 
 func median(d []time.Duration) time.Duration {

@@ -48,10 +48,49 @@ type Options struct {
 
 // Lab is a deployed fabric with a netlink handle per namespace.
 type Lab struct {
-	Topo    *topo.Topology
+	Topo *topo.Topology
+	// Steps is how long each step of Deploy took, in order.
+	Steps   []Step
 	log     *slog.Logger
 	mu      sync.Mutex
 	handles map[string]*netlink.Handle // by node name
+	ifindex map[string]map[string]int  // by node name, then interface
+}
+
+// Step is one timed step of Deploy: its wall time, and the CPU time this
+// process spent in it (user and system, the kernel's work on its behalf
+// included), which depends less on what else the machine runs.
+type Step struct {
+	Name string
+	Took time.Duration
+	CPU  time.Duration
+}
+
+// stepClock times the steps of Deploy.
+type stepClock struct {
+	wall time.Time
+	cpu  time.Duration
+}
+
+func startSteps() stepClock { return stepClock{wall: time.Now(), cpu: processCPU()} }
+
+// step records how long a step of Deploy took since the clock was last
+// read, and restarts it.
+func (l *Lab) step(name string, c *stepClock) {
+	now, cpu := time.Now(), processCPU()
+	s := Step{Name: name, Took: now.Sub(c.wall), CPU: cpu - c.cpu}
+	l.Steps = append(l.Steps, s)
+	l.log.Debug("deploy step", "step", name, "took", s.Took, "cpu", s.CPU)
+	c.wall, c.cpu = now, cpu
+}
+
+// processCPU is the user and system time this process has used.
+func processCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // Close releases the netlink handles; the fabric stays up.
@@ -133,6 +172,9 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 		return nil, err
 	}
 	defer lock.Release()
+	if err := checkOpenFiles(len(t.Nodes)); err != nil {
+		return nil, err
+	}
 	if _, err := ReadState(t.Lab); err == nil {
 		return nil, fmt.Errorf("lab %q is already deployed: run `emu destroy %s` first", t.Lab, t.Lab)
 	}
@@ -148,7 +190,7 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	if err := WriteState(st); err != nil {
 		return nil, err
 	}
-	lab = &Lab{Topo: t, log: log}
+	lab = &Lab{Topo: t, log: log, ifindex: planIndexes(t)}
 	defer func() {
 		if err != nil {
 			lab.Close()
@@ -169,13 +211,23 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 		log.Warn(warn)
 	}
 	start := time.Now()
+	clock := startSteps()
 	progress("creating %d namespaces", len(t.Nodes))
-	if err := forEach(ctx, par, t.Nodes, func(n topo.Node) error {
-		return netns.Create(n.NS, func() error { return setupNS(n.Kind, cc) })
-	}); err != nil {
+	serverCC := serversNeedCC(cc)
+	anchor := names.LabPrefix(t.Lab) + ".anchor" // not a node name: nodes never start with '.'
+	if err := netns.NewAnchor(anchor); err != nil {
 		return lab, err
 	}
-	log.Debug("namespaces created", "n", len(t.Nodes), "took", time.Since(start))
+	err = forEach(ctx, par, t.Nodes, func(n topo.Node) error {
+		return netns.CreateLinked(n.NS, anchor, func() error { return setupNS(n.Kind, cc, serverCC) })
+	})
+	if derr := netns.Delete(anchor); derr != nil && err == nil {
+		err = derr
+	}
+	if err != nil {
+		return lab, err
+	}
+	lab.step("namespaces", &clock)
 
 	progress("creating %d veth links", len(t.Links))
 	var done atomic.Int64
@@ -188,23 +240,39 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	}); err != nil {
 		return lab, err
 	}
-	log.Debug("links created", "n", len(t.Links), "took", time.Since(start))
+	lab.step("links", &clock)
 
 	progress("installing routes and neighbours")
 	if err := forEach(ctx, par, t.Nodes, func(n topo.Node) error { return lab.addRoutes(n) }); err != nil {
 		return lab, err
 	}
+	lab.step("routes", &clock)
 	// The kernel reports carrier, and activates qdiscs, asynchronously
 	// (linkwatch); a lab is up only when every port is.
 	if err := forEach(ctx, par, t.Nodes, func(n topo.Node) error { return lab.waitCarrier(ctx, n, 5*time.Second) }); err != nil {
 		return lab, err
 	}
+	lab.step("carrier", &clock)
 	st.Status = StatusUp
 	if err := WriteState(st); err != nil {
 		return lab, err
 	}
 	log.Info("lab up", "nodes", len(t.Nodes), "links", len(t.Links), "took", time.Since(start).Round(time.Millisecond))
 	return lab, nil
+}
+
+// checkOpenFiles refuses a lab this process could not hold: Deploy keeps
+// a netlink socket per namespace open, plus a few per worker. (Go raises
+// the soft limit to the hard one at start.)
+func checkOpenFiles(nodes int) error {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		return nil // unknown: let the kernel say
+	}
+	if need := uint64(nodes) + 256; lim.Cur < need {
+		return fmt.Errorf("a lab of %d namespaces needs about %d open files, but this process may open %d: raise the limit (ulimit -n %d)", nodes, need, lim.Cur, need)
+	}
+	return nil
 }
 
 // forEach runs fn over items with bounded parallelism and stops at the
@@ -238,8 +306,40 @@ func forEachIndexed[T any](ctx context.Context, par int, items []T, fn func(int,
 	return forEach(ctx, par, idx, func(i int) error { return fn(i, items[i]) })
 }
 
+// serversNeedCC tells whether server namespaces must set their default
+// congestion control: not when they inherit it from the root namespace
+// (the kernel copies init_net's default into a new namespace), nor when
+// the host does not allow it (CheckCongestionControl warned; emu's own
+// sockets set it per socket).
+func serversNeedCC(cc string) bool {
+	cur, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+	if trimNL(cur) == cc {
+		return false
+	}
+	allowed, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+	return slices.Contains(strings.Fields(string(allowed)), cc)
+}
+
 // setupNS runs inside a fresh namespace: sysctls and the loopback.
-func setupNS(kind, cc string) error {
+//
+// Server namespaces, most of a large lab, write no sysctl: every lookup
+// under /proc/sys compares the name against the entries of every network
+// namespace on the host (proc_sys_compare), so per-namespace sysctls make
+// creating n namespaces cost O(n²) (31.9 s of 44 s for 4,161 namespaces).
+// A server has one port and a default route through it, so rp_filter
+// never drops its traffic, and its port gets no IPv6 address (addrgenmode
+// none, see addLink), so it sends no DAD or router solicitation. The
+// congestion control is written only when the root namespace's default,
+// which a new namespace inherits, differs (serversNeedCC).
+func setupNS(kind, cc string, serverCC bool) error {
+	if kind == topo.KindServer {
+		if serverCC {
+			if err := SetNSCongestionControl(cc); err != nil && !errors.Is(err, ErrCCRestricted) {
+				return err
+			}
+		}
+		return netns.LoopbackUp()
+	}
 	sysctls := [][2]string{
 		// No IPv6 on the fabric: no DAD delay, no router solicitations.
 		{"net.ipv6.conf.all.disable_ipv6", "1"},
@@ -248,13 +348,8 @@ func setupNS(kind, cc string) error {
 		{"net.ipv4.conf.all.rp_filter", "0"},
 		{"net.ipv4.conf.default.rp_filter", "0"},
 	}
-	switch kind {
-	case topo.KindToR, topo.KindEPS:
+	if kind == topo.KindToR || kind == topo.KindEPS {
 		sysctls = append(sysctls, [2]string{"net.ipv4.ip_forward", "1"})
-	case topo.KindServer:
-		if err := SetNSCongestionControl(cc); err != nil && !errors.Is(err, ErrCCRestricted) {
-			return err
-		}
 	}
 	for _, kv := range sysctls {
 		if err := netns.WriteSysctl(kv[0], kv[1]); err != nil {
@@ -309,8 +404,10 @@ func trimNL(b []byte) string {
 	return string(b)
 }
 
-// addLink creates a veth pair with its peer directly in the far namespace,
-// brings both ends up with their address and shaping.
+// addLink creates a veth pair with each end directly in its namespace and
+// its planned ifindex, then gives both ends their address and shaping.
+// Ends come up at creation, except a server's: it first gets addrgenmode
+// none (no IPv6 address, so no DAD or router solicitation; see setupNS).
 func (l *Lab) addLink(i int, ln topo.Link) error {
 	ha, err := l.Handle(ln.A.Node)
 	if err != nil {
@@ -320,40 +417,52 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 	if err != nil {
 		return err
 	}
+	na, _ := l.Topo.Node(ln.A.Node)
 	nb, _ := l.Topo.Node(ln.B.Node)
+	fdA, err := netns.Open(na.NS)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fdA)
 	fdB, err := netns.Open(nb.NS)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(fdB)
 	mtu := l.Topo.Spec.MTU
-	veth := &netlink.Veth{
-		LinkAttrs: netlink.LinkAttrs{
-			Name: ln.A.Iface, MTU: mtu, HardwareAddr: ln.A.MAC, Flags: net.FlagUp, TxQLen: 1000,
-			// The kernel treats a carrier change as urgent only when a
-			// veth's ifindex differs from its peer's; otherwise linkwatch
-			// defers it up to 1 s, and the qdisc stays inactive meanwhile.
-			// Peers in fresh namespaces would both get ifindex 2.
-			Index: nearIfindexBase + i,
-		},
-		PeerName:         ln.B.Iface,
-		PeerHardwareAddr: ln.B.MAC,
-		PeerMTU:          uint32(mtu),
-		PeerNamespace:    netlink.NsFd(fdB),
+	ia, ib := l.plannedIndex(ln.A.Node, ln.A.Iface), l.plannedIndex(ln.B.Node, ln.B.Iface)
+	// Only the first end of the request can come up at creation (the
+	// kernel opens the peer before the pair is joined: ENOTCONN), and a
+	// server's end must not (addrgenmode first), so the first end is A
+	// unless A is a server.
+	ea := vethEnd{nsFd: fdA, name: ln.A.Iface, index: ia, mac: ln.A.MAC, mtu: mtu, txqueue: 1000}
+	eb := vethEnd{nsFd: fdB, name: ln.B.Iface, index: ib, mac: ln.B.MAC, mtu: mtu, txqueue: 1000}
+	aFirst := na.Kind != topo.KindServer
+	ea.up = aFirst
+	eb.up = !aFirst && nb.Kind != topo.KindServer
+	first, peer := ea, eb
+	if !aFirst {
+		first, peer = eb, ea
 	}
-	if err := ha.LinkAdd(veth); err != nil {
+	if err := newVeth(first, peer); err != nil {
 		return fmt.Errorf("create veth %s:%s <-> %s:%s: %w", ln.A.Node, ln.A.Iface, ln.B.Node, ln.B.Iface, err)
 	}
 	for _, e := range []struct {
-		h  *netlink.Handle
-		ep topo.Endpoint
-	}{{ha, ln.A}, {hb, ln.B}} {
-		link, err := nlsafe.Retry1(e.h.LinkByName, e.ep.Iface)
-		if err != nil {
-			return fmt.Errorf("find %s:%s: %w", e.ep.Node, e.ep.Iface, err)
+		h    *netlink.Handle
+		ep   topo.Endpoint
+		end  vethEnd
+		kind string
+	}{{ha, ln.A, ea, na.Kind}, {hb, ln.B, eb, nb.Kind}} {
+		link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: e.end.index, Name: e.ep.Iface}}
+		if e.kind == topo.KindServer {
+			if err := e.h.LinkSetIP6AddrGenMode(link, addrGenModeNone); err != nil {
+				return fmt.Errorf("addrgenmode none on %s:%s: %w", e.ep.Node, e.ep.Iface, err)
+			}
 		}
-		if err := e.h.LinkSetUp(link); err != nil {
-			return fmt.Errorf("set %s:%s up: %w", e.ep.Node, e.ep.Iface, err)
+		if !e.end.up {
+			if err := e.h.LinkSetUp(link); err != nil {
+				return fmt.Errorf("set %s:%s up: %w", e.ep.Node, e.ep.Iface, err)
+			}
 		}
 		if e.ep.Addr.IsValid() {
 			a := &netlink.Addr{IPNet: ipnet(netip.PrefixFrom(e.ep.Addr, 32))}
@@ -368,6 +477,93 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 	return nil
 }
 
+// planIndexes gives every veth end its ifindex before anything is made:
+// link i's near (A) end gets nearIfindexBase+i, and the far (B) ends of a
+// node get 2, 3, ... (lo is 1) in link order. The kernel treats a carrier
+// change as urgent only when a veth's ifindex differs from its peer's;
+// otherwise linkwatch defers it up to 1 s and the qdisc stays inactive
+// meanwhile. OCS ports are far ends, so they stay below limits.MaxIfindex,
+// which the OCS fast path's port map is indexed by.
+func planIndexes(t *topo.Topology) map[string]map[string]int {
+	idx := map[string]map[string]int{}
+	set := func(node, iface string, i int) {
+		if idx[node] == nil {
+			idx[node] = map[string]int{}
+		}
+		idx[node][iface] = i
+	}
+	next := map[string]int{}
+	for i, ln := range t.Links {
+		set(ln.A.Node, ln.A.Iface, nearIfindexBase+i)
+		if next[ln.B.Node] == 0 {
+			next[ln.B.Node] = 2
+		}
+		set(ln.B.Node, ln.B.Iface, next[ln.B.Node])
+		next[ln.B.Node]++
+	}
+	return idx
+}
+
+func (l *Lab) plannedIndex(node, iface string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ifindex[node][iface]
+}
+
+// Ifindex returns the interface index of a node's port: the one Deploy
+// gave it or, in a lab opened from its state, from one link dump of the
+// node's namespace (a lookup per port costs a netlink round trip each,
+// thousands on a large lab).
+func (l *Lab) Ifindex(node, iface string) (int, error) {
+	l.mu.Lock()
+	i, ok := l.ifindex[node][iface]
+	l.mu.Unlock()
+	if ok {
+		return i, nil
+	}
+	h, err := l.Handle(node)
+	if err != nil {
+		return 0, err
+	}
+	links, err := nlsafe.Retry(h.LinkList)
+	if err != nil {
+		return 0, fmt.Errorf("list links of %s: %w", node, err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ifindex == nil {
+		l.ifindex = map[string]map[string]int{}
+	}
+	m := map[string]int{}
+	for _, ln := range links {
+		m[ln.Attrs().Name] = ln.Attrs().Index
+	}
+	l.ifindex[node] = m
+	if i, ok := m[iface]; ok {
+		return i, nil
+	}
+	return 0, fmt.Errorf("%s has no interface %q", node, iface)
+}
+
+// Port returns a node's port as a netlink.Link that carries its index and
+// name only: enough for tc, addresses, routes and neighbours.
+func (l *Lab) Port(node, iface string) (netlink.Link, error) {
+	i, err := l.Ifindex(node, iface)
+	if err != nil {
+		return nil, err
+	}
+	return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: i, Name: iface}}, nil
+}
+
+// addrGenModeNone is IN6_ADDR_GEN_MODE_NONE: no IPv6 link-local address.
+const addrGenModeNone = 1
+
+// ShaperBurst is the bucket of a port's tbf, in bytes, at rate bytes/s:
+// what passes at once after the port was idle.
+func ShaperBurst(rate uint64, mtu int) uint64 {
+	return max(rate/1000, 64<<10, uint64(mtu)*4)
+}
+
 // nearIfindexBase numbers the near end of every veth far above the
 // far ends' automatic indexes.
 const nearIfindexBase = 100000
@@ -379,7 +575,7 @@ func Shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 	if rate == 0 {
 		return nil
 	}
-	burst := max(rate/1000, 64<<10, uint64(mtu)*4)
+	burst := ShaperBurst(rate, mtu)
 	limit := max(rate/100, 3*burst)
 	q := &netlink.Tbf{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
@@ -436,18 +632,7 @@ func (l *Lab) addRoutes(n topo.Node) error {
 	if err != nil {
 		return err
 	}
-	idx := map[string]int{}
-	index := func(iface string) (int, error) {
-		if i, ok := idx[iface]; ok {
-			return i, nil
-		}
-		link, err := nlsafe.Retry1(h.LinkByName, iface)
-		if err != nil {
-			return 0, fmt.Errorf("find %s:%s: %w", n.Name, iface, err)
-		}
-		idx[iface] = link.Attrs().Index
-		return idx[iface], nil
-	}
+	index := func(iface string) (int, error) { return l.Ifindex(n.Name, iface) }
 	for _, nb := range neighs {
 		i, err := index(nb.Iface)
 		if err != nil {
@@ -515,6 +700,12 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	}
 	inodes := map[uint64]bool{}
 	for n := range nsNames {
+		// Only a mounted namespace has a namespace inode; a bare file's
+		// (a crashed deploy's anchor or mount point) could equal an
+		// unrelated process's namespace inode.
+		if !netns.Exists(n) {
+			continue
+		}
 		if ino, err := netns.Inode(n); err == nil {
 			inodes[ino] = true
 		}

@@ -45,6 +45,15 @@ func TestEPSAllPairsReach(t *testing.T) {
 		t.Fatalf("pingall: %d pairs, failed %v", res.Pairs, res.Failed)
 	}
 	t.Logf("pingall: %d/%d pairs in %v, max RTT %v", res.Pairs-len(res.Failed), res.Pairs, res.Took, res.RTTMax)
+	// The sampled form: chosen pairs, one socket per source.
+	pairs := [][2]probe.Host{{hs[0], hs[7]}, {hs[0], hs[3]}, {hs[5], hs[1]}, {hs[0], hs[7]}}
+	sres, err := probe.PingPairs(context.Background(), pairs, 2, 3, time.Second)
+	if err != nil || sres.Pairs != 3 || len(sres.Failed) != 0 {
+		t.Fatalf("ping pairs: %v: %d pairs (want 3, one repeated), failed %v", err, sres.Pairs, sres.Failed)
+	}
+	if _, err := probe.PingPairs(context.Background(), [][2]probe.Host{{hs[0], hs[0]}}, 1, 1, time.Second); err == nil {
+		t.Error("a host pinging itself was not refused")
+	}
 }
 
 // TestShapedGoodput: a cross-rack TCP transfer arrives, with the
@@ -242,5 +251,43 @@ func TestConcurrentDeploySameLab(t *testing.T) {
 	res, err := probe.PingAll(context.Background(), hosts(lab), 1, time.Second)
 	if err != nil || len(res.Failed) > 0 {
 		t.Errorf("the lab that stands is not whole: %v, %d pairs failed", err, len(res.Failed))
+	}
+}
+
+// TestPortsAsPlanned: every port has the ifindex Deploy planned (what a
+// lab opened from its state reads back from the kernel), server ports
+// carry no IPv6 address (addrgenmode none instead of a sysctl), ToRs
+// forward, and no anchor file of the namespace step is left.
+func TestPortsAsPlanned(t *testing.T) {
+	skipUnlessRoot(t)
+	name := uniqueLab("plan")
+	lab := deploy(t, spec(t, name, "{kind: ocs, racks: 2, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 1Gbit, uplink: 1Gbit}}"))
+	opened, err := fabric.Open(name, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer opened.Close()
+	for _, n := range lab.Topo.Nodes {
+		for _, iface := range lab.Topo.Ifaces(n.Name) {
+			planned, err1 := lab.Ifindex(n.Name, iface)
+			actual, err2 := opened.Ifindex(n.Name, iface)
+			if err1 != nil || err2 != nil || planned != actual {
+				t.Errorf("%s:%s: planned ifindex %d (%v), the kernel has %d (%v)", n.Name, iface, planned, err1, actual, err2)
+			}
+		}
+	}
+	if _, err := opened.Ifindex("tor0", "nosuch"); err == nil {
+		t.Error("a port that does not exist has an ifindex")
+	}
+	out, err := exec.Command("ip", "-n", names.NSName(name, "r0s0"), "-6", "-o", "addr", "show", "dev", "eth0").CombinedOutput()
+	if err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("server port has IPv6 addresses (%v): %s", err, out)
+	}
+	fwd, err := exec.Command("ip", "netns", "exec", names.NSName(name, "tor0"), "cat", "/proc/sys/net/ipv4/ip_forward").Output()
+	if err != nil || strings.TrimSpace(string(fwd)) != "1" {
+		t.Errorf("tor0 ip_forward = %q (%v), want 1", fwd, err)
+	}
+	if left, _ := netns.List(names.LabPrefix(name) + "."); len(left) > 0 {
+		t.Errorf("anchor left in %s: %v", netns.RunDir, left)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,6 +22,9 @@ import (
 // (SO_TIMESTAMPNS), so that gaps are measured without user-space jitter.
 type Pacer struct {
 	Interval time.Duration
+	realTime bool
+	paused   atomic.Bool
+	resume   chan struct{}
 	stop     chan struct{}
 	wg       sync.WaitGroup
 	send     *net.UDPConn
@@ -30,10 +34,22 @@ type Pacer struct {
 	sent     uint64
 }
 
-// StartPacer starts the stream. The sender spins on one core to keep the
-// spacing; use it for benchmarks, not alongside heavy traffic.
-func StartPacer(src, dst Host, port int, interval time.Duration) (*Pacer, error) {
-	p := &Pacer{Interval: interval, stop: make(chan struct{})}
+// PacerOptions tune a Pacer.
+type PacerOptions struct {
+	Interval time.Duration // between two packets
+	// RealTime runs the sender at SCHED_FIFO (as root), so that nothing
+	// but the kernel preempts it on a busy machine. It spins: pause it
+	// between measurements (Pause) to stay under the kernel's real-time
+	// throttling (95% of a second by default), which would stop it for
+	// the rest of the second.
+	RealTime bool
+}
+
+// StartPacer starts the stream. The sender spins on one core, at the
+// highest nice priority or real-time (as root), to keep the spacing on a
+// busy machine; use it for benchmarks, not alongside heavy traffic.
+func StartPacer(src, dst Host, port int, o PacerOptions) (*Pacer, error) {
+	p := &Pacer{Interval: o.Interval, realTime: o.RealTime, resume: make(chan struct{}, 1), stop: make(chan struct{})}
 	laddr := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst.Addr, uint16(port)))
 	if err := netns.Do(dst.NS, func() (err error) {
 		p.recv, err = net.ListenUDP("udp4", laddr)
@@ -68,8 +84,13 @@ func StartPacer(src, dst Host, port int, interval time.Duration) (*Pacer, error)
 
 func (p *Pacer) pace() {
 	defer p.wg.Done()
+	// The thread keeps its priority and ends with the goroutine (never
+	// unlocked), so no other goroutine inherits it.
 	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20) // best effort: needs root
+	if p.realTime {
+		_ = unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_FIFO, Priority: 1}, 0) // best effort
+	}
 	buf := make([]byte, 64)
 	next := time.Now()
 	for seq := uint64(0); ; seq++ {
@@ -77,6 +98,14 @@ func (p *Pacer) pace() {
 		case <-p.stop:
 			return
 		default:
+		}
+		if p.paused.Load() {
+			select {
+			case <-p.stop:
+				return
+			case <-p.resume:
+			}
+			next = time.Now()
 		}
 		for time.Now().Before(next) {
 		}
@@ -115,6 +144,19 @@ func (p *Pacer) receive() {
 	}
 }
 
+// Pause stops sending (the sender sleeps) until Resume.
+func (p *Pacer) Pause() { p.paused.Store(true) }
+
+// Resume starts sending again after Pause.
+func (p *Pacer) Resume() {
+	if p.paused.Swap(false) {
+		select {
+		case p.resume <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // Reset forgets the receive times so far.
 func (p *Pacer) Reset() {
 	p.mu.Lock()
@@ -125,13 +167,20 @@ func (p *Pacer) Reset() {
 // GapAround returns the receive gap that spans realtime instant t (ns):
 // the time between the last packet before t and the first after it.
 func (p *Pacer) GapAround(t int64) (time.Duration, error) {
+	before, after, err := p.Around(t)
+	return time.Duration(after - before), err
+}
+
+// Around returns the receive times (realtime ns) of the last packet
+// before realtime instant t and of the first after it.
+func (p *Pacer) Around(t int64) (before, after int64, err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	i := sort.Search(len(p.rx), func(i int) bool { return p.rx[i] > t })
 	if i == 0 || i == len(p.rx) {
-		return 0, fmt.Errorf("no packets on both sides of the instant (%d received)", len(p.rx))
+		return 0, 0, fmt.Errorf("no packets on both sides of the instant (%d received)", len(p.rx))
 	}
-	return time.Duration(p.rx[i] - p.rx[i-1]), nil
+	return p.rx[i-1], p.rx[i], nil
 }
 
 // SpacingMedian is the median time between received packets.

@@ -10,8 +10,8 @@ import (
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
-// AttributeAbove is the |error| against the calibrated model above which
-// a phase is explained.
+// AttributeAbove is the |error| against the TCP-aware model (the
+// calibrated one when there is none) above which a phase is explained.
 const AttributeAbove = 0.05
 
 // The parts of a phase's time beyond the ideal model's, in the order
@@ -20,6 +20,7 @@ const AttributeAbove = 0.05
 // residual.
 const (
 	PartFraming  = "framing"  // the calibrated model's time - the ideal's (TCP headers)
+	PartTCP      = "tcp"      // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
 	PartLateness = "lateness" // the latest rank's start after it could start
 	PartSkew     = "skew"     // the rest of the spread of the ranks' starts
 	PartRTO      = "rto"      // time in RTO recovery on the job's connections (TCP_INFO)
@@ -29,7 +30,7 @@ const (
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartLateness, PartSkew, PartRTO, PartLoss, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartTCP, PartLateness, PartSkew, PartRTO, PartLoss, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -41,16 +42,19 @@ type Attribution struct {
 	Phase        string           `json:"phase"`
 	IdealNs      int64            `json:"ideal_ns"`
 	CalibratedNs int64            `json:"calibrated_ns"`
+	TCPAwareNs   int64            `json:"tcp_aware_ns,omitempty"`
 	MeasuredNs   int64            `json:"measured_ns"`
 	RelErr       float64          `json:"rel_err_calibrated"`
+	RelErrTCP    float64          `json:"rel_err_tcp_aware,omitempty"`
 	Parts        map[string]int64 `json:"parts_ns"`
 	DataWaitNs   int64            `json:"data_wait_ns"`
 	VerifyNs     int64            `json:"verify_ns"`
 }
 
 // Attribute decomposes every communication phase whose |error| against
-// the calibrated model exceeds AttributeAbove. t0 is time zero
-// (CLOCK_MONOTONIC), to place TCP and host samples against the phases.
+// the TCP-aware model (the calibrated model when the inputs have none)
+// exceeds AttributeAbove. t0 is time zero (CLOCK_MONOTONIC), to place TCP
+// and host samples against the phases.
 func Attribute(in *Inputs, t0 int64) []Attribution {
 	meas := map[job.Key]record.Phase{}
 	if in.Measurement != nil {
@@ -58,23 +62,30 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			meas[job.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase}] = p
 		}
 	}
-	ideal := map[job.Key]record.Comparison{}
-	for _, c := range in.Ideal {
-		ideal[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c
-	}
+	ideal, tcp := byKey(in.Ideal), byKey(in.TCPAware)
 	var out []Attribution
 	for _, c := range in.Calibrated {
 		k := job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
-		if c.Phase == job.PhaseCompute || math.Abs(c.RelErr) <= AttributeAbove {
-			continue
-		}
 		id, ok := ideal[k]
-		m := meas[k]
-		if !ok {
+		if c.Phase == job.PhaseCompute || !ok {
 			continue
 		}
+		tc, hasTCP := tcp[k]
+		judged := c.RelErr
+		if hasTCP {
+			judged = tc.RelErr
+		}
+		if math.Abs(judged) <= AttributeAbove {
+			continue
+		}
+		m := meas[k]
 		a := Attribution{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase, IdealNs: id.PredictedNs, CalibratedNs: c.PredictedNs,
 			MeasuredNs: c.MeasuredNs, RelErr: c.RelErr, Parts: map[string]int64{}, DataWaitNs: m.WaitDataNs, VerifyNs: m.VerifyNs}
+		modelTCP := int64(0)
+		if hasTCP {
+			a.TCPAwareNs, a.RelErrTCP = tc.PredictedNs, tc.RelErr
+			modelTCP = tc.PredictedNs - c.PredictedNs
+		}
 		from, to := t0+m.StartNs, t0+m.EndNs
 		rto, retrans := in.tcpDuring(c.Job, from, to)
 		var lossNs int64
@@ -87,6 +98,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			ns   int64
 		}{
 			{PartFraming, a.CalibratedNs - a.IdealNs},
+			{PartTCP, modelTCP},
 			{PartLateness, m.LatenessNs},
 			{PartSkew, max(0, m.SkewNs-m.LatenessNs)},
 			{PartRTO, rto},
@@ -96,7 +108,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		left := gap
 		for _, p := range parts {
 			v := p.ns
-			if p.name != PartFraming { // framing is the model's own figure, never capped
+			if p.name != PartFraming && p.name != PartTCP { // the models' own figures, never capped
 				v = max(0, min(v, left))
 			}
 			a.Parts[p.name] = v
@@ -104,6 +116,14 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		}
 		a.Parts[PartResidual] = left
 		out = append(out, a)
+	}
+	return out
+}
+
+func byKey(cs []record.Comparison) map[job.Key]record.Comparison {
+	out := make(map[job.Key]record.Comparison, len(cs))
+	for _, c := range cs {
+		out[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c
 	}
 	return out
 }
@@ -168,25 +188,29 @@ func (in *Inputs) foreignDuring(from, to int64) int64 {
 // PrintAttribution writes one row per attributed phase, ms.
 func PrintAttribution(w io.Writer, as []Attribution) {
 	if len(as) == 0 {
-		fmt.Fprintf(w, "== attribution: every communication phase is within %.0f%% of the calibrated model\n", 100*AttributeAbove)
+		fmt.Fprintf(w, "== attribution: every communication phase is within %.0f%% of the TCP-aware model\n", 100*AttributeAbove)
 		return
 	}
-	fmt.Fprintf(w, "== attribution of phases off by more than %.0f%% (ms; measured - ideal = the parts)\n", 100*AttributeAbove)
+	fmt.Fprintf(w, "== attribution of phases off the TCP-aware model by more than %.0f%% (ms; measured - ideal = the parts)\n", 100*AttributeAbove)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "job\titer\tphase\tideal\tcalibrated\tmeasured\terror\t")
+	fmt.Fprint(tw, "job\titer\tphase\tideal\tcalibrated\ttcp-aware\tmeasured\terror\t")
 	for _, p := range Parts {
 		fmt.Fprintf(tw, "%s\t", p)
 	}
 	fmt.Fprint(tw, "data wait*\tverify*\t\n")
 	for _, a := range as {
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t%.2f\t%+.1f%%\t", a.Job, a.Iteration, a.Phase, ms(a.IdealNs), ms(a.CalibratedNs), ms(a.MeasuredNs), 100*a.RelErr)
+		rel := a.RelErr
+		if a.TCPAwareNs > 0 {
+			rel = a.RelErrTCP
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%+.1f%%\t", a.Job, a.Iteration, a.Phase, ms(a.IdealNs), ms(a.CalibratedNs), ms(a.TCPAwareNs), ms(a.MeasuredNs), 100*rel)
 		for _, p := range Parts {
 			fmt.Fprintf(tw, "%.2f\t", ms(a.Parts[p]))
 		}
 		fmt.Fprintf(tw, "%.2f\t%.2f\t\n", ms(a.DataWaitNs), ms(a.VerifyNs))
 	}
 	tw.Flush()
-	fmt.Fprintln(w, "   * outside the measured time: a pull is timed from when its data exist; results are checked after the phase")
+	fmt.Fprintln(w, "   error: against the TCP-aware model; * outside the measured time: a pull is timed from when its data exist; results are checked after the phase")
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }

@@ -68,8 +68,8 @@ const (
 	LossPass, LossWarn = 0.001, 0.01
 	// Lateness: the largest time a rank started a phase after it could.
 	LatenessPassNs, LatenessWarnNs = 1e6, 5e6
-	// Model accuracy against the calibrated model: median and max |error|
-	// of communication phases.
+	// Model accuracy against the TCP-aware model (the calibrated one when
+	// there is none): median and max |error| of communication phases.
 	AccuracyMedianPass, AccuracyMaxPass = 0.05, 0.10
 	AccuracyMedianWarn, AccuracyMaxWarn = 0.10, 0.20
 )
@@ -123,8 +123,10 @@ type Inputs struct {
 	BytesSent   int64
 	OCS         *OCS
 	Measurement *record.Run
-	// Ideal and Calibrated are the measurement against the two models.
-	Ideal, Calibrated []record.Comparison
+	// Ideal, Calibrated and TCPAware are the measurement against the
+	// three models; the accuracy line and the attribution judge the
+	// TCP-aware one when there is one.
+	Ideal, Calibrated, TCPAware []record.Comparison
 	// LinkPayloadBps is the server links' payload rate in bytes/s (the
 	// calibrated model's), to turn retransmitted bytes into time.
 	LinkPayloadBps float64
@@ -311,7 +313,7 @@ func ocsDrops(in *Inputs) Line {
 	case o.UnpatchedBytes > 0:
 		l.Status, l.Why = Fail, "traffic was routed onto ports with no circuit: routes and circuits disagreed"
 	case o.DarkBytes > 0:
-		l.Status, l.Why = Warn, "traffic hit ports during their dark period; the model pauses such flows instead"
+		l.Status, l.Why = Warn, "traffic hit ports during their dark period (flows moved onto a circuit before its light came on); the TCP-aware model charges their loss and recovery"
 	default:
 		l.Status = Pass
 	}
@@ -380,33 +382,53 @@ func CommErrors(cs []record.Comparison) []float64 {
 
 func accuracy(in *Inputs) Line {
 	l := Line{Check: "model accuracy"}
-	errs := CommErrors(in.Calibrated)
-	if len(errs) == 0 {
+	judged, name := in.TCPAware, "TCP-aware"
+	if len(CommErrors(judged)) == 0 {
+		judged, name = in.Calibrated, "calibrated"
+	}
+	med, mx, n := absStats(judged)
+	if n == 0 {
 		l.Status, l.Figure = NA, "no communication phase predicted"
 		return l
 	}
-	abs := make([]float64, len(errs))
-	for i, e := range errs {
-		abs[i] = math.Abs(e)
-	}
-	med, mx := quantile(abs, 0.5), slices.Max(abs)
 	l.Value = med
 	l.Status = grade(med, AccuracyMedianPass, AccuracyMedianWarn, false)
 	if s := grade(mx, AccuracyMaxPass, AccuracyMaxWarn, false); s.rank() > l.Status.rank() {
 		l.Status = s
 	}
-	l.Figure = fmt.Sprintf("|error| against the calibrated model: median %s, max %s over %d communication phases", pct(med), pct(mx), len(errs))
-	if ie := CommErrors(in.Ideal); len(ie) > 0 {
-		ia := make([]float64, len(ie))
-		for i, e := range ie {
-			ia[i] = math.Abs(e)
+	l.Figure = fmt.Sprintf("|error| against the %s model: median %s, max %s over %d communication phases", name, pct(med), pct(mx), n)
+	var others []string
+	for _, o := range []struct {
+		name string
+		cs   []record.Comparison
+	}{{"calibrated", in.Calibrated}, {"ideal", in.Ideal}} {
+		if o.name == name {
+			continue
 		}
-		l.Figure += fmt.Sprintf(" (ideal model: median %s, max %s)", pct(quantile(ia, 0.5)), pct(slices.Max(ia)))
+		if m, x, k := absStats(o.cs); k > 0 {
+			others = append(others, fmt.Sprintf("%s: median %s, max %s", o.name, pct(m), pct(x)))
+		}
+	}
+	if len(others) > 0 {
+		l.Figure += " (" + strings.Join(others, "; ") + ")"
 	}
 	if l.Status != Pass {
 		l.Why = "the attribution says where the difference went (attribution.csv)"
 	}
 	return l
+}
+
+// absStats is the median and max |error| of the communication phases.
+func absStats(cs []record.Comparison) (med, mx float64, n int) {
+	errs := CommErrors(cs)
+	if len(errs) == 0 {
+		return 0, 0, 0
+	}
+	abs := make([]float64, len(errs))
+	for i, e := range errs {
+		abs[i] = math.Abs(e)
+	}
+	return quantile(abs, 0.5), slices.Max(abs), len(abs)
 }
 
 // Print writes the verdict, one line per check.

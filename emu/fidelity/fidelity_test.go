@@ -2,6 +2,7 @@ package fidelity
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 
@@ -127,6 +128,8 @@ func TestJudgeLossOCSLatenessAccuracy(t *testing.T) {
 		{"median fine, one outlier", Inputs{Calibrated: comm(0.01, 0.02, 0.15)}, "model accuracy", Warn},
 		{"far off", Inputs{Calibrated: comm(0.2, 0.3, -0.25)}, "model accuracy", Fail},
 		{"nothing predicted", Inputs{}, "model accuracy", NA},
+		{"judged against the TCP-aware model", Inputs{Calibrated: comm(0.2, 0.3, -0.25), TCPAware: comm(0.01, -0.04, 0.09)}, "model accuracy", Pass},
+		{"the TCP-aware model far off", Inputs{Calibrated: comm(0.01, -0.04, 0.09), TCPAware: comm(0.2, 0.3, -0.25)}, "model accuracy", Fail},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -216,5 +219,40 @@ func TestAttributeFaster(t *testing.T) {
 	a := Attribute(in, 0)[0]
 	if a.Parts[PartFraming] != 9*ms || a.Parts[PartSkew] != 0 || a.Parts[PartResidual] != -29*ms {
 		t.Errorf("parts %v", a.Parts)
+	}
+}
+
+// With the TCP-aware model: ideal 200 ms, calibrated 209, TCP-aware 229
+// (the model's own 20 ms of slow start, sharing and recovery), measured
+// 240 ms: 11 ms off it (4.8%), so not attributed; measured 260 ms is 13.5%
+// off and its 60 ms beyond the ideal split into framing 9, tcp 20, skew 2
+// and a residual of 29.
+func TestAttributeAgainstTCPAware(t *testing.T) {
+	const ms = int64(1e6)
+	in := func(measured int64) *Inputs {
+		cmp := func(pred int64) []record.Comparison {
+			return []record.Comparison{{Job: "j", Phase: "alltoall", PredictedNs: pred, MeasuredNs: measured, RelErr: float64(measured-pred) / float64(pred)}}
+		}
+		return &Inputs{
+			Measurement: &record.Run{Phases: []record.Phase{{Job: "j", Phase: "alltoall", EndNs: measured, SkewNs: 2 * ms}}},
+			Ideal:       cmp(200 * ms), Calibrated: cmp(209 * ms), TCPAware: cmp(229 * ms),
+		}
+	}
+	if got := Attribute(in(240*ms), 0); len(got) != 0 {
+		t.Errorf("a phase within 5%% of the TCP-aware model was attributed: %+v", got)
+	}
+	as := Attribute(in(260*ms), 0)
+	if len(as) != 1 {
+		t.Fatalf("%d attributions, want 1", len(as))
+	}
+	a := as[0]
+	want := map[string]int64{PartFraming: 9 * ms, PartTCP: 20 * ms, PartSkew: 2 * ms, PartResidual: 29 * ms}
+	for _, p := range Parts {
+		if a.Parts[p] != want[p] {
+			t.Errorf("%s = %.3f ms, want %.3f", p, float64(a.Parts[p])/1e6, float64(want[p])/1e6)
+		}
+	}
+	if a.TCPAwareNs != 229*ms || math.Abs(a.RelErrTCP-31.0/229) > 1e-12 {
+		t.Errorf("TCP-aware %d ns, error %v", a.TCPAwareNs, a.RelErrTCP)
 	}
 }

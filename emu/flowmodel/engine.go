@@ -40,6 +40,13 @@ type Options struct {
 	// connection up from TCP's initial window (the TCP-aware model,
 	// tcpaware.go).
 	SlowStart *SlowStart
+	// TCP, when set, adds the TCP-aware model's RTT-biased sharing and
+	// the cost of a reconfiguration to the flows it hits (tcpshare.go,
+	// tcpreconfig.go).
+	TCP *TCPModel
+	// OnDisrupt, if set, sees every flow in progress whose path crosses
+	// an uplink whose circuit a reconfiguration changes (tcpreconfig.go).
+	OnDisrupt func(Disruption)
 	// CoalesceNs, if positive, rounds flow completions up to a multiple of
 	// it, so that flows finishing within it of each other are handled at
 	// one instant, with one rate computation: a big all-to-all over a
@@ -134,6 +141,10 @@ type flow struct {
 	version    int32
 	mark       int32
 	frozen     bool
+
+	// The TCP-aware model's state (tcpaware.go, tcpshare.go).
+	ssGen  int32   // slow start's generation: a restart after an RTO drops older ramps
+	weight float64 // share weight under RTT-biased sharing
 }
 
 // jobState is one job's progress. Its phases form a graph (plan.Job.Preds):
@@ -313,6 +324,7 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 			heap.Push(&s.events, event{t: until, kind: evDarkEnd})
 		}
 	}
+	hit := s.beforeSwitch(dark)
 	s.circuits = cfg
 	s.switchAt = s.now
 	s.paths = routing.NewPaths(s.f.Racks, cfg)
@@ -330,6 +342,7 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 	}
 	clear(s.live[len(live):])
 	s.live = live
+	s.afterSwitch(hit)
 	s.recompute()
 }
 

@@ -90,6 +90,10 @@ func (h *shareHeap) Pop() any {
 // through it at that share, and take it off the other resources. Flows
 // without a path, or through a dark port, get 0.
 func (s *Sim) waterfill(comp []*flow, rq []int32) {
+	if s.opt.TCP != nil && s.opt.TCP.RTTExponent != 0 {
+		s.shareByRTT(comp, rq) // the TCP-aware model (tcpshare.go)
+		return
+	}
 	for _, r := range rq {
 		res := &s.res[r]
 		res.open = 0

@@ -38,6 +38,7 @@ func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, er
 	}
 	if m == TCPAware {
 		opt.SlowStart = SlowStartFor(s.Fabric)
+		opt.TCP = TCPModelFor(s.Fabric)
 	}
 	return simulate(p, s, opt, m)
 }

@@ -14,10 +14,9 @@ import (
 // every RTT until its window no longer limits it. Its RTT includes a
 // full shaper queue when a link of its path is already saturated by
 // another phase's flows (cubic keeps such a queue full), else it is the
-// fabric's base RTT. Sharing stays
-// max-min and reconfigurations still pause a changed port for the dark
-// period only: RTT-biased sharing and the recovery cost of a
-// reconfiguration are not modelled.
+// fabric's base RTT. Flows share links by their RTTs (tcpshare.go) and a
+// reconfiguration costs the flows it hits their lost data and TCP's
+// recovery (tcpreconfig.go).
 const TCPAware Model = "tcp-aware"
 
 // SlowStart is what the TCP-aware model knows of TCP's start.
@@ -27,7 +26,7 @@ type SlowStart struct {
 	InitialWindowBytes float64
 	// BaseRTTNs is the RTT of an empty path.
 	BaseRTTNs int64
-	// QueueNs is the delay of a full shaper queue, added to the RTT of a
+	// QueueNs is the delay of the queue TCP keeps standing (StandingQueueNs), added to the RTT of a
 	// flow that starts on a path another phase keeps busy.
 	QueueNs int64
 	// IdleResetNs: a connection idle longer than this starts again from
@@ -61,7 +60,7 @@ func SlowStartFor(f scenario.Fabric) *SlowStart {
 	return &SlowStart{
 		InitialWindowBytes: float64(InitialWindowSegments * Framing(f.MTU).PayloadBytes),
 		BaseRTTNs:          BaseRTTNs,
-		QueueNs:            ShaperQueueNs(f.Rates.Server, f.MTU),
+		QueueNs:            StandingQueueNs(f.Rates.Server, f.MTU),
 		IdleResetNs:        RTOMinNs,
 	}
 }
@@ -90,7 +89,7 @@ func (s *Sim) startSlowStart(fl *flow) {
 	fl.res = append(fl.res, fl.ssRes)
 	fl.pos = append(fl.pos, 0)
 	s.res[fl.ssRes].flows = []*flow{fl}
-	heap.Push(&s.events, event{t: s.now + fl.rttNs, kind: evRamp, id: fl.id})
+	heap.Push(&s.events, event{t: s.now + fl.rttNs, kind: evRamp, id: fl.id, version: fl.ssGen})
 }
 
 // pathBusy reports whether a link of the flow's path is already full
@@ -125,8 +124,8 @@ const saturated = 0.99
 // what its links could ever give it, slow start is over.
 func (s *Sim) ramp(e event) {
 	fl := s.flows[e.id]
-	if fl.done || fl.ssRes < 0 {
-		return
+	if fl.done || fl.ssRes < 0 || e.version != fl.ssGen {
+		return // done, or a ramp from before an RTO restarted slow start
 	}
 	r := &s.res[fl.ssRes]
 	r.capBps *= 2
@@ -141,7 +140,7 @@ func (s *Sim) ramp(e event) {
 		r.capBps = math.Inf(1)
 		return
 	}
-	heap.Push(&s.events, event{t: s.now + fl.rttNs, kind: evRamp, id: fl.id})
+	heap.Push(&s.events, event{t: s.now + fl.rttNs, kind: evRamp, id: fl.id, version: fl.ssGen})
 }
 
 // connIdleFrom notes when a flow's connection went idle.

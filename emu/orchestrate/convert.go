@@ -2,6 +2,7 @@ package orchestrate
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/workers/job"
@@ -16,26 +17,72 @@ func WorkerJobs(p *plan.Plan) ([]job.Job, error) {
 		return nil, fmt.Errorf("%d jobs: INC numbers jobs with 16 bits", len(p.Jobs))
 	}
 	out := make([]job.Job, 0, len(p.Jobs))
-	jobINC := map[string]bool{}
+	decide, err := incPerIteration(p)
+	if err != nil {
+		return nil, err
+	}
 	for i, j := range p.Jobs {
-		if j.Pattern == plan.PatternDAG {
-			return nil, fmt.Errorf("job %s is a task graph (pattern dag), which the workers do not run yet: predict it with emu simulate", j.Name)
-		}
 		wj := job.Job{Name: j.Name, Pattern: j.Pattern, Workers: j.Workers, Bytes: j.Bytes,
 			ComputeNs: j.ComputeNs, Iterations: j.Iterations, ArrivalNs: j.ArrivalNs, PS: j.PS, Ring: j.Ring,
-			CongestionControl: j.CongestionControl, Steps: j.Steps}
-		if j.INC {
+			CongestionControl: j.CongestionControl, Steps: j.Steps, Tasks: j.Tasks}
+		its, mixed := decide[j.Name]
+		if j.INC || mixed && slices.Contains(its, true) {
 			wj.INC = &job.INC{ID: uint16(i + 1), Window: DefaultINCWindow}
 		}
-		jobINC[j.Name] = j.INC
+		if mixed && wj.INC != nil && slices.Contains(its, false) {
+			// Some iterations aggregate in the ToRs, others at the CPU
+			// parameter server (paper 000 decides per slot).
+			wj.INCIterations = its
+		}
 		out = append(out, wj)
 	}
+	return out, nil
+}
+
+// incPerIteration reads the plan's per-stage INC decisions (plan v2): for
+// every job some activity of which decides, whether each iteration
+// aggregates in the ToRs. An iteration's push and pull must agree: the
+// INC push is the whole in-network all-reduce, and its pull only checks
+// the result.
+func incPerIteration(p *plan.Plan) (map[string][]bool, error) {
+	out := map[string][]bool{}
+	jobs := map[string]*plan.Job{}
+	for i := range p.Jobs {
+		jobs[p.Jobs[i].Name] = &p.Jobs[i]
+	}
+	set := map[string][]int{} // -1 unset, 0 false, 1 true; per iteration
 	for si, st := range p.Stages {
 		for _, a := range st.Activities {
-			if a.INC != nil && *a.INC != jobINC[a.Job] {
-				return nil, fmt.Errorf("stage %d: job %s iteration %d %s decides in-network aggregation per stage (plan v2), which the workers do not run yet: they run a job with or without INC for its whole life", si, a.Job, a.Iteration, a.Phase)
+			if a.INC == nil {
+				continue
 			}
+			pj := jobs[a.Job]
+			if pj == nil || a.Iteration < 0 || a.Iteration >= pj.Iterations {
+				continue // plan.Check refuses it
+			}
+			if set[a.Job] == nil {
+				set[a.Job] = make([]int, pj.Iterations)
+				for k := range set[a.Job] {
+					set[a.Job][k] = -1
+				}
+			}
+			v := 0
+			if *a.INC {
+				v = 1
+			}
+			if prev := set[a.Job][a.Iteration]; prev >= 0 && prev != v {
+				return nil, fmt.Errorf("stage %d: job %s iteration %d %s decides inc %v, but the iteration's other phase decided %v: the workers aggregate a whole iteration in the ToRs (push is the in-network all-reduce) or at the parameter server", si, a.Job, a.Iteration, a.Phase, *a.INC, prev == 1)
+			}
+			set[a.Job][a.Iteration] = v
 		}
+	}
+	for name, its := range set {
+		pj := jobs[name]
+		dec := make([]bool, len(its))
+		for k, v := range its {
+			dec[k] = v == 1 || v < 0 && pj.INC
+		}
+		out[name] = dec
 	}
 	return out, nil
 }

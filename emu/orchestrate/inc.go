@@ -47,11 +47,20 @@ func admitINC(ctx context.Context, ag Aggregators, p *plan.Plan, jobs []job.Job,
 		tor string
 		id  uint16
 	}
-	// A job is active from the stage of its first activity to that of its
-	// last: the span plan.Check and the scheduler count capacity over.
+	// A job is active from the stage of its first activity that
+	// aggregates in the ToRs to that of its last: the span plan.Check and
+	// the scheduler count capacity over (with INC decided per stage, only
+	// the activities that decide for it count).
+	jobINC := map[string]bool{}
+	for _, j := range p.Jobs {
+		jobINC[j.Name] = j.INC
+	}
 	first, last := map[string]int{}, map[string]int{}
 	for si, st := range p.Stages {
 		for _, a := range st.Activities {
+			if a.INC != nil && !*a.INC || a.INC == nil && !jobINC[a.Job] {
+				continue
+			}
 			if _, ok := first[a.Job]; !ok {
 				first[a.Job] = si
 			}
@@ -102,7 +111,10 @@ func admitINC(ctx context.Context, ag Aggregators, p *plan.Plan, jobs []job.Job,
 			for _, h := range mine {
 				_ = ag.Release(context.WithoutCancel(ctx), h.tor, h.id)
 			}
-			jobs[i].INC, jobs[i].PS = nil, jobs[i].Workers[0]
+			jobs[i].INC, jobs[i].INCIterations = nil, nil
+			if jobs[i].PS == "" {
+				jobs[i].PS = jobs[i].Workers[0]
+			}
 			a.FallbackPS, a.Reason = jobs[i].PS, reason.Error()
 		} else {
 			a.Admitted = true

@@ -48,6 +48,8 @@ type Options struct {
 	Dir      string // results/<lab>
 	Exe      string // emu binary for the rank processes ("" = in-process)
 	Verify   bool
+	// Realtime runs the ranks under SCHED_RR (workers.Options.Realtime).
+	Realtime bool
 	Log      *slog.Logger
 	Progress func(format string, args ...any)
 	// OCS drives the circuits; nil: the lab's OCS process, if the fabric
@@ -150,7 +152,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 			return nil, fmt.Errorf("stage 0 circuits: %w", err)
 		}
 	}
-	wo := &workers.Options{Lab: o.Lab, Jobs: jobs, Schedule: Schedule(p), Dir: o.Dir + "/records", Exe: o.Exe, Verify: o.Verify,
+	wo := &workers.Options{Lab: o.Lab, Jobs: jobs, Schedule: Schedule(p), Dir: o.Dir + "/records", Exe: o.Exe, Verify: o.Verify, Realtime: o.Realtime,
 		Log: o.Log, Progress: progress}
 	if cl != nil {
 		wo.OnStart, wo.OnStage = circuitHooks(ctx, cl, p)

@@ -361,7 +361,9 @@ func checkINC(p *Plan, f scenario.Fabric, first, last map[string]int, bad func(s
 		use := map[string][]string{}
 		for _, j := range p.Jobs {
 			f0, ok := first[j.Name]
-			if !j.INC || !ok || f0 > si || last[j.Name] < si {
+			// first and last hold the stages of the activities that
+			// aggregate in the ToRs: the job's own inc, or a stage's (v2).
+			if !ok || f0 > si || last[j.Name] < si {
 				continue
 			}
 			for _, t := range j.ToRs() {

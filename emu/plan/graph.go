@@ -8,12 +8,12 @@ import (
 )
 
 // PatternDAG is the v2 job kind whose iteration is a task graph (Tasks).
-const PatternDAG = "dag"
+const PatternDAG = job.PatternDAG
 
 // Task kinds of a dag job.
 const (
-	TaskCompute  = "compute"
-	TaskTransfer = "transfer"
+	TaskCompute  = job.TaskCompute
+	TaskTransfer = job.TaskTransfer
 )
 
 // Bounds on task graphs, so that a hostile plan cannot exhaust memory.
@@ -116,24 +116,7 @@ func (j *Job) Preds() [][]int {
 		}
 		return out
 	}
-	d := j.dagIdx()
-	for it := 0; it < j.Iterations; it++ {
-		base := it * per
-		for i, t := range j.Tasks {
-			q := base + i
-			for _, a := range t.After {
-				if k, ok := d.index[a]; ok {
-					out[q] = append(out[q], base+k)
-				}
-			}
-			if len(t.After) == 0 && it > 0 {
-				for _, s := range d.sinks {
-					out[q] = append(out[q], base-per+s)
-				}
-			}
-		}
-	}
-	return out
+	return job.DAGPreds(j.Tasks, j.Iterations)
 }
 
 // ComputeNs returns how long a phase computes, and whether it is a

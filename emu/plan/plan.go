@@ -85,21 +85,10 @@ type Job struct {
 	dag *dagIndex // built on first use from Tasks
 }
 
-// Task is one node of a dag job's task graph. Its name is the phase name
-// its activity gives.
-type Task struct {
-	Name string `json:"name"`
-	// Kind is "compute" (Server computes for ComputeNs) or "transfer"
-	// (Src sends Bytes to Dst).
-	Kind      string `json:"kind"`
-	Server    string `json:"server,omitempty"`
-	ComputeNs int64  `json:"compute_ns,omitempty"`
-	Src       string `json:"src,omitempty"`
-	Dst       string `json:"dst,omitempty"`
-	Bytes     int64  `json:"bytes,omitempty"`
-	// After lists the tasks (of the same iteration) this one waits for.
-	After []string `json:"after,omitempty"`
-}
+// Task is one node of a dag job's task graph (the workers' own type: the
+// workers run it as the plan gives it). Its name is the phase name its
+// activity gives.
+type Task = job.Task
 
 // Stage is one step of the timeline.
 type Stage struct {
@@ -303,6 +292,10 @@ func JobsFromScenario(s *scenario.Scenario) []Job {
 			pj.CongestionControl = j.TCP.CongestionControl
 		}
 		switch {
+		case j.Pattern == scenario.PatternDAG:
+			// The scenario's check has synthesised the graph once already.
+			pj.Tasks, _ = j.Tasks()
+			pj.ComputeNs = 0
 		case j.Pattern == scenario.PatternPS && j.INC:
 			pj.Aggregator = DefaultAggregator(j.Workers)
 		case j.Pattern == scenario.PatternPS:

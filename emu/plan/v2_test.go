@@ -185,6 +185,19 @@ func TestCheckINCPerStage(t *testing.T) {
 	if err := Check(p, s); err == nil || !strings.Contains(err.Error(), "inc: true needs the job's aggregator") {
 		t.Errorf("inc without aggregator: %v", err)
 	}
+	// A job whose own inc is false but which aggregates in some stage
+	// counts against the ToRs' capacity (1) in those stages: a second job
+	// with INC for its life, on the same ToRs, is one too many.
+	p = mk()
+	b := p.Jobs[0]
+	b.Name, b.INC, b.PS, b.Iterations = "b", true, "", 1
+	p.Jobs = append(p.Jobs, b)
+	for i, ph := range []string{"compute", "push", "pull"} {
+		p.Stages[i].Activities = append(p.Stages[i].Activities, Activity{Job: "b", Phase: ph})
+	}
+	if err := Check(p, s); err == nil || !strings.Contains(err.Error(), "over its capacity of 1") {
+		t.Errorf("two INC jobs on one ToR of capacity 1: %v", err)
+	}
 }
 
 // The flows of each hd step, by hand: S = 4 MB, 4 workers. Halving steps

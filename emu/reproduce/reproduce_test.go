@@ -77,25 +77,3 @@ func TestPaper000Table(t *testing.T) {
 		t.Errorf("%d timings, want one per design", len(main.Timings))
 	}
 }
-
-// One study's section is replaced in place, the others kept byte for
-// byte; a study without a section is appended.
-func TestReplaceSections(t *testing.T) {
-	a := Study{Paper: "000", Name: "paper000"}
-	b := Study{Paper: "003", Name: "paper003"}
-	c := Study{Paper: "004", Name: "paper004"}
-	doc := "# Reproductions\n\nintro\n\n" +
-		"## Paper 000 (`emu reproduce paper000`, 1 s)\n\n### old 000\n\n| x |\n\n" +
-		"## Paper 003 (`emu reproduce paper003`, 2 s)\n\n### keep 003\n"
-	got := ReplaceSections(doc, map[string]string{
-		"paper000": "## Paper 000 (`emu reproduce paper000`, 9 s)\n\n### new 000\n\n",
-		"paper004": "## Paper 004 (`emu reproduce paper004`, 5 s)\n\n### new 004\n",
-	}, []Study{a, b, c})
-	want := "# Reproductions\n\nintro\n\n" +
-		"## Paper 000 (`emu reproduce paper000`, 9 s)\n\n### new 000\n\n" +
-		"## Paper 003 (`emu reproduce paper003`, 2 s)\n\n### keep 003\n" +
-		"## Paper 004 (`emu reproduce paper004`, 5 s)\n\n### new 004\n"
-	if got != want {
-		t.Errorf("got:\n%s\nwant:\n%s", got, want)
-	}
-}

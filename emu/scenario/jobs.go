@@ -8,6 +8,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/emu/dlrm"
 	"github.com/ocsemu/ocsemu/workers/job"
 )
 
@@ -18,6 +19,7 @@ const (
 	PatternRing     = job.PatternRing
 	PatternAllToAll = job.PatternAllToAll
 	PatternHD       = job.PatternHD
+	PatternDAG      = job.PatternDAG
 
 	PhaseCompute   = job.PhaseCompute
 	PhasePush      = job.PhasePush
@@ -36,7 +38,7 @@ type Job struct {
 	Workers []string `yaml:"workers" json:"workers"` // servers, e.g. r0s1, one rank each
 	// Bytes is the gradient (PS, all-reduce) or token (all-to-all) volume
 	// of one worker in one iteration.
-	Bytes ByteSize `yaml:"bytes" json:"bytes"`
+	Bytes ByteSize `yaml:"bytes,omitempty" json:"bytes,omitempty"`
 	// Compute is the compute time of an iteration, or derive it from Model.
 	Compute    Duration `yaml:"compute,omitempty" json:"compute,omitempty"`
 	Model      *Model   `yaml:"model,omitempty" json:"model,omitempty"`
@@ -52,6 +54,43 @@ type Job struct {
 	Arrival Duration `yaml:"arrival,omitempty" json:"arrival,omitempty"`
 	// TCP overrides the fabric's TCP settings for this job's connections.
 	TCP *TCP `yaml:"tcp,omitempty" json:"tcp,omitempty"`
+	// Graph (pattern dag) synthesises the job's task graph from a model;
+	// the job then has no bytes, and Compute is one server's compute per
+	// iteration, split over the graph's compute tasks.
+	Graph *Graph `yaml:"graph,omitempty" json:"graph,omitempty"`
+}
+
+// Graph names the model a task-graph job's iteration is synthesised from
+// (emu/dlrm: paper 004's DLRM, Table II).
+type Graph struct {
+	Model  string `yaml:"model" json:"model"`   // dlrm
+	Config int    `yaml:"config" json:"config"` // Table II's row: 1 or 2
+	// Channels is how many rings the all-reduce runs over (each in both
+	// directions); 0 means 1.
+	Channels int `yaml:"channels,omitempty" json:"channels,omitempty"`
+	// ScaleDown divides every transfer's bytes (rates and bytes scaled by
+	// one factor); 0 means 1.
+	ScaleDown float64 `yaml:"scale_down,omitempty" json:"scale_down,omitempty"`
+}
+
+// Tasks synthesises the graph's task graph for the job's workers and
+// compute time.
+func (j *Job) Tasks() ([]job.Task, error) {
+	g := j.Graph
+	if g == nil {
+		return nil, fmt.Errorf("job %s has no graph", j.Name)
+	}
+	if g.Model != "dlrm" {
+		return nil, fmt.Errorf("graph model %q: the one known model is dlrm", g.Model)
+	}
+	c, err := dlrm.ByNumber(g.Config)
+	if err != nil {
+		return nil, err
+	}
+	if g.Channels < 0 || g.Channels > 64 {
+		return nil, fmt.Errorf("channels %d: want 0 (one ring) to 64", g.Channels)
+	}
+	return dlrm.Tasks(c, dlrm.Options{Workers: j.Workers, ComputeNs: int64(j.ComputeTime()), Channels: g.Channels, ScaleDown: g.ScaleDown})
 }
 
 // Model derives compute time as in papers 001/002:
@@ -165,8 +204,19 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 			bad(p+".name", "duplicate job name %q (also jobs[%d])", j.Name, prev)
 		}
 		seen[j.Name] = i
-		if Phases(j.Pattern) == nil {
-			bad(p+".pattern", "unknown pattern %q (want ps, ring, alltoall or hd)", j.Pattern)
+		dag := j.Pattern == PatternDAG
+		if Phases(j.Pattern) == nil && !dag {
+			bad(p+".pattern", "unknown pattern %q (want ps, ring, alltoall, hd or dag)", j.Pattern)
+		}
+		switch {
+		case dag && j.Graph == nil:
+			bad(p+".graph", "a dag job's task graph is synthesised from a model: graph: {model: dlrm, config: 2}")
+		case dag:
+			if _, err := j.Tasks(); err != nil {
+				bad(p+".graph", "%v", err)
+			}
+		case j.Graph != nil:
+			bad(p+".graph", "a graph is for the dag pattern")
 		}
 		if len(j.Workers) < 2 || len(j.Workers) > limits.MaxWorkers {
 			bad(p+".workers", "a job needs between 2 and %d workers, got %d", limits.MaxWorkers, len(j.Workers))
@@ -181,7 +231,11 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 			}
 			seen[w] = true
 		}
-		if j.Bytes <= 0 {
+		if dag {
+			if j.Bytes != 0 {
+				bad(p+".bytes", "a dag job's bytes are its graph's transfers; leave bytes out")
+			}
+		} else if j.Bytes <= 0 {
 			bad(p+".bytes", "bytes per iteration is required, e.g. \"64MiB\"")
 		} else if int64(j.Bytes) > limits.MaxBytes {
 			bad(p+".bytes", "%d bytes is more than the %dTiB per worker per iteration that the flow model's arithmetic allows", int64(j.Bytes), limits.MaxBytes>>40)

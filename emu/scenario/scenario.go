@@ -202,11 +202,12 @@ func Parse(data []byte, source string) (*Scenario, error) {
 	if budget < 0 {
 		return nil, joinByLine(errs)
 	}
-	s.checkRequired(&errs)
 	if err := doc.Content[0].Decode(s); err != nil {
+		s.checkRequired(&errs)
 		errs = append(errs, &Error{Source: source, Msg: strings.TrimPrefix(err.Error(), "yaml: ")})
 		return nil, joinByLine(errs)
 	}
+	s.checkRequired(&errs) // after decoding: what is required depends on a job's pattern
 	s.reported = map[string]bool{}
 	for _, e := range errs {
 		var se *Error
@@ -251,9 +252,9 @@ var required = []struct{ section, key, hint string }{
 	{"fabric", "racks", fmt.Sprintf("1..%d", limits.MaxRacks)},
 	{"fabric", "servers_per_rack", fmt.Sprintf("1..%d", limits.MaxServersPerRack)},
 	{"jobs[]", "name", "a job name"},
-	{"jobs[]", "pattern", "ps, ring, alltoall or hd"},
+	{"jobs[]", "pattern", "ps, ring, alltoall, hd or dag"},
 	{"jobs[]", "workers", "the servers of the job, e.g. [r0s0, r1s0]"},
-	{"jobs[]", "bytes", "per worker per iteration, e.g. 64MiB"},
+	{"jobs[]", "bytes", "per worker per iteration, e.g. 64MiB (not for dag jobs)"},
 	{"jobs[]", "iterations", fmt.Sprintf("1..%d", limits.MaxIterations)},
 }
 
@@ -287,6 +288,9 @@ func (s *Scenario) checkRequired(errs *[]error) {
 			p := join(sec, r.key)
 			if _, ok := s.lines[p]; ok || broken[p] {
 				continue
+			}
+			if i := jobIndex(sec); r.key == "bytes" && i >= 0 && i < len(s.Jobs) && s.Jobs[i].Pattern == PatternDAG {
+				continue // a task graph's bytes are its transfers'
 			}
 			*errs = append(*errs, &Error{Source: s.source, Line: s.lines[sec], Field: p, Msg: "required (" + r.hint + ")"})
 		}
@@ -769,4 +773,13 @@ func (f *Fabric) UplinkSwitch(r, u int) (sw, port int) {
 func (f *Fabric) PortsPerToROn(sw int) int {
 	sp := f.Spec("")
 	return sp.PortsPerToROn(sw)
+}
+
+// jobIndex reads i from "jobs[i]" (-1 for another section).
+func jobIndex(sec string) int {
+	var i int
+	if n, err := fmt.Sscanf(sec, "jobs[%d]", &i); n != 1 || err != nil {
+		return -1
+	}
+	return i
 }

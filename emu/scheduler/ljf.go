@@ -47,11 +47,12 @@ func (b *ljfBase) circuits(l *loop) circuit.Config {
 		return max(dem[[2]int{pr[0], pr[1]}], dem[[2]int{pr[1], pr[0]}])
 	}
 	idle := map[circuit.Circuit]bool{}
+	busy := l.sim.BusyUplinks() // circuits under flows in progress are never evicted
 	for _, c := range l.prev.Circuits {
 		if ring[c] || !p.claim(c) {
 			continue
 		}
-		if load(pair(c.A.Rack, c.B.Rack)) == 0 {
+		if load(pair(c.A.Rack, c.B.Rack)) == 0 && !busy[c.A] && !busy[c.B] {
 			idle[c] = true
 		}
 	}

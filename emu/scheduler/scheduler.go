@@ -43,6 +43,16 @@ const MaxSlots = 1_000_000
 
 // Plan runs the scenario's scheduler.
 func Plan(s *scenario.Scenario) (*plan.Plan, error) {
+	if slices.ContainsFunc(s.Jobs, func(j scenario.Job) bool { return j.Pattern == scenario.PatternDAG }) {
+		// Task graphs (paper 004) are planned by topox and its baseline.
+		switch s.Scheduler.Name {
+		case "topox":
+		case "static":
+			return StaticJobs(s, cpuPSJobs(s), 0)
+		default:
+			return nil, fmt.Errorf("scheduler %s does not plan task-graph jobs (pattern dag): use topox or static", s.Scheduler.Name)
+		}
+	}
 	switch s.Scheduler.Name {
 	case "fcfs":
 		return slotted(s, policy{name: "fcfs", circuits: fcfsCircuits})
@@ -141,11 +151,13 @@ func (p *ports) baseRing(racks int) {
 
 // fcfsCircuits fits circuits to the demand of active jobs, greedily in
 // arrival order: every job's rack pairs get a circuit in turn, then extra
-// circuits go round again, in the same order, while ports remain.
+// circuits go round again, in the same order, while ports remain. The
+// circuits that carry flows in progress are kept first (keepBusy).
 func fcfsCircuits(l *loop) circuit.Config {
 	s, sim, jobs := l.s, l.sim, l.jobs
 	p := newPorts(s.Fabric)
 	p.baseRing(s.Fabric.Racks)
+	p.keepBusy(l)
 	demand := sim.ActiveRackDemand()
 	var order [][2]int
 	seen := map[[2]int]bool{}

@@ -46,6 +46,12 @@ func TopoX(s *scenario.Scenario) (*plan.Plan, error) {
 	if len(s.Jobs) == 0 {
 		return nil, fmt.Errorf("scenario %q has no jobs to plan", s.Name)
 	}
+	return TopoXJobs(s, cpuPSJobs(s), int64(s.Scheduler.Slot), 0)
+}
+
+// cpuPSJobs returns the scenario's jobs in arrival order, every ps job
+// with a CPU parameter server (topox and its static baseline use no INC).
+func cpuPSJobs(s *scenario.Scenario) []plan.Job {
 	jobs := plan.JobsFromScenario(s)
 	sort.SliceStable(jobs, func(a, b int) bool { return jobs[a].ArrivalNs < jobs[b].ArrivalNs })
 	for i := range jobs {
@@ -55,7 +61,7 @@ func TopoX(s *scenario.Scenario) (*plan.Plan, error) {
 			j.PS = j.Workers[0]
 		}
 	}
-	return TopoXJobs(s, jobs, int64(s.Scheduler.Slot), 0)
+	return jobs
 }
 
 // topoTask is one phase of one job, as the list scheduler sees it.

@@ -19,6 +19,10 @@
 //     timers.
 //   - counters: per-CPU array indexed by ifindex: forwarded, dropped-dark
 //     and dropped-unpatched packets and bytes.
+//   - times: array indexed by ifindex: when the port last forwarded a
+//     frame and last dropped one as dark, and the last whole dark period
+//     as frames met it (DarkTimes). It is how a probe measures the dark
+//     period in the fabric itself, with the clock that enforces it.
 //
 // Circuits survive the OCS process exiting: the tc filters keep the
 // program and maps alive, and Recover finds them again from a port.
@@ -49,6 +53,7 @@ const (
 	metaName     = "emu_ocs_meta"
 	portsName    = "emu_ocs_ports"
 	countersName = "emu_ocs_ctrs"
+	timesName    = "emu_ocs_times"
 	filterName   = "emu-ocs"
 )
 
@@ -77,6 +82,39 @@ type Counters struct {
 	DarkPackets, DarkBytes           uint64
 	UnpatchedPackets, UnpatchedBytes uint64
 }
+
+// DarkTimes are one port's kernel timestamps (CLOCK_MONOTONIC ns, taken
+// by the fast path as it handles each frame arriving on the port). A dark
+// period, as frames meet it, runs from the first frame dropped as dark
+// after a forwarded one to the next forwarded frame; the last complete one
+// is kept. 0 means "none yet".
+type DarkTimes struct {
+	LastFwd   uint64 `json:"last_fwd_ns"`   // last frame forwarded
+	LastDark  uint64 `json:"last_dark_ns"`  // last frame dropped as dark
+	FirstDark uint64 `json:"first_dark_ns"` // first frame dropped as dark since the frame at LastFwd
+	// The last complete dark period: the last frame forwarded before it,
+	// the first and the last frame dropped in it, and the first forwarded
+	// after it. The true start lies in (Before, DarkFrom], the true end in
+	// (DarkTo, After].
+	Before   uint64 `json:"before_ns"`
+	DarkFrom uint64 `json:"dark_from_ns"`
+	DarkTo   uint64 `json:"dark_to_ns"`
+	After    uint64 `json:"after_ns"`
+	Periods  uint64 `json:"periods"` // complete dark periods so far
+}
+
+// DarkTimes field offsets, for the program.
+const (
+	tLastFwd   = 0
+	tLastDark  = 8
+	tFirstDark = 16
+	tBefore    = 24
+	tDarkFrom  = 32
+	tDarkTo    = 40
+	tAfter     = 48
+	tPeriods   = 56
+	timesSize  = 64
+)
 
 // Gen is the generation switch of a lab: the meta map every program
 // reads. Tables are written into the spare generation (Spare), Arm sets
@@ -189,9 +227,9 @@ func (g *Gen) Close() {
 
 // Switch is the BPF state of one OCS switch (one namespace).
 type Switch struct {
-	gen             *Gen
-	prog            *ebpf.Program
-	ports, counters *ebpf.Map
+	gen                    *Gen
+	prog                   *ebpf.Program
+	ports, counters, times *ebpf.Map
 }
 
 // New creates the maps and loads the program of one switch, reading the
@@ -207,9 +245,13 @@ func New(gen *Gen) (*Switch, error) {
 		s.Close()
 		return nil, fmt.Errorf("create counters map: %w", err)
 	}
+	if s.times, err = ebpf.NewMap(&ebpf.MapSpec{Name: timesName, Type: ebpf.Array, KeySize: 4, ValueSize: timesSize, MaxEntries: MaxIfindex}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("create times map: %w", err)
+	}
 	if s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: progName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(gen.FD(), s.ports.FD(), s.counters.FD()),
+		Instructions: program(gen.FD(), s.ports.FD(), s.counters.FD(), s.times.FD()),
 	}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("load OCS program: %w", err)
@@ -218,8 +260,9 @@ func New(gen *Gen) (*Switch, error) {
 }
 
 // program assembles the classifier. Registers: r6 ctx, r8 now, r7 peer,
-// r9 dark-until.
-func program(meta, ports, counters int) asm.Instructions {
+// r9 dark-until. The ingress ifindex, the key of counters and times, is
+// kept at fp-12.
+func program(meta, ports, counters, times int) asm.Instructions {
 	prologue := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.FnKtimeGetNs.Call(),
@@ -260,8 +303,23 @@ func program(meta, ports, counters int) asm.Instructions {
 		asm.LoadMem(asm.R1, asm.R6, skbLen, asm.Word),
 		asm.JLT.Reg(asm.R8, asm.R9, "dark"),
 		asm.JEq.Imm(asm.R7, 0, "unpatched"),
-		asm.JEq.Imm(asm.R0, 0, "redirect"),
+		asm.JEq.Imm(asm.R0, 0, "fwdtimes"),
 	}
+	// A forwarded frame after dark drops closes a dark period: keep it.
+	fwdTimes := slices.Concat(lookupTimes(times, "fwdtimes", "redirect"), asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R0, tLastDark, asm.DWord),
+		asm.LoadMem(asm.R3, asm.R0, tLastFwd, asm.DWord),
+		asm.JLE.Reg(asm.R2, asm.R3, "fwdstamp"),
+		asm.StoreMem(asm.R0, tBefore, asm.R3, asm.DWord),
+		asm.LoadMem(asm.R4, asm.R0, tFirstDark, asm.DWord),
+		asm.StoreMem(asm.R0, tDarkFrom, asm.R4, asm.DWord),
+		asm.StoreMem(asm.R0, tDarkTo, asm.R2, asm.DWord),
+		asm.StoreMem(asm.R0, tAfter, asm.R8, asm.DWord),
+		asm.LoadMem(asm.R4, asm.R0, tPeriods, asm.DWord),
+		asm.Add.Imm(asm.R4, 1),
+		asm.StoreMem(asm.R0, tPeriods, asm.R4, asm.DWord),
+		asm.StoreMem(asm.R0, tLastFwd, asm.R8, asm.DWord).WithSymbol("fwdstamp"),
+	})
 	// bpf_redirect to the peer port's egress, so its shaping applies.
 	// (bpf_redirect_peer, which skips that egress, measured no faster
 	// here: docs/benchmarks.md.)
@@ -271,11 +329,32 @@ func program(meta, ports, counters int) asm.Instructions {
 		asm.FnRedirect.Call(),
 		asm.Return(),
 	}
-	dark := append(asm.Instructions{asm.JEq.Imm(asm.R0, 0, "shot").WithSymbol("dark")}, bump(16)...)
-	dark = append(dark, asm.Ja.Label("shot"))
+	dark := append(asm.Instructions{asm.JEq.Imm(asm.R0, 0, "darktimes").WithSymbol("dark")}, bump(16)...)
+	// The first dark drop after a forwarded frame opens a dark period.
+	dark = slices.Concat(dark, lookupTimes(times, "darktimes", "shot"), asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R0, tLastDark, asm.DWord),
+		asm.LoadMem(asm.R3, asm.R0, tLastFwd, asm.DWord),
+		asm.JGT.Reg(asm.R2, asm.R3, "darkstamp"),
+		asm.StoreMem(asm.R0, tFirstDark, asm.R8, asm.DWord),
+		asm.StoreMem(asm.R0, tLastDark, asm.R8, asm.DWord).WithSymbol("darkstamp"),
+		asm.Ja.Label("shot"),
+	})
 	unpatched := append(asm.Instructions{asm.JEq.Imm(asm.R0, 0, "shot").WithSymbol("unpatched")}, bump(32)...)
 	shot := asm.Instructions{asm.Mov.Imm(asm.R0, actShot).WithSymbol("shot"), asm.Return()}
-	return slices.Concat(prologue, bump(0), redirect, dark, unpatched, shot)
+	return slices.Concat(prologue, bump(0), fwdTimes, redirect, dark, unpatched, shot)
+}
+
+// lookupTimes sets r0 to the ingress port's times entry (key at fp-12),
+// jumping to none when there is none. The first instruction carries
+// symbol sym.
+func lookupTimes(times int, sym, none string) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Reg(asm.R2, asm.RFP).WithSymbol(sym),
+		asm.Add.Imm(asm.R2, -12),
+		asm.LoadMapPtr(asm.R1, times),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, none),
+	}
 }
 
 // bump adds one packet (r1 bytes) to the counter pair at offset off of
@@ -298,7 +377,7 @@ func (s *Switch) Close() {
 	if s.prog != nil {
 		s.prog.Close()
 	}
-	for _, m := range []*ebpf.Map{s.ports, s.counters} {
+	for _, m := range []*ebpf.Map{s.ports, s.counters, s.times} {
 		if m != nil {
 			m.Close()
 		}
@@ -355,6 +434,8 @@ func Recover(h *netlink.Handle, link netlink.Link, gen *Gen) (*Switch, *Gen, err
 				s.ports = m
 			case countersName:
 				s.counters = m
+			case timesName:
+				s.times = m
 			default:
 				m.Close()
 			}
@@ -447,6 +528,26 @@ func (s *Switch) Counters(ifindexes []uint32) (map[uint32]Counters, error) {
 			c.UnpatchedBytes += p.UnpatchedBytes
 		}
 		out[i] = c
+	}
+	return out, nil
+}
+
+// ErrNoTimes means a port's program keeps no timestamps: it was loaded by
+// an older emu.
+var ErrNoTimes = errors.New("the OCS program keeps no dark-period timestamps (loaded by an older emu; redeploy the lab)")
+
+// DarkTimes returns the kernel timestamps of the given ports.
+func (s *Switch) DarkTimes(ifindexes []uint32) (map[uint32]DarkTimes, error) {
+	if s.times == nil {
+		return nil, ErrNoTimes
+	}
+	out := map[uint32]DarkTimes{}
+	for _, i := range ifindexes {
+		var t DarkTimes
+		if err := s.times.Lookup(i, &t); err != nil {
+			return nil, fmt.Errorf("read times of port %d: %w", i, err)
+		}
+		out[i] = t
 	}
 	return out, nil
 }

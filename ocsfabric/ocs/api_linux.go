@@ -30,6 +30,7 @@ import (
 //	DELETE /v1/schedule   stop the running schedule
 //	GET    /v1/counters   per-port forwarded / dark / unpatched counters
 //	GET    /v1/paths/counters  per-ToR kernel path counters: redirected, dropped unreachable
+//	GET    /v1/dark       per-port kernel timestamps of the last dark period frames met
 //	GET    /v1/events     event stream as JSONL, until the client leaves
 //	GET    /v1/clock      the server's CLOCK_MONOTONIC, to schedule against
 
@@ -151,6 +152,14 @@ func (c *Controller) Handler() http.Handler {
 			return
 		}
 		writeJSON(w, http.StatusOK, ctrs)
+	})
+	mux.HandleFunc("GET /v1/dark", func(w http.ResponseWriter, r *http.Request) {
+		ts, err := c.DarkTimes()
+		if err != nil {
+			writeErr(w, http.StatusInternalServerError, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, ts)
 	})
 	mux.HandleFunc("GET /v1/clock", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]int64{"monotonic_ns": int64(fastpath.Monotonic())})
@@ -363,6 +372,12 @@ func (cl *Client) Counters(ctx context.Context) ([]PortCounters, error) {
 func (cl *Client) PathCounters(ctx context.Context) ([]PathCounters, error) {
 	var out []PathCounters
 	return out, cl.do(ctx, "GET", "/v1/paths/counters", nil, &out)
+}
+
+// DarkTimes reads every port's kernel timestamps of its dark periods.
+func (cl *Client) DarkTimes(ctx context.Context) ([]PortDarkTimes, error) {
+	var out []PortDarkTimes
+	return out, cl.do(ctx, "GET", "/v1/dark", nil, &out)
 }
 
 // Events streams events to fn until ctx ends or fn returns false.

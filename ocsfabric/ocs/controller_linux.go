@@ -17,10 +17,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
@@ -157,32 +158,31 @@ func (c *Controller) attach() error {
 	}
 	for _, u := range c.layout.Ports() {
 		sw, _ := c.layout.Switch(u)
-		h, err := c.lab.Handle(names.OCSName(sw))
-		if err != nil {
-			return err
-		}
-		l, err := nlsafe.Retry1(h.LinkByName, names.OCSPortIface(u.Rack, u.Port))
+		i, err := c.lab.Ifindex(names.OCSName(sw), names.OCSPortIface(u.Rack, u.Port))
 		if err != nil {
 			return fmt.Errorf("ocs%d port for %s: %w", sw, u, err)
 		}
-		c.ifindex[u] = uint32(l.Attrs().Index)
-		byIf[sw][uint32(l.Attrs().Index)] = u
+		c.ifindex[u] = uint32(i)
+		byIf[sw][uint32(i)] = u
 	}
 	c.uplinkOf = byIf
 	edges := map[circuit.Uplink]circuit.Uplink{}
 	for k := 0; k < f.OCSSwitches; k++ {
-		h, _ := c.lab.Handle(names.OCSName(k))
+		h, err := c.lab.Handle(names.OCSName(k))
+		if err != nil {
+			return err
+		}
+		port := func(i uint32) netlink.Link {
+			u := byIf[k][i]
+			return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: int(i), Name: names.OCSPortIface(u.Rack, u.Port)}}
+		}
 		var first uint32
 		for i := range byIf[k] {
 			if first == 0 || i < first {
 				first = i
 			}
 		}
-		firstLink, err := h.LinkByIndex(int(first))
-		if err != nil {
-			return fmt.Errorf("ocs%d: %w", k, err)
-		}
-		sw, gen, err := fastpath.Recover(h, firstLink, c.gen)
+		sw, gen, err := fastpath.Recover(h, port(first), c.gen)
 		if err == nil {
 			c.gen = gen
 			c.log.Info("took over live circuits", "ocs", k)
@@ -210,11 +210,7 @@ func (c *Controller) attach() error {
 			return fmt.Errorf("ocs%d: %w", k, err)
 		}
 		for i := range byIf[k] {
-			l, err := h.LinkByIndex(int(i))
-			if err != nil {
-				return fmt.Errorf("ocs%d port %d: %w", k, i, err)
-			}
-			if err := sw.Attach(h, l); err != nil {
+			if err := sw.Attach(h, port(i)); err != nil {
 				return fmt.Errorf("ocs%d: %w", k, err)
 			}
 		}
@@ -351,57 +347,41 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 	if delay < 0 {
 		delay = c.delay
 	}
-	now := int64(fastpath.Monotonic())
-	if at <= 0 {
-		// "Now" means as soon as the whole configuration is written: a
-		// margin of three times the last staging time (at least 200 us) puts the switch at an
-		// exact kernel-timed instant, so the dark period is exact too.
-		at = now + max(3*c.stageNs, int64(200*time.Microsecond))
-	}
 	darkSet := circuit.Dark(c.cur, cfg)
-	isDark := map[circuit.Uplink]bool{}
-	for _, u := range darkSet {
-		isDark[u] = true
-	}
-	darkUntil := uint64(at) + uint64(delay)
-	edges := cfg.Edges()
-	newDark := map[circuit.Uplink]uint64{}
-	perSwitch := make([]map[uint32]fastpath.Entry, len(c.switches))
-	for k := range perSwitch {
-		perSwitch[k] = map[uint32]fastpath.Entry{}
-	}
-	for _, u := range c.layout.Ports() {
-		sw, _ := c.layout.Switch(u)
-		e := fastpath.Entry{DarkUntil: c.dark[u]}
-		if isDark[u] && delay > 0 {
-			e.DarkUntil = darkUntil
-		}
-		if p, ok := edges[u]; ok {
-			e.Peer = c.ifindex[p]
-		}
-		newDark[u] = e.DarkUntil
-		perSwitch[sw][c.ifindex[u]] = e
-	}
-	// The ToRs' paths and the circuits switch at the same instant: both
-	// are written whole into the spare generation, then one write to the
-	// lab's generation switch arms them all for at.
 	t, unreach := routing.Compute(c.layout.Racks, cfg)
 	if c.lab.Topo.Spec.HasEPS() {
 		unreach = nil // the packet core reaches every rack
 	}
-	if err := c.paths.write(t, uint64(at), newDark); err != nil {
-		return Event{}, fmt.Errorf("ToR paths: %w", err)
-	}
-	for k, sw := range c.switches {
-		if err := sw.Write(perSwitch[k]); err != nil {
-			return Event{}, fmt.Errorf("ocs%d: %w", k, err)
+	// "Now" (at <= 0) means as soon as the whole configuration is written:
+	// a margin of three times the last staging time (at least 200 us)
+	// puts the switch at an exact kernel-timed instant, so the dark period
+	// is exact too. Should staging overrun the margin (a busy machine), the
+	// instant moves on and the configuration is staged again: a late
+	// switch would cut the dark period short, since it ends at
+	// instant + delay whenever the switch happens.
+	asap := at <= 0
+	now := int64(fastpath.Monotonic())
+	var newDark map[circuit.Uplink]uint64
+	for try := 0; ; try++ {
+		if asap {
+			at = now + max(3*c.stageNs, int64(200*time.Microsecond))
 		}
+		var err error
+		if newDark, err = c.stage(cfg, darkSet, t, at, delay); err != nil {
+			return Event{}, err
+		}
+		done := int64(fastpath.Monotonic())
+		c.stageNs = done - now
+		if !asap || done+armGuard < at || try == maxRestage {
+			break
+		}
+		now = done
 	}
+	darkUntil := uint64(at) + uint64(delay)
 	if err := c.gen.Arm(uint64(at)); err != nil {
 		return Event{}, err
 	}
 	staged := int64(fastpath.Monotonic())
-	c.stageNs = staged - now
 	waitUntil(ctx, at)
 	if err := c.gen.Commit(); err != nil {
 		return Event{}, err
@@ -434,6 +414,55 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 		return ev, fmt.Errorf("routes: %w", rerr)
 	}
 	return ev, nil
+}
+
+// Restaging of a configuration meant for "now" whose staging overran its
+// margin: at most maxRestage more tries, and a switch instant at least
+// armGuard after staging ends (time for the one map write that arms it).
+const (
+	maxRestage = 3
+	armGuard   = int64(20 * time.Microsecond)
+)
+
+// stage writes a whole configuration, circuits and ToR paths, into the
+// spare generation for a switch at monotonic instant at: the ports of
+// darkSet go dark until at+delay. It returns every port's dark-until.
+func (c *Controller) stage(cfg circuit.Config, darkSet []circuit.Uplink, t routing.Table, at int64, delay time.Duration) (map[circuit.Uplink]uint64, error) {
+	isDark := map[circuit.Uplink]bool{}
+	for _, u := range darkSet {
+		isDark[u] = true
+	}
+	darkUntil := uint64(at) + uint64(delay)
+	edges := cfg.Edges()
+	newDark := map[circuit.Uplink]uint64{}
+	perSwitch := make([]map[uint32]fastpath.Entry, len(c.switches))
+	for k := range perSwitch {
+		perSwitch[k] = map[uint32]fastpath.Entry{}
+	}
+	for _, u := range c.layout.Ports() {
+		sw, _ := c.layout.Switch(u)
+		e := fastpath.Entry{DarkUntil: c.dark[u]}
+		if isDark[u] && delay > 0 {
+			e.DarkUntil = darkUntil
+		}
+		if p, ok := edges[u]; ok {
+			e.Peer = c.ifindex[p]
+		}
+		newDark[u] = e.DarkUntil
+		perSwitch[sw][c.ifindex[u]] = e
+	}
+	// The ToRs' paths and the circuits switch at the same instant: both
+	// are written whole into the spare generation, then one write to the
+	// lab's generation switch arms them all for at.
+	if err := c.paths.write(t, uint64(at), newDark); err != nil {
+		return nil, fmt.Errorf("ToR paths: %w", err)
+	}
+	for k, sw := range c.switches {
+		if err := sw.Write(perSwitch[k]); err != nil {
+			return nil, fmt.Errorf("ocs%d: %w", k, err)
+		}
+	}
+	return newDark, nil
 }
 
 // waitUntil returns at monotonic time at (or when ctx ends). The kernel
@@ -483,6 +512,36 @@ func (c *Controller) Subscribe() (<-chan Event, func()) {
 			close(ch)
 		}
 	}
+}
+
+// PortDarkTimes is one port's kernel timestamps of its dark periods
+// (fastpath.DarkTimes), named by its uplink.
+type PortDarkTimes struct {
+	Uplink circuit.Uplink `json:"uplink"`
+	OCS    int            `json:"ocs"`
+	Iface  string         `json:"iface"`
+	fastpath.DarkTimes
+}
+
+// DarkTimes reads every port's dark-period timestamps: what frames met,
+// timed by the clock that enforces the dark period.
+func (c *Controller) DarkTimes() ([]PortDarkTimes, error) {
+	var out []PortDarkTimes
+	for k, sw := range c.switches {
+		m, err := sw.DarkTimes(keys(c.uplinkOf[k]))
+		if err != nil {
+			return nil, fmt.Errorf("ocs%d: %w", k, err)
+		}
+		for i, t := range m {
+			u := c.uplinkOf[k][i]
+			out = append(out, PortDarkTimes{Uplink: u, OCS: k, Iface: names.OCSPortIface(u.Rack, u.Port), DarkTimes: t})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := out[i].Uplink, out[j].Uplink
+		return a.Rack < b.Rack || a.Rack == b.Rack && a.Port < b.Port
+	})
+	return out, nil
 }
 
 // PortCounters is one port's counters, named by its uplink.

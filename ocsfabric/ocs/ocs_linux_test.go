@@ -193,6 +193,25 @@ func TestDarkPeriodStallsTCPThenResumes(t *testing.T) {
 	if dark == 0 {
 		t.Error("no packet was counted as dropped in the dark")
 	}
+	// The kernel's own timestamps of the dark period on the port the data
+	// moved to: every frame dropped inside [switch, dark-until), the first
+	// forwarded one at or after dark-until.
+	times, err := cl.DarkTimes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range times {
+		if p.Uplink != up(t, "tor0:1") {
+			continue
+		}
+		at, until := uint64(ev.Effective), uint64(ev.DarkUntil)
+		t.Logf("tor0:1 in the kernel: first frame dropped %v after the switch, first forwarded %v after dark-until",
+			time.Duration(p.DarkFrom-at), time.Duration(p.After-until))
+		if p.Periods == 0 || p.DarkFrom < at || p.DarkTo >= until || p.After < until || p.Before >= at {
+			t.Errorf("tor0:1 dark period as frames met it: before %d, dropped %d..%d, after %d; want before < %d <= dropped < %d <= after (%d periods)",
+				p.Before, p.DarkFrom, p.DarkTo, p.After, at, until, p.Periods)
+		}
+	}
 }
 
 func TestMultiHopAndRestart(t *testing.T) {

@@ -4,9 +4,9 @@ import (
 	"fmt"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
@@ -35,77 +35,87 @@ func newTorPaths(c *Controller, table routing.Table) (*torPaths, error) {
 	if f.HasEPS() {
 		maxHops++
 	}
+	p.tors = make([]*torpath.ToR, f.Racks)
+	// ToRs are independent: loading their programs (the verifier) on one
+	// core overlaps with attaching another's (netlink) on the other.
+	g := new(errgroup.Group)
+	g.SetLimit(4)
 	for rack := 0; rack < f.Racks; rack++ {
-		tor, err := torpath.New(torpath.Config{Rack: rack, Racks: f.Racks, MaxHops: maxHops}, c.gen)
-		if err != nil {
-			p.close()
-			return nil, err
-		}
-		p.tors = append(p.tors, tor)
-		node := names.ToRName(rack)
-		h, err := c.lab.Handle(node)
-		if err != nil {
-			p.close()
-			return nil, err
-		}
-		var attach, egress []netlink.Link
-		for _, l := range t.Links {
-			if l.B.Node != node && l.A.Node != node {
-				continue
-			}
-			e := l.A
-			if l.B.Node == node {
-				e = l.B
-			}
-			link, err := nlsafe.Retry1(h.LinkByName, e.Iface)
-			if err != nil {
-				p.close()
-				return nil, fmt.Errorf("%s:%s: %w", node, e.Iface, err)
-			}
-			switch l.Kind {
-			case topo.LinkServer:
-				attach = append(attach, link)
-			case topo.LinkUplink:
-				attach = append(attach, link)
-				egress = append(egress, link)
-			case topo.LinkCore:
-				egress = append(egress, link)
-				p.core[rack] = &torpath.Hop{Dst: l.B.MAC, Src: topo.ToRMAC(rack), Ifindex: uint32(link.Attrs().Index)}
-			}
-		}
-		p.uplinks[rack] = make([]uint32, f.UplinksPerToR)
-		for u := range p.uplinks[rack] {
-			idx, ok := c.router.uplink[[2]int{rack, u}]
-			if !ok {
-				p.close()
-				return nil, fmt.Errorf("tor%d: no uplink %d", rack, u)
-			}
-			p.uplinks[rack][u] = uint32(idx)
-		}
-		// Routes first, into the generation in use, then the program on
-		// the ports: it forwards correctly from its first frame.
-		rs, err := p.routesFor(rack, table[rack], fastpath.Monotonic(), c.dark)
-		if err == nil {
-			err = tor.WriteCurrent(rs)
-		}
-		for _, l := range attach {
-			if err != nil {
-				break
-			}
-			err = tor.Attach(h, l)
-		}
-		for _, l := range egress {
-			if err != nil {
-				break
-			}
-			err = tor.AttachEgress(h, l)
-		}
-		if err != nil {
-			p.close()
-			return nil, err
-		}
+		g.Go(func() error { return p.setupToR(c, table, rack, maxHops) })
+	}
+	if err := g.Wait(); err != nil {
+		p.close()
+		return nil, err
 	}
 	return p, nil
+}
+
+// setupToR loads rack's program, writes its routes and attaches it.
+func (p *torPaths) setupToR(c *Controller, table routing.Table, rack, maxHops int) error {
+	t := c.lab.Topo
+	f := t.Spec
+	tor, err := torpath.New(torpath.Config{Rack: rack, Racks: f.Racks, MaxHops: maxHops}, c.gen)
+	if err != nil {
+		return err
+	}
+	p.tors[rack] = tor
+	node := names.ToRName(rack)
+	h, err := c.lab.Handle(node)
+	if err != nil {
+		return err
+	}
+	var attach, egress []netlink.Link
+	for _, l := range t.Links {
+		if l.B.Node != node && l.A.Node != node {
+			continue
+		}
+		e := l.A
+		if l.B.Node == node {
+			e = l.B
+		}
+		link, err := c.lab.Port(node, e.Iface)
+		if err != nil {
+			return fmt.Errorf("%s:%s: %w", node, e.Iface, err)
+		}
+		switch l.Kind {
+		case topo.LinkServer:
+			attach = append(attach, link)
+		case topo.LinkUplink:
+			attach = append(attach, link)
+			egress = append(egress, link)
+		case topo.LinkCore:
+			egress = append(egress, link)
+			p.core[rack] = &torpath.Hop{Dst: l.B.MAC, Src: topo.ToRMAC(rack), Ifindex: uint32(link.Attrs().Index)}
+		}
+	}
+	p.uplinks[rack] = make([]uint32, f.UplinksPerToR)
+	for u := range p.uplinks[rack] {
+		idx, ok := c.router.uplink[[2]int{rack, u}]
+		if !ok {
+			return fmt.Errorf("tor%d: no uplink %d", rack, u)
+		}
+		p.uplinks[rack][u] = uint32(idx)
+	}
+	// Routes first, into the generation in use, then the program on
+	// the ports: it forwards correctly from its first frame.
+	rs, err := p.routesFor(rack, table[rack], fastpath.Monotonic(), c.dark)
+	if err != nil {
+		return err
+	}
+	if err := tor.WriteCurrent(rs); err != nil {
+		return err
+	}
+	for _, l := range attach {
+		if err := tor.Attach(h, l); err != nil {
+			return err
+		}
+	}
+	for _, l := range egress {
+		if err := tor.AttachEgress(h, l); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // write puts every ToR's routes of table t into the spare generation,
@@ -150,7 +160,9 @@ func (p *torPaths) counters() ([]torpath.Counters, error) {
 
 func (p *torPaths) close() {
 	for _, tor := range p.tors {
-		tor.Close()
+		if tor != nil {
+			tor.Close()
+		}
 	}
 }
 

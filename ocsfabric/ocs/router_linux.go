@@ -12,7 +12,6 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
@@ -34,16 +33,12 @@ func NewRouter(lab *fabric.Lab) (*Router, error) {
 	f := lab.Topo.Spec
 	r := &Router{lab: lab, racks: f.Racks, installed: routing.Table{}, neigh: map[[3]int]bool{}, uplink: map[[2]int]int{}}
 	for rack := 0; rack < f.Racks; rack++ {
-		h, err := lab.Handle(names.ToRName(rack))
-		if err != nil {
-			return nil, err
-		}
 		for u := 0; u < f.UplinksPerToR; u++ {
-			l, err := nlsafe.Retry1(h.LinkByName, names.UplinkIface(u))
+			i, err := lab.Ifindex(names.ToRName(rack), names.UplinkIface(u))
 			if err != nil {
 				return nil, fmt.Errorf("tor%d uplink %d: %w", rack, u, err)
 			}
-			r.uplink[[2]int{rack, u}] = l.Attrs().Index
+			r.uplink[[2]int{rack, u}] = i
 		}
 	}
 	return r, nil

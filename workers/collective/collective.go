@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -170,79 +169,145 @@ func add(dst, src []int32) {
 // The steps are pipelined, as NCCL's ring is: the chunk a rank receives in
 // step s is the one it sends in step s+1, so each piece goes on to the next
 // rank as soon as it has arrived and been added, and the link never waits
-// for a step boundary. A rank's sends and receives are therefore two
-// streams of 2(n-1) chunks, tied by one progress record (ring).
+// for a step boundary (runPipeline).
 func (c *Comm) RingAllReduce(data []int32, order []int) error {
-	n := len(order)
-	pos, err := c.ringPos(order)
-	if err != nil || n == 1 {
+	steps, err := c.ringSchedule(len(data), order)
+	if err != nil || len(steps) == 0 {
 		return err
 	}
-	next, prev := order[(pos+1)%n], order[(pos-1+n)%n]
-	r := newRing(len(data), n, pos)
-	errc := make(chan error, 1)
-	go func() { errc <- r.send(c, next, data) }()
-	rerr := r.recv(c, prev, data)
-	if rerr != nil {
-		r.fail(rerr)
-	}
-	serr := <-errc
-	if rerr != nil {
-		return fmt.Errorf("ring all-reduce: %w", rerr)
-	}
-	if serr != nil {
-		return fmt.Errorf("ring all-reduce: %w", serr)
+	if err := c.runPipeline(data, steps, pipePiece); err != nil {
+		return fmt.Errorf("ring all-reduce: %w", err)
 	}
 	return nil
 }
 
-// RingSteps runs a ring all-reduce one step at a time, so that each step
-// can wait for its own stage (plan v2 per-step activities).
-type RingSteps struct {
-	c          *Comm
-	data       []int32
-	n, pos     int
-	next, prev int
-	ch         [][2]int
-	tmp        []int32
+// pipePiece is the pipelines' forwarding unit: a piece goes on to the
+// next rank once it has arrived whole.
+const pipePiece = 64 << 10 // elements: 256 KiB
+
+// ringSchedule is a ring all-reduce of elems elements as steps: the rank
+// sends its own chunk first, then each step the chunk it received in the
+// step before; it adds what it receives in the n-1 reduce-scatter steps
+// and keeps it in the n-1 all-gather steps.
+func (c *Comm) ringSchedule(elems int, order []int) ([]pipeStep, error) {
+	n := len(order)
+	pos, err := c.ringPos(order)
+	if err != nil || n == 1 {
+		return nil, err
+	}
+	next, prev := order[(pos+1)%n], order[(pos-1+n)%n]
+	ch := chunks(elems, n)
+	recvChunk := func(j int) [2]int {
+		if j < n-1 {
+			return ch[(pos-j-1+2*n)%n]
+		}
+		return ch[(pos-(j-(n-1))+n)%n]
+	}
+	steps := make([]pipeStep, 2*(n-1))
+	for j := range steps {
+		sc := ch[pos]
+		if j > 0 {
+			sc = recvChunk(j - 1)
+		}
+		rc := recvChunk(j)
+		steps[j] = pipeStep{send: span{next, sc[0], sc[1]}, recv: span{prev, rc[0], rc[1]}, add: j < n-1}
+	}
+	return steps, nil
 }
+
+// hdSchedule is a halving-doubling all-reduce of elems elements on n ranks
+// (a power of two) as steps: reduce-scatter by vector halving with
+// distance doubling (partner rank^1, rank^2, ...), then all-gather in
+// reverse. Rank i exchanges S/2k each way with partner i^k in each half,
+// as paper 003's prototype.
+func (c *Comm) hdSchedule(elems int) ([]pipeStep, error) {
+	n := c.N
+	if n < 1 || n&(n-1) != 0 {
+		return nil, fmt.Errorf("halving-doubling needs a power-of-two number of ranks, got %d", n)
+	}
+	var steps []pipeStep
+	lo, hi := 0, elems
+	var kept [][2]int
+	for k := 1; k < n; k <<= 1 { // halving: keep one half, give the other
+		peer := c.Rank ^ k
+		mid := lo + (hi-lo)/2
+		keep, give := [2]int{lo, mid}, [2]int{mid, hi}
+		if c.Rank&k != 0 {
+			keep, give = give, keep
+		}
+		steps = append(steps, pipeStep{send: span{peer, give[0], give[1]}, recv: span{peer, keep[0], keep[1]}, add: true})
+		kept = append(kept, [2]int{lo, hi})
+		lo, hi = keep[0], keep[1]
+	}
+	for i := len(kept) - 1; i >= 0; i-- { // doubling: give back what was reduced
+		k := 1 << i
+		peer := c.Rank ^ k
+		whole := kept[i]
+		mid := whole[0] + (whole[1]-whole[0])/2
+		other := [2]int{mid, whole[1]}
+		if c.Rank&k != 0 {
+			other = [2]int{whole[0], mid}
+		}
+		steps = append(steps, pipeStep{send: span{peer, lo, hi}, recv: span{peer, other[0], other[1]}})
+		lo, hi = whole[0], whole[1]
+	}
+	return steps, nil
+}
+
+// Steps runs a schedule one step at a time, so that each step can wait
+// for its own stage and circuits (plan v2 per-step activities; paper 003).
+type Steps struct {
+	c     *Comm
+	data  []int32
+	steps []pipeStep
+	tmp   []int32
+}
+
+// RingSteps runs a ring all-reduce one step at a time.
+type RingSteps = Steps
+
+// HDSteps runs halving-doubling one step at a time: steps 0..L-1 halve at
+// distance 1, 2, ..., 2^(L-1); steps L..2L-1 double back at distance
+// 2^(L-1), ..., 1.
+type HDSteps = Steps
 
 // NewRingSteps prepares a ring all-reduce of data over order.
 func (c *Comm) NewRingSteps(data []int32, order []int) (*RingSteps, error) {
-	n := len(order)
-	pos, err := c.ringPos(order)
+	steps, err := c.ringSchedule(len(data), order)
 	if err != nil {
 		return nil, err
 	}
-	r := &RingSteps{c: c, data: data, n: n, pos: pos}
-	if n > 1 {
-		r.next, r.prev = order[(pos+1)%n], order[(pos-1+n)%n]
-		r.ch = chunks(len(data), n)
-		r.tmp = make([]int32, pieceElems)
-	}
-	return r, nil
+	return &Steps{c: c, data: data, steps: steps, tmp: make([]int32, pieceElems)}, nil
 }
 
-// Steps is 2(n-1): n-1 reduce-scatter steps, then n-1 all-gather steps.
-func (r *RingSteps) Steps() int { return 2 * (r.n - 1) }
+// NewHDSteps prepares a halving-doubling all-reduce of data.
+func (c *Comm) NewHDSteps(data []int32) (*HDSteps, error) {
+	steps, err := c.hdSchedule(len(data))
+	if err != nil {
+		return nil, err
+	}
+	return &Steps{c: c, data: data, steps: steps, tmp: make([]int32, pieceElems)}, nil
+}
+
+// Steps is 2(n-1) for a ring (n-1 reduce-scatter steps, then n-1
+// all-gather steps), 2 log2(n) for halving-doubling.
+func (r *Steps) Steps() int { return len(r.steps) }
 
 // Step runs step s (steps run in order, 0 first).
-func (r *RingSteps) Step(s int) error {
-	n, pos, data, ch := r.n, r.pos, r.data, r.ch
-	switch {
-	case s < 0 || s >= r.Steps():
-		return fmt.Errorf("ring step %d: want 0 to %d", s, r.Steps()-1)
-	case s < n-1: // reduce-scatter
-		sc, rc := ch[(pos-s+n)%n], ch[(pos-s-1+2*n)%n]
-		if err := r.c.SendRecvAdd(r.next, asBytes(data[sc[0]:sc[1]]), r.prev, data[rc[0]:rc[1]], r.tmp); err != nil {
-			return fmt.Errorf("reduce-scatter step %d: %w", s, err)
-		}
-	default: // all-gather
-		s -= n - 1
-		sc, rc := ch[(pos+1-s+n)%n], ch[(pos-s+n)%n]
-		if err := r.c.SendRecv(r.next, asBytes(data[sc[0]:sc[1]]), r.prev, asBytes(data[rc[0]:rc[1]])); err != nil {
-			return fmt.Errorf("all-gather step %d: %w", s, err)
-		}
+func (r *Steps) Step(s int) error {
+	if s < 0 || s >= len(r.steps) {
+		return fmt.Errorf("all-reduce step %d: want 0 to %d", s, len(r.steps)-1)
+	}
+	st, data := r.steps[s], r.data
+	sb := asBytes(data[st.send.lo:st.send.hi])
+	var err error
+	if st.add {
+		err = r.c.SendRecvAdd(st.send.peer, sb, st.recv.peer, data[st.recv.lo:st.recv.hi], r.tmp)
+	} else {
+		err = r.c.SendRecv(st.send.peer, sb, st.recv.peer, asBytes(data[st.recv.lo:st.recv.hi]))
+	}
+	if err != nil {
+		return fmt.Errorf("all-reduce step %d: %w", s, err)
 	}
 	return nil
 }
@@ -255,227 +320,18 @@ func (c *Comm) ringPos(order []int) (int, error) {
 	return -1, fmt.Errorf("rank %d is not in the ring %v", c.Rank, order)
 }
 
-// ringPiece is the ring's forwarding unit: a piece goes on to the next rank
-// once it has arrived whole.
-const ringPiece = 64 << 10 // elements: 256 KiB
-
-// ring is one rank's schedule of a pipelined ring all-reduce.
-type ring struct {
-	n      int
-	chunks [][2]int
-	pos    int
-	mu     sync.Mutex
-	cond   *sync.Cond
-	// recvd counts whole receive-stream chunks done plus, in recvAt, the
-	// element offset reached in the next one; sent counts send-stream
-	// chunks written whole.
-	recvd, recvAt, sent int
-	err                 error
-}
-
-func newRing(elems, n, pos int) *ring {
-	r := &ring{n: n, chunks: chunks(elems, n), pos: pos}
-	r.cond = sync.NewCond(&r.mu)
-	return r
-}
-
-func (r *ring) steps() int { return 2 * (r.n - 1) }
-
-// recvChunk is the chunk received in step j: reduce-scatter steps add into
-// it, all-gather steps overwrite it with the finished sum.
-func (r *ring) recvChunk(j int) [2]int {
-	if j < r.n-1 {
-		return r.chunks[(r.pos-j-1+2*r.n)%r.n]
-	}
-	return r.chunks[(r.pos-(j-(r.n-1))+r.n)%r.n]
-}
-
-// sendChunk is the chunk sent in step i: the rank's own chunk first, then
-// each step the chunk received in the step before.
-func (r *ring) sendChunk(i int) [2]int {
-	if i == 0 {
-		return r.chunks[r.pos]
-	}
-	return r.recvChunk(i - 1)
-}
-
-func (r *ring) fail(err error) {
-	r.mu.Lock()
-	if r.err == nil {
-		r.err = err
-	}
-	r.cond.Broadcast()
-	r.mu.Unlock()
-}
-
-// waitRecv blocks until receive step j has reached element end (absolute).
-func (r *ring) waitRecv(j, end int) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for r.err == nil && r.recvd <= j && !(r.recvd == j && r.recvAt >= end) {
-		r.cond.Wait()
-	}
-	return r.err
-}
-
-// waitSent blocks until send step i has been written whole.
-func (r *ring) waitSent(i int) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for r.err == nil && r.sent <= i {
-		r.cond.Wait()
-	}
-	return r.err
-}
-
-func (r *ring) send(c *Comm, next int, data []int32) error {
-	for i := 0; i < r.steps(); i++ {
-		ch := r.sendChunk(i)
-		for off := ch[0]; off < ch[1]; off += ringPiece {
-			end := min(off+ringPiece, ch[1])
-			if i > 0 {
-				if err := r.waitRecv(i-1, end); err != nil {
-					return nil // the receiver failed and says why
-				}
-			}
-			if err := c.Send(next, asBytes(data[off:end])); err != nil {
-				r.fail(err)
-				return fmt.Errorf("step %d: %w", i, err)
-			}
-		}
-		r.mu.Lock()
-		r.sent = i + 1
-		r.cond.Broadcast()
-		r.mu.Unlock()
-	}
-	return nil
-}
-
-func (r *ring) recv(c *Comm, prev int, data []int32) error {
-	tmp := make([]int32, ringPiece)
-	for j := 0; j < r.steps(); j++ {
-		ch := r.recvChunk(j)
-		allGather := j >= r.n-1
-		if allGather {
-			// The region is overwritten with the finished sum; the
-			// sender must be done reading it (it sent it in step j-(n-1)).
-			if err := r.waitSent(j - (r.n - 1)); err != nil {
-				return err
-			}
-		}
-		for off := ch[0]; off < ch[1]; off += ringPiece {
-			end := min(off+ringPiece, ch[1])
-			if allGather {
-				if err := c.Recv(prev, asBytes(data[off:end])); err != nil {
-					return fmt.Errorf("all-gather step %d: %w", j-(r.n-1), err)
-				}
-			} else {
-				p := tmp[:end-off]
-				if err := c.Recv(prev, asBytes(p)); err != nil {
-					return fmt.Errorf("reduce-scatter step %d: %w", j, err)
-				}
-				add(data[off:end], p)
-			}
-			r.mu.Lock()
-			r.recvAt = end
-			if end == ch[1] {
-				r.recvd, r.recvAt = j+1, 0
-			}
-			r.cond.Broadcast()
-			r.mu.Unlock()
-		}
-		if ch[0] == ch[1] { // an empty chunk (fewer elements than ranks)
-			r.mu.Lock()
-			r.recvd, r.recvAt = j+1, 0
-			r.cond.Broadcast()
-			r.mu.Unlock()
-		}
-	}
-	return nil
-}
-
-// HDAllReduce sums data in place by halving-doubling (n a power of two):
-// reduce-scatter by vector halving with distance doubling (partner
-// rank^1, rank^2, ...), then all-gather in reverse. Rank i exchanges
-// S/2k each way with partner i^k in each half, as paper 003's prototype.
+// HDAllReduce sums data in place by halving-doubling (n a power of two),
+// pipelined across its steps like the ring: a piece of the half a rank
+// keeps goes on to the next step's partner as soon as it has been added,
+// and the doubling steps forward the finished sum piece by piece.
 func (c *Comm) HDAllReduce(data []int32) error {
-	h, err := c.NewHDSteps(data)
-	if err != nil {
+	steps, err := c.hdSchedule(len(data))
+	if err != nil || len(steps) == 0 {
 		return err
 	}
-	for k := 0; k < h.Steps(); k++ {
-		if err := h.Step(k); err != nil {
-			return err
-		}
+	if err := c.runPipeline(data, steps, pipePiece); err != nil {
+		return fmt.Errorf("halving-doubling all-reduce: %w", err)
 	}
-	return nil
-}
-
-type seg struct{ lo, hi int }
-
-// HDSteps runs halving-doubling one step at a time, so that each step can
-// wait for its own stage and circuits (paper 003, plan v2 per-step
-// activities): steps 0..L-1 halve at distance 1, 2, ..., 2^(L-1); steps
-// L..2L-1 double back at distance 2^(L-1), ..., 1.
-type HDSteps struct {
-	c      *Comm
-	data   []int32
-	lo, hi int
-	kept   []seg
-	l      int
-	tmp    []int32
-}
-
-// NewHDSteps prepares a halving-doubling all-reduce of data.
-func (c *Comm) NewHDSteps(data []int32) (*HDSteps, error) {
-	n := c.N
-	if n < 1 || n&(n-1) != 0 {
-		return nil, fmt.Errorf("halving-doubling needs a power-of-two number of ranks, got %d", n)
-	}
-	h := &HDSteps{c: c, data: data, hi: len(data), tmp: make([]int32, pieceElems)}
-	for k := 1; k < n; k <<= 1 {
-		h.l++
-	}
-	return h, nil
-}
-
-// Steps is 2 log2(n).
-func (h *HDSteps) Steps() int { return 2 * h.l }
-
-// Step runs step s (steps run in order, 0 first).
-func (h *HDSteps) Step(s int) error {
-	c, data := h.c, h.data
-	if s < 0 || s >= h.Steps() {
-		return fmt.Errorf("halving-doubling step %d: want 0 to %d", s, h.Steps()-1)
-	}
-	if s < h.l { // halving
-		k := 1 << s
-		peer := c.Rank ^ k
-		mid := h.lo + (h.hi-h.lo)/2
-		keep, give := seg{h.lo, mid}, seg{mid, h.hi}
-		if c.Rank&k != 0 {
-			keep, give = give, keep
-		}
-		if err := c.SendRecvAdd(peer, asBytes(data[give.lo:give.hi]), peer, data[keep.lo:keep.hi], h.tmp); err != nil {
-			return fmt.Errorf("halving step %d: %w", k, err)
-		}
-		h.kept = append(h.kept, seg{h.lo, h.hi})
-		h.lo, h.hi = keep.lo, keep.hi
-		return nil
-	}
-	i := 2*h.l - 1 - s // doubling: give back what was reduced
-	k := 1 << i
-	peer := c.Rank ^ k
-	whole := h.kept[i]
-	mid := whole.lo + (whole.hi-whole.lo)/2
-	other := seg{mid, whole.hi}
-	if c.Rank&k != 0 {
-		other = seg{whole.lo, mid}
-	}
-	if err := c.SendRecv(peer, asBytes(data[h.lo:h.hi]), peer, asBytes(data[other.lo:other.hi])); err != nil {
-		return fmt.Errorf("doubling step %d: %w", k, err)
-	}
-	h.lo, h.hi = whole.lo, whole.hi
 	return nil
 }
 

@@ -48,17 +48,22 @@ func TestAllReduceExact(t *testing.T) {
 		elems int
 		hd    bool
 		order []int
+		steps bool // one step at a time (Steps), not pipelined
 	}{
-		{"ring 2", 2, 1000, false, nil},
-		{"ring 3 uneven chunks", 3, 1001, false, nil},
-		{"ring 4 custom order", 4, 4096, false, []int{0, 2, 1, 3}},
-		{"ring fewer elements than ranks", 5, 3, false, nil},
+		{"ring 2", 2, 1000, false, nil, false},
+		{"ring 3 uneven chunks", 3, 1001, false, nil, false},
+		{"ring 4 custom order", 4, 4096, false, []int{0, 2, 1, 3}, false},
+		{"ring fewer elements than ranks", 5, 3, false, nil, false},
 		// Many pieces per chunk: the pipeline forwards pieces mid-chunk.
-		{"ring 2 pipelined", 2, 5*ringPiece + 7, false, nil},
-		{"ring 4 pipelined", 4, 9*ringPiece + 3, false, []int{3, 1, 0, 2}},
-		{"hd 2", 2, 1000, true, nil},
-		{"hd 4", 4, 1003, true, nil},
-		{"hd 8", 8, 8192, true, nil},
+		{"ring 2 pipelined", 2, 5*pipePiece + 7, false, nil, false},
+		{"ring 4 pipelined", 4, 9*pipePiece + 3, false, []int{3, 1, 0, 2}, false},
+		{"hd 2", 2, 1000, true, nil, false},
+		{"hd 4", 4, 1003, true, nil, false},
+		{"hd 8", 8, 8192, true, nil, false},
+		{"hd 4 pipelined", 4, 9*pipePiece + 3, true, nil, false},
+		{"hd 8 pipelined", 8, 17*pipePiece + 5, true, nil, false},
+		{"ring 4 step by step", 4, 3*pipePiece + 1, false, []int{2, 0, 3, 1}, true},
+		{"hd 4 step by step", 4, 3*pipePiece + 1, true, nil, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -73,9 +78,12 @@ func TestAllReduceExact(t *testing.T) {
 					data := make([]int32, tt.elems)
 					Gradient(data, c.Rank, it)
 					var err error
-					if tt.hd {
+					switch {
+					case tt.steps:
+						err = runSteps(c, data, tt.hd, order)
+					case tt.hd:
 						err = c.HDAllReduce(data)
-					} else {
+					default:
 						err = c.RingAllReduce(data, order)
 					}
 					if err != nil {
@@ -90,6 +98,40 @@ func TestAllReduceExact(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func runSteps(c *Comm, data []int32, hd bool, order []int) error {
+	var s *Steps
+	var err error
+	if hd {
+		s, err = c.NewHDSteps(data)
+	} else {
+		s, err = c.NewRingSteps(data, order)
+	}
+	for k := 0; err == nil && k < s.Steps(); k++ {
+		err = s.Step(k)
+	}
+	return err
+}
+
+// A schedule whose step receives into the range it sends is refused:
+// the pipeline could send a value it is changing.
+func TestCheckSchedule(t *testing.T) {
+	tests := []struct {
+		name  string
+		steps []pipeStep
+		ok    bool
+	}{
+		{"disjoint", []pipeStep{{send: span{1, 0, 10}, recv: span{1, 10, 20}}}, true},
+		{"empty receive", []pipeStep{{send: span{1, 0, 10}, recv: span{1, 5, 5}}}, true},
+		{"overlap", []pipeStep{{send: span{1, 0, 10}, recv: span{2, 9, 20}}}, false},
+		{"same range", []pipeStep{{send: span{1, 0, 10}, recv: span{1, 10, 20}}, {send: span{1, 3, 8}, recv: span{1, 3, 8}}}, false},
+	}
+	for _, tt := range tests {
+		if err := checkSchedule(tt.steps); (err == nil) != tt.ok {
+			t.Errorf("%s: got %v, want ok %v", tt.name, err, tt.ok)
+		}
 	}
 }
 

@@ -102,3 +102,21 @@ func outq(cn net.Conn) (int, bool) {
 	}
 	return n, true
 }
+
+// unsent is the bytes a TCP socket holds that it has not sent yet.
+func unsent(cn net.Conn) (int, bool) {
+	sc, ok := cn.(syscall.Conn)
+	if !ok {
+		return 0, false
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	var n int
+	var ierr error
+	if err := raw.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQNSD) }); err != nil || ierr != nil {
+		return 0, false
+	}
+	return n, true
+}

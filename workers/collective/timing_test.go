@@ -120,3 +120,26 @@ func BenchmarkCheckSum(b *testing.B) {
 		}
 	}
 }
+
+// unsent reads a TCP socket's unsent bytes and says when it cannot.
+func TestUnsent(t *testing.T) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	c, err := net.Dial("tcp4", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if n, ok := unsent(c); !ok || n != 0 {
+		t.Errorf("fresh TCP connection: unsent %d, ok %v; want 0, true", n, ok)
+	}
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	if _, ok := unsent(a); ok {
+		t.Error("unsent of a pipe says ok")
+	}
+}

@@ -123,6 +123,13 @@ type Job struct {
 	// INC, on a ps job, aggregates in the ToRs instead of a CPU parameter
 	// server: push is the whole in-network all-reduce, pull only checks it.
 	INC *INC `json:"inc,omitempty"`
+	// INCIterations (plan v2, INC decided per stage) says, per iteration,
+	// whether the job aggregates in the ToRs (true) or at its CPU parameter
+	// server PS (false); nil: every iteration as INC says.
+	INCIterations []bool `json:"inc_iterations,omitempty"`
+	// Tasks (pattern dag) are one iteration's task graph; Bytes and
+	// ComputeNs stay 0 (dag.go).
+	Tasks []Task `json:"tasks,omitempty"`
 }
 
 // INC is how a job reaches the ToR aggregators that admitted it.
@@ -135,12 +142,40 @@ type INC struct {
 }
 
 // UsesPS reports whether the job runs a CPU parameter server.
-func (j *Job) UsesPS() bool { return j.Pattern == PatternPS && j.INC == nil }
+func (j *Job) UsesPS() bool {
+	if j.Pattern != PatternPS {
+		return false
+	}
+	if j.INC == nil {
+		return true
+	}
+	for _, inc := range j.INCIterations {
+		if !inc {
+			return true
+		}
+	}
+	return false
+}
+
+// INCAt reports whether iteration it aggregates in the ToRs.
+func (j *Job) INCAt(it int) bool {
+	if j.INC == nil {
+		return false
+	}
+	return j.INCIterations == nil || it >= 0 && it < len(j.INCIterations) && j.INCIterations[it]
+}
 
 // Phases returns the job's phase sequence over all iterations. With
-// Steps, the all-reduce phase becomes its steps.
+// Steps, the all-reduce phase becomes its steps; a dag job's phases are
+// its tasks, in the order given.
 func (j *Job) Phases() []Key {
 	ph := Phases(j.Pattern)
+	if j.Pattern == PatternDAG {
+		ph = make([]string, len(j.Tasks))
+		for i, t := range j.Tasks {
+			ph[i] = t.Name
+		}
+	}
 	if j.Steps {
 		ph = StepPhases(j.Pattern, len(j.Workers))
 	}

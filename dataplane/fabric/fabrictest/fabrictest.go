@@ -33,11 +33,13 @@ func SkipUnlessRoot(t testing.TB) {
 	}
 }
 
-// UniqueLab returns a lab name no other test uses.
+// UniqueLab returns a lab name no other test uses. EMU_TEST_LAB_PREFIX,
+// when set, goes in front, so that one person's test labs are told apart
+// from others' on a shared machine.
 func UniqueLab(prefix string) string {
 	b := make([]byte, 3)
 	_, _ = rand.Read(b)
-	return prefix + hex.EncodeToString(b)
+	return os.Getenv("EMU_TEST_LAB_PREFIX") + prefix + hex.EncodeToString(b)
 }
 
 // Fabric reads a test fabric written in the scenario's fabric keys, in

@@ -1,0 +1,252 @@
+package flowmodel
+
+import (
+	"container/heap"
+	"math"
+
+	"github.com/ocsemu/ocsemu/emu/scenario"
+)
+
+// TCPModel is what the TCP-aware model adds to slow start: how TCP
+// flows share a link when their RTTs differ, and what a reconfiguration
+// costs a flow it hits (docs/fidelity.md has the formulas and where each
+// figure comes from).
+type TCPModel struct {
+	// RTTExponent is α in a flow's share weight RTT^-α: at a shared
+	// bottleneck, flows get rates in proportion to their weights
+	// (weighted max-min) instead of equal shares. 0 is max-min. Cubic on
+	// this machine's shaped veths: see CubicRTTExponent.
+	RTTExponent float64
+	// BaseRTTNs is the RTT of an empty path.
+	BaseRTTNs int64
+	// QueueNs is the delay of the queue TCP keeps standing on a saturated
+	// link of a rate (StandingQueueNs at the fabric's MTU): every flow
+	// crossing the link sees it.
+	QueueNs func(rate scenario.Rate) int64
+	// PTOMinNs is the fixed part of the tail-loss probe's timeout:
+	// PTO = 2 SRTT + PTOMinNs (Linux's TCP_TIMEOUT_MIN, 2 ms).
+	PTOMinNs int64
+	// RTOMinNs is tcp_rto_min: RTO = max(RTOMinNs, SRTT + 4 RTTVAR),
+	// and on this fabric's RTTs the floor wins.
+	RTOMinNs int64
+	// MSS is a full segment's payload: after an RTO the window restarts
+	// from one segment.
+	MSS float64
+}
+
+// CubicRTTExponent is α for cubic, measured on this emulator with the
+// parking lot of scenarios/calibration (a 2-hop flow beside two 1-hop
+// flows, every link a 1 Gbit/s shaper): the 2-hop flow, whose RTT is 1.99
+// times theirs in the model, got 0.351 of their rate (median of 24
+// phases, push and pull, in 12 runs; 0.30-0.65 per phase), so
+// α = ln(1/0.351)/ln(1.99) = 1.52. It agrees with TCP's rate
+// ~ 1/(RTT sqrt(loss)) when RTT and loss both grow with the number of
+// full queues crossed (α = 1.5).
+const CubicRTTExponent = 1.5
+
+// StandingQueueShare is the share of a shaper's queue limit a TCP flow
+// keeps standing on average on a saturated link: in the same runs the
+// 1-hop flows had a median SRTT of 2.72 ms through one full 1 Gbit/s
+// queue (limit 10 ms; 373 TCP_INFO samples), the 2-hop flows 4.73 ms
+// through two (182 samples): 2.3-2.6 ms, a quarter of the limit, per
+// queue beyond the 0.1 ms base. Other rates are assumed to keep the
+// same share.
+const StandingQueueShare = 0.25
+
+// StandingQueueNs is the average delay of a saturated link's queue.
+func StandingQueueNs(rate scenario.Rate, mtu int) int64 {
+	return int64(math.Round(StandingQueueShare * float64(ShaperQueueNs(rate, mtu))))
+}
+
+// TLPMinNs is Linux's TCP_TIMEOUT_MIN, the fixed part of the tail-loss
+// probe's timeout (tcp_schedule_loss_probe: 2 SRTT + 2 ms).
+const TLPMinNs = 2 * 1_000_000
+
+// TCPModelFor is the TCP-aware model's sharing and recovery on a fabric.
+func TCPModelFor(f scenario.Fabric) *TCPModel {
+	mtu := f.MTU
+	return &TCPModel{
+		RTTExponent: CubicRTTExponent,
+		BaseRTTNs:   BaseRTTNs,
+		QueueNs:     func(r scenario.Rate) int64 { return StandingQueueNs(r, mtu) },
+		PTOMinNs:    TLPMinNs,
+		RTOMinNs:    RTOMinNs,
+		MSS:         float64(Framing(mtu).PayloadBytes),
+	}
+}
+
+// linkRate is the configured rate of a physical resource (server link,
+// ToR uplink, packet-core link); ok is false for per-flow resources (rate
+// caps, slow start).
+func (s *Sim) linkRate(r int32) (scenario.Rate, bool) {
+	f := s.f
+	servers := int32(2 * f.Racks * f.ServersPerRack)
+	ups := int32(f.Racks * f.UplinksPerToR)
+	switch {
+	case r < 0:
+		return 0, false
+	case r < servers:
+		return f.Rates.Server, true
+	case r < servers+ups:
+		return f.Rates.Uplink, true
+	case r < servers+ups+int32(2*f.Racks):
+		return f.CoreRate(), true
+	}
+	return 0, false
+}
+
+// queueNs is the standing queue's delay on resource r if it is a
+// saturated physical link, else 0.
+func (s *Sim) queueNs(r int32, sat bool) int64 {
+	if !sat || s.opt.TCP == nil || s.opt.TCP.QueueNs == nil {
+		return 0
+	}
+	rate, ok := s.linkRate(r)
+	if !ok {
+		return 0
+	}
+	return s.opt.TCP.QueueNs(rate)
+}
+
+// saturatedNow reports whether a physical link's flows use all of its
+// rate at their current rates: TCP keeps its queue standing.
+func (s *Sim) saturatedNow(r int32) bool {
+	if _, ok := s.linkRate(r); !ok || math.IsInf(s.res[r].capBps, 1) || s.res[r].capBps <= 0 {
+		return false
+	}
+	used := 0.0
+	for _, fl := range s.res[r].flows {
+		if !fl.done {
+			used += fl.rate
+		}
+	}
+	return used >= saturated*s.res[r].capBps
+}
+
+// flowRTT is a flow's RTT now: the base RTT plus the standing queue of
+// every saturated link on its path.
+func (s *Sim) flowRTT(fl *flow) int64 {
+	rtt := max(1, s.opt.TCP.BaseRTTNs)
+	for _, r := range fl.res {
+		rtt += s.queueNs(r, s.saturatedNow(r))
+	}
+	return rtt
+}
+
+// shareByRTT is the TCP-aware model's sharing: max-min first, to find
+// the links TCP keeps full (their queues stand); then every flow's RTT is
+// the base RTT plus the queues of the saturated links it crosses, and the
+// rates are weighted max-min with weights (RTT/base)^-α. A flow crossing
+// two full queues gets 2^-α of the share of a flow crossing one, where
+// they meet.
+func (s *Sim) shareByRTT(comp []*flow, rq []int32) {
+	for _, fl := range comp {
+		fl.weight = 1
+	}
+	s.waterfillWeighted(comp, rq)
+	queue := make(map[int32]float64, len(rq))
+	for _, r := range rq {
+		queue[r] = float64(s.queueNs(r, s.saturatedNow(r)))
+	}
+	base := float64(max(1, s.opt.TCP.BaseRTTNs))
+	for _, fl := range comp {
+		rtt := base
+		for _, r := range fl.res {
+			rtt += queue[r]
+		}
+		fl.weight = math.Pow(rtt/base, -s.opt.TCP.RTTExponent)
+	}
+	s.waterfillWeighted(comp, rq)
+}
+
+// waterfillWeighted is waterfill (maxmin.go) with per-flow weights:
+// repeatedly take the resource with the smallest remaining capacity per
+// unit of open weight, fix every open flow through it at its weight times
+// that level, and take those rates off the other resources.
+func (s *Sim) waterfillWeighted(comp []*flow, rq []int32) {
+	openW := make(map[int32]float64, len(rq))
+	for _, r := range rq {
+		res := &s.res[r]
+		res.open = 0
+		res.remCap = res.capBps
+		if s.now < res.darkUntil {
+			res.remCap = 0
+		}
+	}
+	open := 0
+	for _, fl := range comp {
+		fl.frozen = false
+		fl.rate = 0
+		if fl.noPath {
+			fl.frozen = true
+			continue
+		}
+		dark := false
+		for _, r := range fl.res {
+			if s.res[r].remCap == 0 {
+				dark = true
+				break
+			}
+		}
+		if dark {
+			fl.frozen = true
+			continue
+		}
+		if len(fl.res) == 0 {
+			fl.rate = math.Inf(1)
+			fl.frozen = true
+			continue
+		}
+		for _, r := range fl.res {
+			s.res[r].open++
+			openW[r] += fl.weight
+		}
+		open++
+	}
+	level := func(r int32) float64 { return s.res[r].remCap / openW[r] }
+	h := shareHeap{}
+	for _, r := range rq {
+		if res := &s.res[r]; res.open > 0 && !math.IsInf(res.remCap, 1) {
+			h = append(h, shareItem{level(r), r})
+		}
+	}
+	heap.Init(&h)
+	for open > 0 && h.Len() > 0 {
+		it := heap.Pop(&h).(shareItem)
+		res := &s.res[it.r]
+		if res.open == 0 {
+			continue
+		}
+		lv := level(it.r)
+		if lv > it.share*(1+1e-12)+1e-9 { // stale entry
+			heap.Push(&h, shareItem{lv, it.r})
+			continue
+		}
+		lv = math.Max(lv, 0)
+		for _, fl := range res.flows {
+			if fl.mark != s.mark || fl.frozen {
+				continue
+			}
+			fl.frozen = true
+			fl.rate = lv * fl.weight
+			open--
+			for _, r2 := range fl.res {
+				o := &s.res[r2]
+				o.open--
+				openW[r2] -= fl.weight
+				if !math.IsInf(o.remCap, 1) {
+					o.remCap -= fl.rate
+					if o.open > 0 && r2 != it.r {
+						heap.Push(&h, shareItem{level(r2), r2})
+					}
+				}
+			}
+		}
+	}
+	for _, fl := range comp {
+		if !fl.frozen {
+			fl.rate = math.Inf(1)
+			fl.frozen = true
+		}
+	}
+}
