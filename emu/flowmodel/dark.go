@@ -17,7 +17,8 @@ type portPeers struct {
 	// the next map while it is compared, then swapped in
 	ntx, nrx []int32
 	seen     []bool
-	used     []int32 // uplinks the installed map uses
+	used     []int32 // uplinks the installed map uses, each once
+	spare    []int32 // the previous used list's storage
 }
 
 func newPortPeers(racks, ups int) *portPeers {
@@ -47,10 +48,8 @@ func (p *portPeers) id(u circuit.Uplink) int32 { return int32(u.Rack*p.ups + u.P
 // uplinks whose transmit or receive peer changed, sorted rack-major:
 // circuit.Dark's answer.
 func (p *portPeers) install(cfg circuit.Config) []circuit.Uplink {
-	var next []int32
 	link := func(a, b int32) {
 		p.ntx[a], p.nrx[b] = b, a
-		next = append(next, a, b)
 	}
 	for _, c := range cfg.Circuits {
 		a, b := p.id(c.A), p.id(c.B)
@@ -60,29 +59,35 @@ func (p *portPeers) install(cfg circuit.Config) []circuit.Uplink {
 		}
 	}
 	var changed []int32
-	check := func(ids []int32) {
-		for _, u := range ids {
+	differs := func(u int32) bool { return p.tx[u] != p.ntx[u] || p.rx[u] != p.nrx[u] }
+	// The new map's uplinks, each once; then the old map's it dropped.
+	used := p.spare[:0]
+	for _, c := range cfg.Circuits {
+		for _, u := range [2]int32{p.id(c.A), p.id(c.B)} {
 			if p.seen[u] {
 				continue
 			}
 			p.seen[u] = true
-			if p.tx[u] != p.ntx[u] || p.rx[u] != p.nrx[u] {
+			used = append(used, u)
+			if differs(u) {
 				changed = append(changed, u)
 			}
 		}
 	}
-	check(p.used)
-	check(next)
 	for _, u := range p.used {
-		p.seen[u], p.tx[u], p.rx[u] = false, -1, -1
+		if !p.seen[u] && differs(u) {
+			changed = append(changed, u)
+		}
 	}
-	for _, u := range next {
+	for _, u := range used {
 		p.seen[u] = false
+	}
+	for _, u := range p.used {
+		p.tx[u], p.rx[u] = -1, -1
 	}
 	p.tx, p.ntx = p.ntx, p.tx
 	p.rx, p.nrx = p.nrx, p.rx
-	slices.Sort(next)
-	p.used = slices.Compact(next)
+	p.used, p.spare = used, p.used
 	slices.Sort(changed)
 	out := make([]circuit.Uplink, len(changed))
 	for i, u := range changed {
