@@ -77,6 +77,10 @@ type Sim struct {
 	switchAt int64   // when the current circuits were switched in
 	litFlows []*flow // flows on hops lit at the switch (make-before-break)
 	darkEnds map[int64][]int32
+	// peers is the installed circuit map per uplink (dark.go); peersOff
+	// while a map off the fabric is installed.
+	peers    *portPeers
+	peersOff bool
 	mark     int32 // component generation
 
 	// conns is when each connection (job, src, dst) last finished a
@@ -124,10 +128,13 @@ type flow struct {
 	last       int64
 	res        []int32
 	pos        []int // index in each resource's flow list
+	upRes      int32 // the source server's uplink; -1: a ToR
+	downRes    int32 // the destination server's downlink; -1: a ToR
 	capRes     int32 // -1: none
 	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
 	rttNs      int64 // the RTT slow start ramps at
 	hops       int   // circuits crossed on the current path
+	pathAt     int   // index in res of the path's first circuit
 	lit        bool  // on hops lit at the switch until a dark period ends
 	noPath     bool
 	done       bool
@@ -155,8 +162,9 @@ type jobState struct {
 	notBefore []int64 // per phase; -1 = not released
 	caps      []phaseCaps
 	flowsLeft []int
-	timerAt   []int64 // per phase: pending release timer, -1 none
-	held      bool    // Hold: waits for Admit
+	bytes     []float64 // per started phase: the bytes its flows carry
+	timerAt   []int64   // per phase: pending release timer, -1 none
+	held      bool      // Hold: waits for Admit
 	Start     []int64
 	End       []int64
 }
@@ -251,7 +259,7 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 		np := len(keys)
 		js := &jobState{j: j, keys: keys, keyIdx: make(map[plan.Key]int, np), succs: make([][]int, np),
 			waiting: make([]int, np), notBefore: make([]int64, np), caps: make([]phaseCaps, np),
-			flowsLeft: make([]int, np), timerAt: make([]int64, np), Start: make([]int64, np), End: make([]int64, np)}
+			flowsLeft: make([]int, np), bytes: make([]float64, np), timerAt: make([]int64, np), Start: make([]int64, np), End: make([]int64, np)}
 		for q, k := range keys {
 			js.keyIdx[k] = q
 		}
@@ -289,14 +297,14 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 func (s *Sim) Now() int64 { return s.now }
 
 // SetCircuits installs a new circuit map now: ports whose circuit changes
-// go dark for the reconfiguration delay, and every cross-rack flow is
-// rerouted over the new graph. The initial map is in place at time zero,
+// go dark for the reconfiguration delay, and every cross-rack flow whose
+// path changes is rerouted over the new graph. The initial map is in place at time zero,
 // set up before the run as the emulator does, so it causes no dark period.
 func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 	if !initial && s.paths != nil && sameConfig(s.circuits, cfg) {
 		return // the same map: no port goes dark and every route stays
 	}
-	dark := circuit.Dark(s.circuits, cfg)
+	dark := s.darkPorts(cfg)
 	if initial {
 		dark = nil
 	}
@@ -326,7 +334,7 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 			continue
 		}
 		live = append(live, fl)
-		if fl.srcRack != fl.dstRack {
+		if fl.srcRack != fl.dstRack && !s.keepsPath(fl) {
 			s.advance(fl)
 			s.route(fl)
 			s.dirtyF = append(s.dirtyF, fl)
@@ -467,8 +475,15 @@ func (s *Sim) startPhase(ji, q int) {
 		return
 	}
 	for _, pf := range fls {
+		js.bytes[q] += pf.Bytes
 		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
-			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), capRes: -1, ssRes: -1}
+			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), upRes: -1, downRes: -1, capRes: -1, ssRes: -1}
+		if r, i, ok := names.ParseServer(pf.Src); ok {
+			fl.upRes = s.serverUp(r, i)
+		}
+		if r, i, ok := names.ParseServer(pf.Dst); ok {
+			fl.downRes = s.serverDown(r, i)
+		}
 		fl.hash = routing.AddrHash(endpointAddr(pf.Src), endpointAddr(pf.Dst))
 		capBits := js.caps[q].all
 		if c, ok := js.caps[q].flows[[2]string{pf.Src, pf.Dst}]; ok && (capBits == 0 || c < capBits) {
@@ -525,14 +540,15 @@ func (s *Sim) route(fl *flow) {
 	}
 	fl.res, fl.pos = fl.res[:0], fl.pos[:0]
 	fl.noPath, fl.hops = false, 0
-	var rs []int32
-	if r, i, ok := names.ParseServer(fl.src); ok {
-		rs = append(rs, s.serverUp(r, i))
+	rs := fl.res // reused: its resources were detached above
+	if fl.upRes >= 0 {
+		rs = append(rs, fl.upRes)
 	}
 	if fl.srcRack != fl.dstRack {
 		path, ok := s.path(fl)
 		switch {
 		case ok:
+			fl.pathAt = len(rs)
 			rs = append(rs, path...)
 			fl.hops = len(path)
 		case s.f.HasEPS():
@@ -541,8 +557,8 @@ func (s *Sim) route(fl *flow) {
 			fl.noPath = true
 		}
 	}
-	if r, i, ok := names.ParseServer(fl.dst); ok {
-		rs = append(rs, s.serverDown(r, i))
+	if fl.downRes >= 0 {
+		rs = append(rs, fl.downRes)
 	}
 	if fl.capRes >= 0 {
 		rs = append(rs, fl.capRes)
@@ -550,8 +566,8 @@ func (s *Sim) route(fl *flow) {
 	if fl.ssRes >= 0 {
 		rs = append(rs, fl.ssRes)
 	}
+	fl.res = rs
 	for _, r := range rs {
-		fl.res = append(fl.res, r)
 		fl.pos = append(fl.pos, len(s.res[r].flows))
 		s.res[r].flows = append(s.res[r].flows, fl)
 	}
@@ -562,13 +578,7 @@ func (s *Sim) route(fl *flow) {
 // kernel path program computes too: the emulation sends the flow the same
 // way.
 func (s *Sim) path(fl *flow) ([]int32, bool) {
-	if !s.f.HasOCS() {
-		return nil, false
-	}
-	choose := func(cur int, hops []routing.Hop) routing.Choice {
-		return routing.Choose(hops, s.switchAt, func(u int) int64 { return s.res[s.upTx(cur, u)].darkUntil })
-	}
-	ups, lit, ok := hopPath(s.paths, s.f.Racks, fl.srcRack, fl.dstRack, fl.hash, choose, s.now)
+	ups, lit, ok := s.pathOf(fl)
 	if fl.lit = lit; lit {
 		s.litFlows = append(s.litFlows, fl)
 	}
@@ -580,6 +590,43 @@ func (s *Sim) path(fl *flow) ([]int32, bool) {
 		out[i] = s.upTx(u.Rack, u.Port)
 	}
 	return out, true
+}
+
+// pathOf is path without its effects on the flow: the uplinks it would
+// leave on now.
+func (s *Sim) pathOf(fl *flow) (ups []circuit.Uplink, lit, ok bool) {
+	if !s.f.HasOCS() {
+		return nil, false, false
+	}
+	choose := func(cur int, hops []routing.Hop) routing.Choice {
+		return routing.Choose(hops, s.switchAt, func(u int) int64 { return s.res[s.upTx(cur, u)].darkUntil })
+	}
+	return hopPath(s.paths, s.f.Racks, fl.srcRack, fl.dstRack, fl.hash, choose, s.now)
+}
+
+// keepsPath reports whether a cross-rack flow's path over newly switched
+// circuits is the one it is on (and neither is make-before-break's), so
+// a switch need not reroute it, nor recompute its rate unless a resource
+// it shares changes: the cost of a switch follows the flows it moves.
+func (s *Sim) keepsPath(fl *flow) bool {
+	if fl.lit {
+		return false
+	}
+	ups, lit, ok := s.pathOf(fl)
+	switch {
+	case lit:
+		return false
+	case !ok:
+		return fl.hops == 0 // still over the packet core, or still no path
+	case fl.hops != len(ups):
+		return false
+	}
+	for i, u := range ups {
+		if fl.res[fl.pathAt+i] != s.upTx(u.Rack, u.Port) {
+			return false
+		}
+	}
+	return true
 }
 
 // hopPath follows the next hops from rack src to rack dst, choosing at

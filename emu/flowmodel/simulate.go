@@ -144,12 +144,8 @@ func (s *Sim) Result() *record.Run {
 			if js.Start[q] < 0 {
 				continue
 			}
-			var b float64
-			for _, f := range s.phaseFlows(js, q) {
-				b += f.Bytes
-			}
 			run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
-				StartNs: js.Start[q], EndNs: js.End[q], Bytes: b})
+				StartNs: js.Start[q], EndNs: js.End[q], Bytes: js.bytes[q]})
 			if jr.StartNs < 0 {
 				jr.StartNs = js.Start[q]
 			}

@@ -156,7 +156,22 @@ type Scheduler struct {
 	// Bottleneck (ljf): a circuit is a bottleneck when its load takes
 	// longer than this fraction of a slot; default 0.5.
 	Bottleneck float64 `yaml:"bottleneck,omitempty" json:"bottleneck,omitempty"`
+	// BaseUplinks (ljf): how many uplinks of every ToR the base topology,
+	// kept at every slot, uses: 2 (the default) is a ring; more add
+	// circuits to racks at growing distances (a circulant graph), so paths
+	// are short and fewer circuits must be added where a bottleneck is.
+	BaseUplinks int `yaml:"base_uplinks,omitempty" json:"base_uplinks,omitempty"`
+	// Order (ljf): which waiting jobs are admitted first when servers are
+	// scarce: OrderArrival (default) or OrderLargest (more workers, then
+	// more bytes, first).
+	Order string `yaml:"order,omitempty" json:"order,omitempty"`
 }
+
+// Admission orders (Scheduler.Order).
+const (
+	OrderArrival = "arrival"
+	OrderLargest = "largest"
+)
 
 // BottleneckOr is Bottleneck, or its default 0.5.
 func (s Scheduler) BottleneckOr() float64 {
@@ -266,6 +281,12 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 	}
 	if b := s.Scheduler.Bottleneck; b < 0 || b > 100 {
 		bad("scheduler.bottleneck", "must be between 0 (default 0.5) and 100 slots, got %g", b)
+	}
+	if b := s.Scheduler.BaseUplinks; b != 0 && (b < 2 || b > s.Fabric.UplinksPerToR) {
+		bad("scheduler.base_uplinks", "must be 0 (default 2, a ring) or from 2 to the ToR's %d uplinks, got %d", s.Fabric.UplinksPerToR, b)
+	}
+	if o := s.Scheduler.Order; o != "" && o != OrderArrival && o != OrderLargest {
+		bad("scheduler.order", "must be %s (default) or %s, got %q", OrderArrival, OrderLargest, o)
 	}
 	if s.Fabric.INC.Capacity < 0 {
 		bad("fabric.inc.capacity", "must not be negative")

@@ -230,3 +230,24 @@ func TestLossSettings(t *testing.T) {
 		}
 	}
 }
+
+func TestLJFSettingErrors(t *testing.T) {
+	const head = "name: t\nfabric: {kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 4, rates: {server: 1Gbit, uplink: 1Gbit}}\n" +
+		"jobs:\n  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, compute: 1ms, iterations: 1}\n"
+	tests := []struct{ sched, want string }{
+		{"{name: ljf, base_uplinks: 4, order: largest}", ""},
+		{"{name: ljf, base_uplinks: 2, order: arrival}", ""},
+		{"{name: ljf, base_uplinks: 1}", "scheduler.base_uplinks: must be 0 (default 2, a ring) or from 2 to the ToR's 4 uplinks, got 1"},
+		{"{name: ljf, base_uplinks: 5}", "got 5"},
+		{"{name: ljf, order: smallest}", `scheduler.order: must be arrival (default) or largest, got "smallest"`},
+	}
+	for _, tt := range tests {
+		_, err := Parse([]byte(head+"scheduler: "+tt.sched+"\n"), "x.yaml")
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: unexpected %v", tt.sched, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: error %v, want %q", tt.sched, err, tt.want)
+		}
+	}
+}

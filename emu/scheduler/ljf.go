@@ -1,14 +1,19 @@
 package scheduler
 
 import (
+	"maps"
+	"math"
+	"slices"
 	"sort"
 
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
 
-// ljfCircuits is paper 000's "re-optimise the AOI only where a bottleneck
-// needs it". Starting from the base ring it
+// circuits is paper 000's "re-optimise the AOI only where a bottleneck
+// needs it". Starting from its base topology (baseCirculant on
+// scheduler.base_uplinks ports: the base ring by default), built once per
+// plan, it
 //
 //  1. keeps every circuit of the previous slot on the same ports (those
 //     without demand left are idle, and give their ports up first when a
@@ -16,8 +21,8 @@ import (
 //  2. routes the slot's demand (ActiveRackDemand) over those circuits,
 //     split evenly over equal-cost next hops as ECMP does, and finds the
 //     busiest circuit;
-//  3. while a circuit cannot carry its load within half a slot
-//     (scheduler.bottleneck, a fraction of the slot), adds a
+//  3. while a circuit cannot carry its load within a fraction of a slot
+//     (scheduler.bottleneck, default half), adds a
 //     circuit for the largest demand crossing it (a direct one, or one
 //     more), for every such circuit at once, and routes again (at most
 //     maxLJFRounds times per slot).
@@ -26,14 +31,17 @@ import (
 // for the slot: small cross-rack demands (INC's partial sums) ride the
 // existing circuits over several hops, and circuits are never torn down
 // for nothing; fcfs refits every slot.
-func ljfCircuits(l *loop) circuit.Config {
+func (b *ljfBase) circuits(l *loop) circuit.Config {
 	f := l.s.Fabric
-	p := newPorts(f)
-	p.baseRing(f.Racks)
-	ring := map[circuit.Circuit]bool{}
-	for _, c := range p.cfg.Circuits {
-		ring[c] = true
+	if b.ports == nil {
+		b.ports = newPorts(f)
+		b.ports.baseCirculant(f.Racks, l.s.Scheduler.BaseUplinks)
+		b.ring = map[circuit.Circuit]bool{}
+		for _, c := range b.ports.cfg.Circuits {
+			b.ring[c] = true
+		}
 	}
+	p, ring := b.ports.clone(), b.ring
 	dem := l.sim.ActiveRackDemand()
 	load := func(pr [2]int) float64 {
 		return max(dem[[2]int{pr[0], pr[1]}], dem[[2]int{pr[1], pr[0]}])
@@ -50,17 +58,19 @@ func ljfCircuits(l *loop) circuit.Config {
 	}
 	perSlot := bytesPerSlot(f, l.slot) * l.s.Scheduler.BottleneckOr()
 	stuck := map[[2]int]bool{} // uplinks no new circuit can relieve
+	er := newEdgeRouter(f.Racks, f.UplinksPerToR, dem)
 	for iter := 0; iter < maxLJFRounds; iter++ {
-		loads, users := edgeLoads(f.Racks, p.cfg, dem)
+		er.route(p.cfg)
+		loads := func(e [2]int) float64 { return er.loads[e[0]*er.ups+e[1]] }
 		var over [][2]int
-		for e, x := range loads {
-			if x > perSlot && !stuck[e] {
+		for _, id := range er.touched {
+			if e := er.edge(id); er.loads[id] > perSlot && !stuck[e] {
 				over = append(over, e)
 			}
 		}
 		sort.Slice(over, func(i, j int) bool {
-			if loads[over[i]] != loads[over[j]] {
-				return loads[over[i]] > loads[over[j]]
+			if li, lj := loads(over[i]), loads(over[j]); li != lj {
+				return li > lj
 			}
 			return less2(over[i], over[j])
 		})
@@ -69,7 +79,7 @@ func ljfCircuits(l *loop) circuit.Config {
 		added := 0
 		done := map[[2]int]bool{}
 		for _, e := range over {
-			us := users[e]
+			us := er.users[e[0]*er.ups+e[1]]
 			sort.Slice(us, func(i, j int) bool {
 				if di, dj := dem[us[i]], dem[us[j]]; di != dj {
 					return di > dj
@@ -99,107 +109,272 @@ func ljfCircuits(l *loop) circuit.Config {
 	return p.cfg
 }
 
+// baseCirculant is ljf's base topology over uplinks ports per ToR: the
+// base ring (offset 1), then circuits from every rack r to r+k for
+// further offsets k growing geometrically up to racks/2, two ports per
+// offset (one at racks/2). With 16 of paper 000's 24 ports on 64 racks
+// the offsets are 1, 2, 3, 4, 7, 12, 20 and 32, and any rack reaches any
+// other in at most three hops. uplinks <= 2 is the ring alone.
+func (p *ports) baseCirculant(racks, uplinks int) {
+	p.baseRing(racks)
+	for _, k := range circulantOffsets(racks, uplinks)[1:] {
+		for r := 0; r < racks; r++ {
+			if 2*k == racks && r >= k {
+				break // r and r+k are already joined
+			}
+			p.connect(r, (r+k)%racks)
+		}
+	}
+}
+
+// circulantOffsets picks the offsets of baseCirculant: 1, then up to
+// uplinks/2 - 1 more, spread geometrically over 2..racks/2, each taking
+// two ports (one for racks/2).
+func circulantOffsets(racks, uplinks int) []int {
+	offs := []int{1}
+	half := racks / 2
+	n := uplinks / 2
+	if n <= 1 || half < 2 {
+		return offs
+	}
+	used := 2
+	for i := 1; i < n && used < uplinks; i++ {
+		k := int(math.Round(math.Pow(float64(half), float64(i)/float64(n-1))))
+		k = max(k, offs[len(offs)-1]+1)
+		if k > half {
+			break
+		}
+		ports := 2
+		if 2*k == racks {
+			ports = 1
+		}
+		if used+ports > uplinks {
+			break
+		}
+		offs = append(offs, k)
+		used += ports
+	}
+	return offs
+}
+
+// ljfBase is one ljf plan's base topology, built at its first slot:
+// every slot starts from a copy.
+type ljfBase struct {
+	ports *ports
+	ring  map[circuit.Circuit]bool
+}
+
+// clone copies the ports' state, so the copy can change on its own.
+func (p *ports) clone() *ports {
+	q := &ports{layout: p.layout, free: make(map[[2]int][]int, len(p.free)), count: maps.Clone(p.count)}
+	for k, v := range p.free {
+		q.free[k] = slices.Clone(v)
+	}
+	q.cfg.Circuits = slices.Clone(p.cfg.Circuits)
+	return q
+}
+
 // maxLJFRounds bounds ljf's route-and-add rounds per slot.
 const maxLJFRounds = 8
 
 func less2(a, b [2]int) bool { return a[0] < b[0] || a[0] == b[0] && a[1] < b[1] }
 
-// edgeLoads routes each directed rack pair's demand over cfg along
-// shortest paths, splitting it evenly over equal-cost next hops (one per
-// uplink) as ECMP does, and returns the bytes each directed uplink (rack,
-// port) carries and the pairs that cross it. It follows the same paths as
-// ocsfabric/routing (the flow model's), on slices instead of maps, since
-// ljf routes every slot's demand several times.
-func edgeLoads(racks int, cfg circuit.Config, dem map[[2]int]float64) (map[[2]int]float64, map[[2]int][][2]int) {
-	type hop struct{ port, via int }
-	adj := make([][]hop, racks)
-	for _, c := range cfg.Circuits {
-		adj[c.A.Rack] = append(adj[c.A.Rack], hop{c.A.Port, c.B.Rack})
-		if !c.Simplex {
-			adj[c.B.Rack] = append(adj[c.B.Rack], hop{c.B.Port, c.A.Rack})
-		}
-	}
-	rev := make([][]int, racks)
-	for a, hs := range adj {
-		for _, h := range hs {
-			rev[h.via] = append(rev[h.via], a)
-		}
-	}
-	dists := map[int][]int32{}
-	distTo := func(d int) []int32 {
-		if dist, ok := dists[d]; ok {
-			return dist
-		}
-		dist := make([]int32, racks)
-		for i := range dist {
-			dist[i] = -1
-		}
-		dist[d] = 0
-		queue := []int{d}
-		for len(queue) > 0 {
-			x := queue[0]
-			queue = queue[1:]
-			for _, q := range rev[x] {
-				if dist[q] < 0 {
-					dist[q] = dist[x] + 1
-					queue = append(queue, q)
-				}
-			}
-		}
-		dists[d] = dist
-		return dist
-	}
-	loads := map[[2]int]float64{}
-	users := map[[2]int][][2]int{}
-	share := make([]float64, racks) // bytes at each rack on the current hop count
-	next := make([]float64, racks)
-	var front, nfront []int
-	var hops []hop
+// edgeRouter routes each directed rack pair's demand over a circuit map
+// along shortest paths, splitting it evenly over equal-cost next hops (one
+// per uplink) as ECMP does, and gives the bytes each directed uplink
+// (rack, port) carries and the pairs that cross it. It follows the same
+// paths as ocsfabric/routing (the flow model's), on flat slices instead
+// of maps: ljf routes every slot's demand several times, and its buffers
+// are kept from one round to the next.
+type edgeRouter struct {
+	racks, ups int
+	pairs      [][2]int  // demanded pairs, sorted (the routing order)
+	dem        []float64 // their bytes
+	// the circuit graph, in cfg's order: out[outAt[r]:outAt[r+1]] are
+	// rack r's hops; in lists, per rack, the racks with a circuit to it.
+	outAt, inAt []int32
+	out         []hop
+	in          []int32
+	dist        []search // per destination (dist nil: not searched this round)
+	searched    []int    // destinations with dist set
+	spare       [][]int32
+	// results, per directed uplink rack*ups+port
+	loads   []float64
+	users   [][][2]int
+	touched []int32 // uplinks with a load, in first-use order
+	// scratch of one pair's spread
+	share, next   []float64
+	front, nfront []int32
+	hops          []hop
+}
+
+type hop struct{ port, via int32 }
+
+func newEdgeRouter(racks, ups int, dem map[[2]int]float64) *edgeRouter {
+	er := &edgeRouter{racks: racks, ups: ups, dist: make([]search, racks),
+		loads: make([]float64, racks*ups), users: make([][][2]int, racks*ups),
+		share: make([]float64, racks), next: make([]float64, racks),
+		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
 	for pr, d := range dem {
-		if d <= 0 || pr[0] == pr[1] {
-			continue
+		if d > 0 && pr[0] != pr[1] {
+			er.pairs = append(er.pairs, pr)
 		}
-		dist := distTo(pr[1])
+	}
+	sort.Slice(er.pairs, func(i, j int) bool { return less2(er.pairs[i], er.pairs[j]) })
+	for _, pr := range er.pairs {
+		er.dem = append(er.dem, dem[pr])
+	}
+	return er
+}
+
+// route routes the demand over cfg; loads, users and touched hold the
+// result until the next call.
+func (er *edgeRouter) route(cfg circuit.Config) {
+	for _, e := range er.touched {
+		er.loads[e], er.users[e] = 0, er.users[e][:0]
+	}
+	er.touched = er.touched[:0]
+	for _, d := range er.searched {
+		er.spare = append(er.spare, er.dist[d].dist)
+		er.dist[d].dist = nil
+	}
+	er.searched = er.searched[:0]
+	er.graph(cfg)
+	for i, pr := range er.pairs {
+		dist := er.distTo(pr[0], pr[1])
 		if dist[pr[0]] < 0 {
 			continue
 		}
-		front = append(front[:0], pr[0])
-		share[pr[0]] = d
-		for len(front) > 0 {
-			nfront = nfront[:0]
-			for _, cur := range front {
-				x := share[cur]
-				share[cur] = 0
-				if cur == pr[1] {
-					continue
-				}
-				hops = hops[:0]
-				for _, h := range adj[cur] {
-					if dist[h.via] == dist[cur]-1 {
-						hops = append(hops, h)
-					}
-				}
-				per := x / float64(len(hops))
-				for _, h := range hops {
-					e := [2]int{cur, h.port}
-					if u := users[e]; len(u) == 0 || u[len(u)-1] != pr {
-						users[e] = append(u, pr)
-					}
-					loads[e] += per
-					if next[h.via] == 0 {
-						nfront = append(nfront, h.via)
-					}
-					next[h.via] += per
-				}
-			}
-			for _, r := range nfront {
-				share[r], next[r] = next[r], 0
-			}
-			front, nfront = nfront, front
+		er.spread(pr, er.dem[i], dist)
+	}
+}
+
+// graph builds the out and in lists of cfg (counting sort by rack, so
+// each rack's hops keep cfg's order).
+func (er *edgeRouter) graph(cfg circuit.Config) {
+	clear(er.outAt)
+	clear(er.inAt)
+	for _, c := range cfg.Circuits {
+		er.outAt[c.A.Rack+1]++
+		er.inAt[c.B.Rack+1]++
+		if !c.Simplex {
+			er.outAt[c.B.Rack+1]++
+			er.inAt[c.A.Rack+1]++
 		}
 	}
-	return loads, users
+	for r := 0; r < er.racks; r++ {
+		er.outAt[r+1] += er.outAt[r]
+		er.inAt[r+1] += er.inAt[r]
+	}
+	n := int(er.outAt[er.racks])
+	er.out = slices.Grow(er.out[:0], n)[:n]
+	er.in = slices.Grow(er.in[:0], n)[:n]
+	oc := append([]int32(nil), er.outAt[:er.racks]...)
+	ic := append([]int32(nil), er.inAt[:er.racks]...)
+	add := func(from, port, to int) {
+		er.out[oc[from]] = hop{int32(port), int32(to)}
+		oc[from]++
+		er.in[ic[to]] = int32(from)
+		ic[to]++
+	}
+	for _, c := range cfg.Circuits {
+		add(c.A.Rack, c.A.Port, c.B.Rack)
+		if !c.Simplex {
+			add(c.B.Rack, c.B.Port, c.A.Rack)
+		}
+	}
 }
+
+// distTo returns the hops to d, known at least for s and every rack
+// nearer d (-1 for s: no path). The search against the direction of light
+// stops once s is reached and resumes for d's next source, which is
+// enough: spreading s's bytes only asks about racks nearer d than s.
+func (er *edgeRouter) distTo(s, d int) []int32 {
+	sr := &er.dist[d]
+	if sr.dist == nil {
+		if n := len(er.spare); n > 0 {
+			sr.dist, er.spare = er.spare[n-1], er.spare[:n-1]
+		} else {
+			sr.dist = make([]int32, er.racks)
+		}
+		for i := range sr.dist {
+			sr.dist[i] = -1
+		}
+		sr.dist[d] = 0
+		sr.queue = append(sr.queue[:0], int32(d))
+		sr.head = 0
+		er.searched = append(er.searched, d)
+	}
+	for sr.dist[s] < 0 && sr.head < len(sr.queue) {
+		x := sr.queue[sr.head]
+		sr.head++
+		for _, from := range er.in[er.inAt[x]:er.inAt[x+1]] {
+			if sr.dist[from] < 0 {
+				sr.dist[from] = sr.dist[x] + 1
+				sr.queue = append(sr.queue, from)
+			}
+		}
+	}
+	return sr.dist
+}
+
+// search is a breadth-first search towards one destination, as far as
+// asked so far.
+type search struct {
+	dist  []int32
+	queue []int32
+	head  int
+}
+
+// spread sends d bytes of pair pr down the shortest paths, hop count by
+// hop count, splitting evenly at every rack over its next hops.
+func (er *edgeRouter) spread(pr [2]int, d float64, dist []int32) {
+	src, dst := int32(pr[0]), int32(pr[1])
+	front := append(er.front[:0], src)
+	nfront := er.nfront[:0]
+	er.share[src] = d
+	for len(front) > 0 {
+		nfront = nfront[:0]
+		for _, cur := range front {
+			x := er.share[cur]
+			er.share[cur] = 0
+			if cur == dst {
+				continue
+			}
+			hops := er.hops[:0]
+			for _, h := range er.out[er.outAt[cur]:er.outAt[cur+1]] {
+				if dist[h.via] == dist[cur]-1 {
+					hops = append(hops, h)
+				}
+			}
+			er.hops = hops
+			per := x / float64(len(hops))
+			for _, h := range hops {
+				e := cur*int32(er.ups) + h.port
+				u := er.users[e]
+				if len(u) == 0 {
+					er.touched = append(er.touched, e)
+				}
+				if len(u) == 0 || u[len(u)-1] != pr {
+					er.users[e] = append(u, pr)
+				}
+				er.loads[e] += per
+				if er.next[h.via] == 0 {
+					nfront = append(nfront, h.via)
+				}
+				er.next[h.via] += per
+			}
+		}
+		for _, r := range nfront {
+			er.share[r], er.next[r] = er.next[r], 0
+		}
+		front, nfront = nfront, front
+	}
+	er.front, er.nfront = front, nfront
+}
+
+// edge is the (rack, port) of directed uplink e.
+func (er *edgeRouter) edge(e int32) [2]int { return [2]int{int(e) / er.ups, int(e) % er.ups} }
 
 // connectOrEvict adds a circuit between racks a and b, taking the ports of
 // an idle circuit at a rack that has none free.
@@ -214,7 +389,7 @@ func (p *ports) connectOrEvict(a, b int, idle map[circuit.Circuit]bool) bool {
 				continue
 			}
 			for i, c := range p.cfg.Circuits {
-				if idle[c] && (c.A.Rack == r || c.B.Rack == r) {
+				if (c.A.Rack == r || c.B.Rack == r) && idle[c] {
 					p.release(i)
 					delete(idle, c)
 					evicted = true
@@ -244,7 +419,7 @@ func (p *ports) hasFree(r int) bool {
 // release removes circuit i and frees its ports.
 func (p *ports) release(i int) {
 	c := p.cfg.Circuits[i]
-	p.cfg.Circuits = append(p.cfg.Circuits[:i:i], p.cfg.Circuits[i+1:]...)
+	p.cfg.Circuits = slices.Delete(p.cfg.Circuits, i, i+1) // in place: p owns its map
 	for _, u := range []circuit.Uplink{c.A, c.B} {
 		sw, _ := p.layout.Switch(u)
 		k := [2]int{u.Rack, sw}
@@ -273,8 +448,8 @@ func (p *ports) claim(c circuit.Circuit) bool {
 	if ia < 0 || ib < 0 {
 		return false
 	}
-	p.free[ka] = append(p.free[ka][:ia:ia], p.free[ka][ia+1:]...)
-	p.free[kb] = append(p.free[kb][:ib:ib], p.free[kb][ib+1:]...)
+	p.free[ka] = slices.Delete(p.free[ka], ia, ia+1)
+	p.free[kb] = slices.Delete(p.free[kb], ib, ib+1)
 	p.cfg.Circuits = append(p.cfg.Circuits, c)
 	p.count[pair(c.A.Rack, c.B.Rack)]++
 	return true

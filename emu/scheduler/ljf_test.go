@@ -1,6 +1,9 @@
 package scheduler
 
 import (
+	"slices"
+
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 	"testing"
 
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
@@ -219,5 +222,91 @@ func TestPaper000Generator(t *testing.T) {
 	}
 	if f := float64(two) / 2000; f < 0.27 || f > 0.33 {
 		t.Errorf("%.2f of jobs over two racks, want about 0.3", f)
+	}
+}
+
+func TestCirculantOffsets(t *testing.T) {
+	tests := []struct {
+		racks, uplinks int
+		want           []int
+	}{
+		{64, 2, []int{1}},
+		{64, 3, []int{1}},
+		{64, 16, []int{1, 2, 3, 4, 7, 12, 20, 32}}, // paper 000's generator
+		{256, 16, []int{1, 2, 4, 8, 16, 32, 64, 128}},
+		{4, 4, []int{1, 2}},        // offset 2 = racks/2 takes one port
+		{8, 24, []int{1, 2, 3, 4}}, // every other rack: a full mesh
+	}
+	for _, tt := range tests {
+		if got := circulantOffsets(tt.racks, tt.uplinks); !slices.Equal(got, tt.want) {
+			t.Errorf("circulantOffsets(%d, %d) = %v, want %v", tt.racks, tt.uplinks, got, tt.want)
+		}
+	}
+}
+
+// ljf's base topology on 16 of 24 ports (scheduler.base_uplinks) uses at
+// most 16 ports of every ToR and joins any two of 64 racks in at most
+// three hops; the default is the ring.
+func TestLJFBaseTopology(t *testing.T) {
+	f := scenario.Fabric{Kind: scenario.KindOCS, Racks: 64, ServersPerRack: 1, UplinksPerToR: 24, OCS: scenario.OCS{Switches: 1}}
+	for _, tt := range []struct{ base, ports, diameter int }{{0, 2, 32}, {16, 15, 3}} {
+		p := newPorts(f)
+		p.baseCirculant(f.Racks, tt.base)
+		used := map[int]int{}
+		for _, c := range p.cfg.Circuits {
+			used[c.A.Rack]++
+			used[c.B.Rack]++
+		}
+		for r := 0; r < f.Racks; r++ {
+			if used[r] != tt.ports {
+				t.Errorf("base %d: rack %d uses %d ports, want %d", tt.base, r, used[r], tt.ports)
+			}
+		}
+		paths := routing.NewPaths(f.Racks, p.cfg)
+		worst := 0
+		for a := 0; a < f.Racks; a++ {
+			for b := 0; b < f.Racks; b++ {
+				worst = max(worst, paths.Hops(a, b))
+			}
+		}
+		if worst != tt.diameter {
+			t.Errorf("base %d: farthest racks %d hops apart, want %d", tt.base, worst, tt.diameter)
+		}
+	}
+}
+
+// scheduler.order: largest admits, among jobs waiting for the same
+// servers, the larger first; the default admits in arrival order.
+func TestLJFOrderLargest(t *testing.T) {
+	for _, order := range []string{"", scenario.OrderLargest} {
+		s, err := scenario.Parse([]byte(`name: order
+fabric: {kind: ocs, racks: 2, servers_per_rack: 4, uplinks_per_tor: 2, rates: {server: 1Gbit, uplink: 1Gbit}}
+jobs:
+  - {name: first, pattern: ps, workers: [r0s0, r1s0], bytes: 100MB, compute: 10ms, iterations: 1}
+  - {name: small, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, compute: 10ms, iterations: 1, arrival: 150ms}
+  - {name: large, pattern: ps, workers: [r0s0, r1s0, r0s1, r1s1], bytes: 1MB, compute: 10ms, iterations: 1, arrival: 160ms}
+scheduler: {name: ljf, slot: 100ms, exclusive_servers: true, order: `+order+`}
+`), "order")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Plan(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, err := flowmodel.Simulate(p, s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := map[string]int64{}
+		for _, j := range run.Jobs {
+			start[j.Job] = j.StartNs
+		}
+		if start["first"] != 0 || start["small"] == start["large"] {
+			t.Fatalf("order %q: starts %v: the case tests nothing", order, start)
+		}
+		if got := start["large"] < start["small"]; got != (order == scenario.OrderLargest) {
+			t.Errorf("order %q: small starts at %d ns, large at %d ns", order, start["small"], start["large"])
+		}
 	}
 }

@@ -23,6 +23,12 @@ type Paper000Options struct {
 	// being co-located in one (the paper "attempted to co-locate"; default
 	// 0.3). Negative: every job in one rack.
 	TwoRacks float64
+	// Racks is the number of racks of 64 servers (default 64, the
+	// paper's); larger values scale the setup up (BenchmarkFlowModelScale).
+	Racks int
+	// ArrivalsPerSlot is the Poisson rate of job arrivals per 1 s slot
+	// (default 20, the paper's).
+	ArrivalsPerSlot float64
 }
 
 // Design is one of paper 000's four compared designs.
@@ -53,7 +59,10 @@ var Paper000Designs = []Design{
 // servers of those racks; the CPU PS on the first worker's server;
 // servers 100 Gbit/s; 3 iterations; compute from t = 6 * tokens * params /
 // (F * eff) with params = push/4, 8192 tokens, 312 TFLOP/s and 40%
-// efficiency.
+// efficiency. For ljf: a base topology on 16 of the 24 ports (the paper's
+// AOI gives "diverse connectivity (all-to-all, Torus, etc.)", not a bare
+// ring), re-optimised where a circuit's load does not fit in its slot
+// (scheduler.base_uplinks 16, scheduler.bottleneck 1).
 func Paper000(o Paper000Options) *scenario.Scenario {
 	if o.Iterations == 0 {
 		o.Iterations = 3
@@ -64,18 +73,25 @@ func Paper000(o Paper000Options) *scenario.Scenario {
 	if o.Scheduler == "" {
 		o.Scheduler = "ljf"
 	}
+	if o.Racks == 0 {
+		o.Racks = 64
+	}
+	if o.ArrivalsPerSlot == 0 {
+		o.ArrivalsPerSlot = 20
+	}
 	inc := o.INC
 	rng := rand.New(rand.NewSource(o.Seed))
 	s := &scenario.Scenario{Name: fmt.Sprintf("paper000-%d", o.Jobs),
-		Fabric: scenario.Fabric{Kind: scenario.KindOCS, Racks: 64, ServersPerRack: 64, UplinksPerToR: 24,
+		Fabric: scenario.Fabric{Kind: scenario.KindOCS, Racks: o.Racks, ServersPerRack: 64, UplinksPerToR: 24,
 			OCS:   scenario.OCS{Switches: 1, ReconfigDelay: scenario.Duration(50 * time.Millisecond)},
 			Rates: scenario.Rates{Server: 100e9, Uplink: 40e9}, INC: scenario.INC{Capacity: 4}},
-		Scheduler: scenario.Scheduler{Name: o.Scheduler, Slot: scenario.Duration(time.Second), INC: &inc, ExclusiveServers: true},
+		Scheduler: scenario.Scheduler{Name: o.Scheduler, Slot: scenario.Duration(time.Second), INC: &inc, ExclusiveServers: true,
+			BaseUplinks: 16, Bottleneck: 1},
 	}
 	sizes := []float64{0.552e9, 3.096e9, 4.0e9}
 	t := 0.0
 	for i := 0; i < o.Jobs; i++ {
-		t += rng.ExpFloat64() / 20 // 20 arrivals per second
+		t += rng.ExpFloat64() / o.ArrivalsPerSlot
 		var w int
 		switch x := rng.Float64(); {
 		case x < 0.4:
@@ -87,9 +103,9 @@ func Paper000(o Paper000Options) *scenario.Scenario {
 		default:
 			w = 16
 		}
-		racks := []int{rng.Intn(64)}
+		racks := []int{rng.Intn(o.Racks)}
 		if rng.Float64() < o.TwoRacks {
-			r2 := rng.Intn(63)
+			r2 := rng.Intn(o.Racks - 1)
 			if r2 >= racks[0] {
 				r2++
 			}

@@ -14,8 +14,9 @@
 //     first, circuits changed only where one would be a bottleneck.
 //   - interleave: paper 000's grouping-based interleaving (interleave.go).
 //
-// They keep a base ring of circuits (when ToRs have two or more uplinks),
-// so that every rack can reach every other at every slot: a plan whose
+// They keep a base ring of circuits (when ToRs have two or more uplinks;
+// ljf a circulant graph on scheduler.base_uplinks ports if set), so that
+// every rack can reach every other at every slot: a plan whose
 // activity has no path is refused by plan.Check.
 //
 // tdm and notdm (tdm.go, tdmalg.go) are papers 001/002's time-division
@@ -62,7 +63,7 @@ func Plan(s *scenario.Scenario) (*plan.Plan, error) {
 		}
 		return slotted(s, policy{name: "static", circuits: func(*loop) circuit.Config { return st }})
 	case "ljf":
-		return slotted(s, policy{name: "ljf", largeINC: true, circuits: ljfCircuits})
+		return slotted(s, policy{name: "ljf", largeINC: true, circuits: (&ljfBase{}).circuits, largestFirst: s.Scheduler.Order == scenario.OrderLargest})
 	case "interleave":
 		return interleave(s)
 	case "tdm", "notdm":

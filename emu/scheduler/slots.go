@@ -26,6 +26,10 @@ type policy struct {
 	notBefore func(ji int) int64
 	// setup, if set, sees the jobs (in arrival order) before slot 0.
 	setup func(l *loop)
+	// largestFirst admits the waiting jobs that have arrived largest
+	// first (larger), not in arrival order (ljf with scheduler.order:
+	// largest).
+	largestFirst bool
 }
 
 // loop is the state of one slotted planning run, as policies see it.
@@ -44,7 +48,7 @@ type loop struct {
 //
 //  1. frees the servers and INC slots of jobs that have finished;
 //  2. admits waiting jobs that have arrived (by the end of the slot), in
-//     arrival order; with scheduler.exclusive_servers a job waits until
+//     arrival order (or largest first, policy.largestFirst); with scheduler.exclusive_servers a job waits until
 //     none of its servers is used by an active job, and servers of a
 //     waiting job are reserved against later jobs (no starvation);
 //  3. grants INC to the admitted jobs that ask for it, in the policy's
@@ -84,10 +88,17 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 	for ji := range jobs {
 		sim.Hold(ji)
 	}
+	keys := make([][]plan.Key, len(jobs)) // each job's phases, listed once
+	keysOf := func(ji int) []plan.Key {
+		if keys[ji] == nil {
+			keys[ji] = jobs[ji].Phases()
+		}
+		return keys[ji]
+	}
 	sim.OnPhaseStart = func(ji, q int, t int64) {
 		k := int(t / slot)
 		j := &jobs[ji]
-		key := j.Phases()[q]
+		key := keysOf(ji)[q]
 		tt := t
 		p.Stages[k].Activities = append(p.Stages[k].Activities, plan.Activity{Job: j.Name, Iteration: key.Iteration, Phase: key.Phase, StartNs: &tt})
 	}
@@ -106,7 +117,7 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 		l.now = t
 		p.Stages = append(p.Stages, plan.Stage{StartNs: t, DurationNs: slot})
 		finished := func(ji int) bool {
-			_, end := sim.PhaseTimes(ji, len(jobs[ji].Phases())-1)
+			_, end := sim.PhaseTimes(ji, len(keysOf(ji))-1)
 			return end >= 0 && end <= t
 		}
 		for ji := range active {
@@ -130,6 +141,16 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 		}
 		reserved := map[string]bool{}
 		var admitted []int
+		if pol.largestFirst {
+			arrived := func(ji int) bool { return jobs[ji].ArrivalNs < t+slot }
+			sort.SliceStable(waiting, func(a, b int) bool {
+				ja, jb := waiting[a], waiting[b]
+				if arrived(ja) != arrived(jb) {
+					return arrived(ja)
+				}
+				return arrived(ja) && larger(&jobs[ja], &jobs[jb])
+			})
+		}
 		rest := waiting[:0]
 		for _, ji := range waiting {
 			j := &jobs[ji]

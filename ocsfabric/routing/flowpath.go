@@ -68,6 +68,16 @@ type Choice struct {
 // ns; 0 or past: lit).
 func Choose(hops []Hop, at int64, darkUntil func(uplink int) int64) Choice {
 	c := Choice{All: hops}
+	dark := false
+	for _, h := range hops {
+		if darkUntil(h.Uplink) > at {
+			dark = true
+			break
+		}
+	}
+	if !dark { // the common case: nothing to choose around, nothing to allocate
+		return c
+	}
 	var lit []Hop
 	for _, h := range hops {
 		if d := darkUntil(h.Uplink); d > at {

@@ -9,7 +9,7 @@ package routing
 
 import (
 	"fmt"
-	"sort"
+	"slices"
 
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 )
@@ -60,21 +60,72 @@ func Compute(racks int, cfg circuit.Config) (Table, []Pair) {
 // search towards a destination runs the first time that destination is
 // asked for, so the cost follows the rack pairs a caller routes (the flow
 // model, plan checks), not the fabric's size. Its answers are Compute's.
-// Not safe for concurrent use.
+// The graph is kept as flat per-rack lists (the flow model builds one
+// Paths per circuit change). Not safe for concurrent use.
 type Paths struct {
 	racks int
-	g     map[int]map[int][]circuit.Uplink // g[a][b] = a's uplinks reaching b
-	rev   map[int][]int                    // rev[b] = racks with a circuit to b
-	dist  map[int][]int32                  // destination -> hops from every rack, -1: none
-	next  map[[2]int][]Hop                 // (src, dst) -> next hops
+	// out[outAt[r]:outAt[r+1]] are rack r's ways out, sorted by uplink;
+	// in[inAt[r]:inAt[r+1]] the racks with a circuit to r.
+	outAt, inAt []int32
+	out         []Hop
+	in          []int32
+	dist        map[int]*search  // destination -> hops to it, searched as far as asked
+	next        map[[2]int][]Hop // (src, dst) -> next hops
+	queue       []int32
 }
 
 // NewPaths prepares next-hop answers for a configuration over racks racks.
 func NewPaths(racks int, cfg circuit.Config) *Paths {
-	p := &Paths{racks: racks, g: cfg.RackGraph(), rev: map[int][]int{}, dist: map[int][]int32{}, next: map[[2]int][]Hop{}}
-	for a, m := range p.g {
-		for b := range m {
-			p.rev[b] = append(p.rev[b], a)
+	p := &Paths{racks: racks, dist: map[int]*search{}, next: map[[2]int][]Hop{},
+		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
+	// The directed edges, one per sending uplink (the last circuit on
+	// it wins, as in circuit.Config.Edges), within the fabric's racks,
+	// bucketed by sending rack in cfg's order, then sorted by uplink.
+	type edge struct{ port, to int }
+	at := make([]int32, racks+1)
+	inFabric := func(r int) bool { return r >= 0 && r < racks }
+	each := func(fn func(from circuit.Uplink, to int)) {
+		for _, c := range cfg.Circuits {
+			if inFabric(c.A.Rack) {
+				fn(c.A, c.B.Rack)
+			}
+			if !c.Simplex && inFabric(c.B.Rack) {
+				fn(c.B, c.A.Rack)
+			}
+		}
+	}
+	each(func(from circuit.Uplink, _ int) { at[from.Rack+1]++ })
+	for r := 0; r < racks; r++ {
+		at[r+1] += at[r]
+	}
+	es := make([]edge, at[racks])
+	fill := append([]int32(nil), at[:racks]...)
+	each(func(from circuit.Uplink, to int) {
+		es[fill[from.Rack]] = edge{from.Port, to}
+		fill[from.Rack]++
+	})
+	p.out = make([]Hop, 0, len(es))
+	for r := 0; r < racks; r++ {
+		b := es[at[r]:at[r+1]]
+		slices.SortStableFunc(b, func(x, y edge) int { return x.port - y.port })
+		for i, e := range b {
+			if i+1 < len(b) && b[i+1].port == e.port || !inFabric(e.to) {
+				continue
+			}
+			p.out = append(p.out, Hop{Uplink: e.port, Via: e.to})
+			p.inAt[e.to+1]++
+		}
+		p.outAt[r+1] = int32(len(p.out))
+	}
+	for r := 0; r < racks; r++ {
+		p.inAt[r+1] += p.inAt[r]
+	}
+	p.in = make([]int32, len(p.out))
+	fill = append(fill[:0], p.inAt[:racks]...)
+	for r := 0; r < racks; r++ {
+		for _, h := range p.out[p.outAt[r]:p.outAt[r+1]] {
+			p.in[fill[h.Via]] = int32(r)
+			fill[h.Via]++
 		}
 	}
 	return p
@@ -87,42 +138,65 @@ func (p *Paths) bfs(d int, dist []int32) {
 		dist[i] = -1
 	}
 	dist[d] = 0
-	queue := []int{d}
-	for len(queue) > 0 {
-		x := queue[0]
-		queue = queue[1:]
-		for _, q := range p.rev[x] {
-			if q < p.racks && dist[q] < 0 {
+	queue := append(p.queue[:0], int32(d))
+	for i := 0; i < len(queue); i++ {
+		x := queue[i]
+		for _, q := range p.in[p.inAt[x]:p.inAt[x+1]] {
+			if dist[q] < 0 {
 				dist[q] = dist[x] + 1
 				queue = append(queue, q)
 			}
 		}
 	}
+	p.queue = queue
 }
 
 // hops lists s's ways out onto a shortest path, given the distances to
 // the destination, sorted by uplink.
 func (p *Paths) hops(s int, dist []int32) []Hop {
 	var hops []Hop
-	for n, ups := range p.g[s] {
-		if n < p.racks && dist[n] == dist[s]-1 {
-			for _, u := range ups {
-				hops = append(hops, Hop{Uplink: u.Port, Via: n})
-			}
+	for _, h := range p.out[p.outAt[s]:p.outAt[s+1]] {
+		if dist[h.Via] == dist[s]-1 {
+			hops = append(hops, h)
 		}
 	}
-	sort.Slice(hops, func(i, j int) bool { return hops[i].Uplink < hops[j].Uplink })
 	return hops
 }
 
-func (p *Paths) distTo(d int) []int32 {
-	dist, ok := p.dist[d]
+// search is a breadth-first search towards one destination that stops
+// as soon as the rack asked about is reached and resumes for the next: a
+// rack's next hops need only the racks one hop nearer, which the search
+// has all labelled by the time it reaches the rack. So routing a pair
+// with a direct circuit reads the destination's in-list, not the fabric.
+type search struct {
+	dist  []int32 // hops to the destination, -1: not reached (yet)
+	queue []int32
+	head  int
+}
+
+// distTo returns the hops to d, known at least for s (and for every rack
+// nearer d than s); -1 for s means no path.
+func (p *Paths) distTo(s, d int) []int32 {
+	sr, ok := p.dist[d]
 	if !ok {
-		dist = make([]int32, p.racks)
-		p.bfs(d, dist)
-		p.dist[d] = dist
+		sr = &search{dist: make([]int32, p.racks), queue: []int32{int32(d)}}
+		for i := range sr.dist {
+			sr.dist[i] = -1
+		}
+		sr.dist[d] = 0
+		p.dist[d] = sr
 	}
-	return dist
+	for sr.dist[s] < 0 && sr.head < len(sr.queue) {
+		x := sr.queue[sr.head]
+		sr.head++
+		for _, q := range p.in[p.inAt[x]:p.inAt[x+1]] {
+			if sr.dist[q] < 0 {
+				sr.dist[q] = sr.dist[x] + 1
+				sr.queue = append(sr.queue, q)
+			}
+		}
+	}
+	return sr.dist
 }
 
 func (p *Paths) valid(s, d int) bool { return s >= 0 && d >= 0 && s < p.racks && d < p.racks }
@@ -138,7 +212,7 @@ func (p *Paths) Next(s, d int) []Hop {
 		return h
 	}
 	var h []Hop
-	if dist := p.distTo(d); dist[s] > 0 {
+	if dist := p.distTo(s, d); dist[s] > 0 {
 		h = p.hops(s, dist)
 	}
 	p.next[k] = h
@@ -153,7 +227,7 @@ func (p *Paths) Hops(s, d int) int {
 	if !p.valid(s, d) {
 		return -1
 	}
-	return int(p.distTo(d)[s])
+	return int(p.distTo(s, d)[s])
 }
 
 // Hops returns the number of circuit hops of the path from s to d, or -1.

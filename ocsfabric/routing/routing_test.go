@@ -174,3 +174,55 @@ func TestChooseMakeBeforeBreak(t *testing.T) {
 		}
 	}
 }
+
+// Paths' next hops are the shortest-path ones read off
+// circuit.Config.RackGraph, a plain reference: on random configurations
+// with ports used twice (the last circuit on a port wins) and racks
+// beyond the fabric (ignored).
+func TestPathsMatchesRackGraph(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for i := 0; i < 300; i++ {
+		racks, uplinks := 2+rng.IntN(8), 1+rng.IntN(3)
+		var cfg circuit.Config
+		for k := rng.IntN(3 * racks * uplinks); k > 0; k-- {
+			a := circuit.Uplink{Rack: rng.IntN(racks + 2), Port: rng.IntN(uplinks)}
+			b := circuit.Uplink{Rack: rng.IntN(racks + 2), Port: rng.IntN(uplinks)}
+			if a.Rack != b.Rack {
+				cfg.Circuits = append(cfg.Circuits, circuit.Circuit{A: a, B: b, Simplex: rng.IntN(4) == 0})
+			}
+		}
+		g := cfg.RackGraph()
+		p := NewPaths(racks, cfg)
+		for d := 0; d < racks; d++ {
+			dist := map[int]int{d: 0} // hops to d, by relaxation
+			for changed := true; changed; {
+				changed = false
+				for a, m := range g {
+					for b := range m {
+						if db, ok := dist[b]; ok && a < racks && b < racks {
+							if da, ok := dist[a]; !ok || db+1 < da {
+								dist[a], changed = db+1, true
+							}
+						}
+					}
+				}
+			}
+			for s := 0; s < racks; s++ {
+				var want []Hop
+				if ds, ok := dist[s]; ok && s != d {
+					for n, ups := range g[s] {
+						if dn, ok := dist[n]; ok && n < racks && dn == ds-1 {
+							for _, u := range ups {
+								want = append(want, Hop{Uplink: u.Port, Via: n})
+							}
+						}
+					}
+					slices.SortFunc(want, func(x, y Hop) int { return x.Uplink - y.Uplink })
+				}
+				if got := p.Next(s, d); !reflect.DeepEqual(got, want) {
+					t.Fatalf("config %d (%d racks) %v: Next(%d, %d) = %v, want %v", i, racks, cfg.Circuits, s, d, got, want)
+				}
+			}
+		}
+	}
+}
