@@ -164,7 +164,11 @@ func (j *Job) stepFlows(k int, add func(src, dst string, b float64)) {
 		}
 		d := 1 << e
 		for i := range j.Workers {
-			add(j.Workers[i], j.Workers[i^d], S/float64(2*d))
+			// A worker count that is not a power of two is refused by
+			// CheckWorkers; listing flows meanwhile must not panic.
+			if p := i ^ d; p < n {
+				add(j.Workers[i], j.Workers[p], S/float64(2*d))
+			}
 		}
 	case job.PatternRing:
 		ring := j.Ring
