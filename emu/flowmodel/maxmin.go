@@ -94,43 +94,7 @@ func (s *Sim) waterfill(comp []*flow, rq []int32) {
 		s.shareByRTT(comp, rq) // the TCP-aware model (tcpshare.go)
 		return
 	}
-	for _, r := range rq {
-		res := &s.res[r]
-		res.open = 0
-		res.remCap = res.capBps
-		if s.now < res.darkUntil {
-			res.remCap = 0
-		}
-	}
-	open := 0
-	for _, fl := range comp {
-		fl.frozen = false
-		fl.rate = 0
-		if fl.noPath {
-			fl.frozen = true
-			continue
-		}
-		dark := false
-		for _, r := range fl.res {
-			if s.res[r].remCap == 0 {
-				dark = true
-				break
-			}
-		}
-		if dark {
-			fl.frozen = true
-			continue
-		}
-		if len(fl.res) == 0 { // nothing limits it: local, instant
-			fl.rate = math.Inf(1)
-			fl.frozen = true
-			continue
-		}
-		for _, r := range fl.res {
-			s.res[r].open++
-		}
-		open++
-	}
+	open := s.startFill(comp, rq)
 	h := shareHeap{}
 	for _, r := range rq {
 		if res := &s.res[r]; res.open > 0 && !math.IsInf(res.remCap, 1) {
@@ -176,4 +140,50 @@ func (s *Sim) waterfill(comp []*flow, rq []int32) {
 			fl.frozen = true
 		}
 	}
+}
+
+// startFill readies a progressive filling over comp: every resource in rq
+// at its full (or, dark, zero) capacity with no open flow; flows without a
+// path, through a dark port, or limited by nothing are fixed at once (0, 0,
+// unlimited). It counts the open flows per resource and returns how many
+// flows are left open.
+func (s *Sim) startFill(comp []*flow, rq []int32) int {
+	for _, r := range rq {
+		res := &s.res[r]
+		res.open = 0
+		res.remCap = res.capBps
+		if s.now < res.darkUntil {
+			res.remCap = 0
+		}
+	}
+	open := 0
+	for _, fl := range comp {
+		fl.frozen = false
+		fl.rate = 0
+		if fl.noPath {
+			fl.frozen = true
+			continue
+		}
+		dark := false
+		for _, r := range fl.res {
+			if s.res[r].remCap == 0 {
+				dark = true
+				break
+			}
+		}
+		if dark {
+			fl.frozen = true
+			continue
+		}
+		if len(fl.res) == 0 { // nothing limits it: local, instant
+			fl.rate = math.Inf(1)
+			fl.frozen = true
+			continue
+		}
+		for _, r := range fl.res {
+			s.res[r].open++
+		}
+		open++
+	}
+	return open
 }

@@ -165,43 +165,14 @@ func (s *Sim) shareByRTT(comp []*flow, rq []int32) {
 // that level, and take those rates off the other resources.
 func (s *Sim) waterfillWeighted(comp []*flow, rq []int32) {
 	openW := make(map[int32]float64, len(rq))
-	for _, r := range rq {
-		res := &s.res[r]
-		res.open = 0
-		res.remCap = res.capBps
-		if s.now < res.darkUntil {
-			res.remCap = 0
-		}
-	}
-	open := 0
+	open := s.startFill(comp, rq)
 	for _, fl := range comp {
-		fl.frozen = false
-		fl.rate = 0
-		if fl.noPath {
-			fl.frozen = true
-			continue
-		}
-		dark := false
-		for _, r := range fl.res {
-			if s.res[r].remCap == 0 {
-				dark = true
-				break
-			}
-		}
-		if dark {
-			fl.frozen = true
-			continue
-		}
-		if len(fl.res) == 0 {
-			fl.rate = math.Inf(1)
-			fl.frozen = true
+		if fl.frozen {
 			continue
 		}
 		for _, r := range fl.res {
-			s.res[r].open++
 			openW[r] += fl.weight
 		}
-		open++
 	}
 	level := func(r int32) float64 { return s.res[r].remCap / openW[r] }
 	h := shareHeap{}
