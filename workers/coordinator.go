@@ -137,35 +137,25 @@ func (c *control) start() (int64, error) {
 
 // waitStage blocks until stage k has started and returns its start.
 func (c *control) waitStage(ctx context.Context, k int) (int64, error) {
-	for {
-		c.stMu.Lock()
-		at, ok := c.stages[k]
-		err, ch := c.err, c.changed
-		c.stMu.Unlock()
-		if ok {
-			return at, nil
-		}
-		if err != nil {
-			return 0, err
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		}
-	}
+	return c.waitFor(ctx, func() (int64, bool) { at, ok := c.stages[k]; return at, ok })
 }
 
 // waitTask blocks until the coordinator has relayed that task k (of a
 // task-graph job) has finished, and returns when it ended.
 func (c *control) waitTask(ctx context.Context, k job.Key) (int64, error) {
+	return c.waitFor(ctx, func() (int64, bool) { end, ok := c.tasks[k]; return end, ok })
+}
+
+// waitFor blocks until get, called with stMu held, reports a time, the
+// coordinator's connection fails, or ctx ends.
+func (c *control) waitFor(ctx context.Context, get func() (int64, bool)) (int64, error) {
 	for {
 		c.stMu.Lock()
-		end, ok := c.tasks[k]
+		at, ok := get()
 		err, ch := c.err, c.changed
 		c.stMu.Unlock()
 		if ok {
-			return end, nil
+			return at, nil
 		}
 		if err != nil {
 			return 0, err
