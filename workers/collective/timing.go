@@ -86,25 +86,13 @@ func (c *Comm) WaitAcked(peers []int, limit time.Duration) int64 {
 }
 
 // outq is the bytes a TCP socket has not had acknowledged yet.
-func outq(cn net.Conn) (int, bool) {
-	sc, ok := cn.(syscall.Conn)
-	if !ok {
-		return 0, false
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return 0, false
-	}
-	var n int
-	var ierr error
-	if err := raw.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQ) }); err != nil || ierr != nil {
-		return 0, false
-	}
-	return n, true
-}
+func outq(cn net.Conn) (int, bool) { return sockInt(cn, unix.SIOCOUTQ) }
 
 // unsent is the bytes a TCP socket holds that it has not sent yet.
-func unsent(cn net.Conn) (int, bool) {
+func unsent(cn net.Conn) (int, bool) { return sockInt(cn, unix.SIOCOUTQNSD) }
+
+// sockInt reads one integer ioctl of a connection's socket.
+func sockInt(cn net.Conn, req uint) (int, bool) {
 	sc, ok := cn.(syscall.Conn)
 	if !ok {
 		return 0, false
@@ -115,7 +103,7 @@ func unsent(cn net.Conn) (int, bool) {
 	}
 	var n int
 	var ierr error
-	if err := raw.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), unix.SIOCOUTQNSD) }); err != nil || ierr != nil {
+	if err := raw.Control(func(fd uintptr) { n, ierr = unix.IoctlGetInt(int(fd), req) }); err != nil || ierr != nil {
 		return 0, false
 	}
 	return n, true
