@@ -558,25 +558,18 @@ func (l *Lab) Port(node, iface string) (netlink.Link, error) {
 // addrGenModeNone is IN6_ADDR_GEN_MODE_NONE: no IPv6 link-local address.
 const addrGenModeNone = 1
 
-// ShaperBurst is the bucket of a port's tbf, in bytes, at rate bytes/s:
-// what passes at once after the port was idle.
-func ShaperBurst(rate uint64, mtu int) uint64 {
-	return max(rate/1000, 64<<10, uint64(mtu)*4)
-}
-
 // nearIfindexBase numbers the near end of every veth far above the
 // far ends' automatic indexes.
 const nearIfindexBase = 100000
 
 // Shape puts a tbf root qdisc on a link's egress at rate bytes/s, or
-// removes shaping when rate is 0. The burst allows 1 ms at line rate (at
-// least 64 KiB, so GSO packets pass whole) and the queue holds 10 ms.
+// removes shaping when rate is 0, with ShaperBurst's bucket and
+// ShaperLimit's queue.
 func Shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 	if rate == 0 {
 		return nil
 	}
-	burst := ShaperBurst(rate, mtu)
-	limit := max(rate/100, 3*burst)
+	burst, limit := ShaperBurst(rate, mtu), ShaperLimit(rate, mtu)
 	q := &netlink.Tbf{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
 		Rate:       rate,

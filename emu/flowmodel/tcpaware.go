@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"math"
 
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
@@ -42,16 +43,13 @@ const (
 )
 
 // ShaperQueueNs is how long the tbf queue emu puts on a link of rate bit/s
-// takes to drain when full: dataplane/fabric.Shape's limit (10 ms at line
-// rate, at least three bursts; a burst is 1 ms at line rate, at least 64
-// KiB and four frames) over the rate.
+// takes to drain when full: fabric.ShaperLimit over the rate.
 func ShaperQueueNs(rate scenario.Rate, mtu int) int64 {
 	if rate == scenario.Unlimited || rate <= 0 {
 		return 0
 	}
 	bps := float64(rate) / 8
-	burst := math.Max(math.Max(bps/1000, 64<<10), float64(4*mtu))
-	limit := math.Max(bps/100, 3*burst)
+	limit := float64(fabric.ShaperLimit(uint64(bps), mtu))
 	return int64(math.Round(limit / bps * 1e9))
 }
 
