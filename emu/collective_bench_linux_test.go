@@ -20,6 +20,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/shaper"
 	"github.com/ocsemu/ocsemu/workers"
 )
 
@@ -46,7 +47,7 @@ func (p benchPattern) busFactor() float64 { return workers.BusFactor(p.phase, le
 // passes at once after the link was idle.
 func (p benchPattern) bound(size int64, alpha time.Duration, rateBps float64) time.Duration {
 	wire := float64(size) * p.busFactor() / goodput
-	burst := float64(fabric.ShaperBurst(uint64(rateBps/8), 1500))
+	burst := float64(shaper.Burst(uint64(rateBps/8), 1500))
 	beta := max(0, wire-burst) * 8 / rateBps
 	return time.Duration(p.latency)*alpha + time.Duration(beta*1e9)
 }

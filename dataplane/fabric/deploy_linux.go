@@ -25,6 +25,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
+	"github.com/ocsemu/ocsemu/dataplane/shaper"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
@@ -563,13 +564,13 @@ const addrGenModeNone = 1
 const nearIfindexBase = 100000
 
 // Shape puts a tbf root qdisc on a link's egress at rate bytes/s, or
-// removes shaping when rate is 0, with ShaperBurst's bucket and
-// ShaperLimit's queue.
+// removes shaping when rate is 0, with shaper.Burst's bucket and
+// shaper.Limit's queue.
 func Shape(h *netlink.Handle, link netlink.Link, rate uint64, mtu int) error {
 	if rate == 0 {
 		return nil
 	}
-	burst, limit := ShaperBurst(rate, mtu), ShaperLimit(rate, mtu)
+	burst, limit := shaper.Burst(rate, mtu), shaper.Limit(rate, mtu)
 	q := &netlink.Tbf{
 		QdiscAttrs: netlink.QdiscAttrs{LinkIndex: link.Attrs().Index, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT},
 		Rate:       rate,

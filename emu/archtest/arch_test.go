@@ -106,7 +106,7 @@ func TestPurePackagesLinkNoKernel(t *testing.T) {
 	pure := []string{
 		module + "/emu/scenario", module + "/emu/plan", module + "/emu/flowmodel", module + "/emu/scheduler",
 		module + "/ocsfabric/circuit", module + "/ocsfabric/routing",
-		module + "/dataplane/topo", module + "/dataplane/names", module + "/dataplane/limits", module + "/dataplane/units", module + "/dataplane/loss",
+		module + "/dataplane/topo", module + "/dataplane/shaper", module + "/dataplane/names", module + "/dataplane/limits", module + "/dataplane/units", module + "/dataplane/loss",
 		module + "/workers/job", module + "/workers/record", module + "/emu/report", module + "/emu/fidelity", module + "/emu/hoststat",
 	}
 	kernel := []string{"github.com/vishvananda/netlink", "github.com/vishvananda/netns", "github.com/cilium/ebpf"}

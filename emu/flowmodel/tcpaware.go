@@ -4,7 +4,7 @@ import (
 	"container/heap"
 	"math"
 
-	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/shaper"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
@@ -43,13 +43,13 @@ const (
 )
 
 // ShaperQueueNs is how long the tbf queue emu puts on a link of rate bit/s
-// takes to drain when full: fabric.ShaperLimit over the rate.
+// takes to drain when full: shaper.Limit over the rate.
 func ShaperQueueNs(rate scenario.Rate, mtu int) int64 {
 	if rate == scenario.Unlimited || rate <= 0 {
 		return 0
 	}
 	bps := float64(rate) / 8
-	limit := float64(fabric.ShaperLimit(uint64(bps), mtu))
+	limit := float64(shaper.Limit(uint64(bps), mtu))
 	return int64(math.Round(limit / bps * 1e9))
 }
 

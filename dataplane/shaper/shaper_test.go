@@ -1,8 +1,8 @@
-package fabric
+package shaper
 
 import "testing"
 
-func TestShaperBurstAndLimit(t *testing.T) {
+func TestBurstAndLimit(t *testing.T) {
 	const mbit = 1e6 / 8 // bytes/s
 	tests := []struct {
 		name         string
@@ -20,10 +20,10 @@ func TestShaperBurstAndLimit(t *testing.T) {
 		{"10 Gbit/s: the queue holds 10 ms", 10000 * mbit, 9000, 1250000, 12500000},
 	}
 	for _, tt := range tests {
-		if got := ShaperBurst(tt.rate, tt.mtu); got != tt.burst {
+		if got := Burst(tt.rate, tt.mtu); got != tt.burst {
 			t.Errorf("%s: burst %d, want %d", tt.name, got, tt.burst)
 		}
-		if got := ShaperLimit(tt.rate, tt.mtu); got != tt.limit {
+		if got := Limit(tt.rate, tt.mtu); got != tt.limit {
 			t.Errorf("%s: limit %d, want %d", tt.name, got, tt.limit)
 		}
 	}
@@ -41,7 +41,7 @@ func TestShaperMatchesOldRuleFrom524Mbit(t *testing.T) {
 	for _, mtu := range []int{1500, 9000} {
 		for rate := uint64(1e6 / 8); rate <= 400e9/8; rate = rate*9/8 + 1 {
 			ob, ol := old(rate, mtu)
-			nb, nl := ShaperBurst(rate, mtu), ShaperLimit(rate, mtu)
+			nb, nl := Burst(rate, mtu), Limit(rate, mtu)
 			if rate >= 65536000 { // 524.288 Mbit/s
 				if nb != ob || nl != ol {
 					t.Errorf("%d B/s MTU %d: burst %d limit %d, the old rule gave %d and %d", rate, mtu, nb, nl, ob, ol)
