@@ -480,7 +480,7 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 
 // planIndexes gives every veth end its ifindex before anything is made:
 // link i's near (A) end gets nearIfindexBase+i, and the far (B) ends of a
-// node get 2, 3, ... (lo is 1) in link order. The kernel treats a carrier
+// node get farIfindexBase, farIfindexBase+1, ... in link order. The kernel treats a carrier
 // change as urgent only when a veth's ifindex differs from its peer's;
 // otherwise linkwatch defers it up to 1 s and the qdisc stays inactive
 // meanwhile. OCS ports are far ends, so they stay below limits.MaxIfindex,
@@ -497,7 +497,7 @@ func planIndexes(t *topo.Topology) map[string]map[string]int {
 	for i, ln := range t.Links {
 		set(ln.A.Node, ln.A.Iface, nearIfindexBase+i)
 		if next[ln.B.Node] == 0 {
-			next[ln.B.Node] = 2
+			next[ln.B.Node] = farIfindexBase
 		}
 		set(ln.B.Node, ln.B.Iface, next[ln.B.Node])
 		next[ln.B.Node]++
@@ -562,6 +562,14 @@ const addrGenModeNone = 1
 // nearIfindexBase numbers the near end of every veth far above the
 // far ends' automatic indexes.
 const nearIfindexBase = 100000
+
+// farIfindexBase is the first index of a node's far veth ends. A new
+// namespace holds lo at 1 and, on a host with the ipip, gre, sit or
+// ip6_tunnel modules loaded (and net.core.fb_tunnels_only_for_init_net
+// 0, the default), their fallback devices from 2 up; a planned index one
+// of them holds would fail the deploy with EBUSY. limits.MaxPortsPerOCS
+// leaves this room below limits.MaxIfindex.
+const farIfindexBase = 16
 
 // Shape puts a tbf root qdisc on a link's egress at rate bytes/s, or
 // removes shaping when rate is 0, with shaper.Burst's bucket and

@@ -24,8 +24,9 @@ const (
 	// size. Ports per OCS namespace must stay below it.
 	MaxIfindex = 16384
 	// MaxPortsPerOCS is the most ports one OCS switch may carry (racks ×
-	// uplinks cabled to it). Ifindexes in a fresh namespace start at 2
-	// (1 is lo), so this leaves room for the fast path's array.
+	// uplinks cabled to it). The fabric numbers an OCS namespace's ports
+	// from 16 (below: lo and the kernel's fallback tunnel devices), so
+	// this keeps every port inside the fast path's array.
 	MaxPortsPerOCS = MaxIfindex - 16
 	// MaxLabName is the longest lab or job name.
 	MaxLabName = names.MaxLabLen
