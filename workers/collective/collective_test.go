@@ -251,3 +251,24 @@ func TestSentCountsConcurrentSends(t *testing.T) {
 		}
 	}
 }
+
+// A failed send ends the rank's receive stream at once (and the reverse),
+// with the send's error, instead of leaving it blocked until the transfer
+// timeout.
+func TestPipelineFailureUnblocksTheOtherStream(t *testing.T) {
+	conns := mesh(3)
+	// Rank 0 sends to rank 1 and receives from rank 2 in a ring; rank 1
+	// is gone, rank 2 never sends.
+	_ = conns[1][0].Close()
+	c := &Comm{Rank: 0, N: 3, Conns: conns[0], Timeout: time.Minute}
+	done := make(chan error, 1)
+	go func() { done <- c.RingAllReduce(make([]int32, 3*pipePiece), []int{0, 1, 2}) }()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "closed pipe") {
+			t.Fatalf("all-reduce with a dead peer: %v, want the send's closed-pipe error", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the receive stream stayed blocked after the send stream failed")
+	}
+}

@@ -2,6 +2,7 @@ package collective
 
 import (
 	"fmt"
+	"net"
 	"sync"
 	"time"
 )
@@ -41,6 +42,9 @@ type pipeline struct {
 	// sent counts send steps written whole.
 	recvd, recvAt, sent int
 	err                 error
+	// conns are the rank's connections: a failure unblocks the other
+	// stream's read or write on them at once, not after its timeout.
+	conns []net.Conn
 }
 
 // checkSchedule refuses a schedule whose step receives into what the same
@@ -63,7 +67,7 @@ func (c *Comm) runPipeline(data []int32, steps []pipeStep, piece int) error {
 	if err := checkSchedule(steps); err != nil {
 		return err
 	}
-	p := &pipeline{steps: steps}
+	p := &pipeline{steps: steps, conns: c.Conns}
 	p.cond = sync.NewCond(&p.mu)
 	errc := make(chan error, 1)
 	go func() { errc <- p.sendStream(c, data, piece) }()
@@ -72,19 +76,29 @@ func (c *Comm) runPipeline(data []int32, steps []pipeStep, piece int) error {
 		p.fail(rerr)
 	}
 	serr := <-errc
-	if rerr != nil {
-		return rerr
+	if rerr == nil && serr == nil {
+		return nil
 	}
-	return serr
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err // the first failure, not the other stream's unblocked read or write
 }
 
 func (p *pipeline) fail(err error) {
 	p.mu.Lock()
-	if p.err == nil {
+	first := p.err == nil
+	if first {
 		p.err = err
 	}
 	p.cond.Broadcast()
 	p.mu.Unlock()
+	if first {
+		for _, cn := range p.conns {
+			if cn != nil {
+				_ = cn.SetDeadline(time.Now()) // the collective failed: its connections are done
+			}
+		}
+	}
 }
 
 // sendReady reports whether elements [lo, hi) may be sent in step j.
