@@ -2,9 +2,11 @@ package scheduler
 
 import (
 	"slices"
+	"strings"
+
+	"testing"
 
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
-	"testing"
 
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
@@ -307,6 +309,32 @@ scheduler: {name: ljf, slot: 100ms, exclusive_servers: true, order: `+order+`}
 		}
 		if got := start["large"] < start["small"]; got != (order == scenario.OrderLargest) {
 			t.Errorf("order %q: small starts at %d ns, large at %d ns", order, start["small"], start["large"])
+		}
+	}
+}
+
+// base_uplinks and order are ljf's: another scheduler refuses them rather
+// than planning as if they were not there.
+func TestLJFOnlySettingsRefused(t *testing.T) {
+	for _, tt := range []struct{ sched, want string }{
+		{"{name: fcfs, base_uplinks: 2}", "read by the ljf scheduler only, not by fcfs"},
+		{"{name: static, order: largest}", "read by the ljf scheduler only, not by static"},
+		{"{name: ljf, base_uplinks: 2, order: largest}", ""},
+	} {
+		s, err := scenario.Parse([]byte(`name: only
+fabric: {kind: ocs, racks: 2, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 1Gbit, uplink: 1Gbit}}
+jobs:
+  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, compute: 10ms, iterations: 1}
+scheduler: `+tt.sched+"\n"), "only")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Plan(s)
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%s: %v", tt.sched, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%s: %v, want an error containing %q", tt.sched, err, tt.want)
 		}
 	}
 }

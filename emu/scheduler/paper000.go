@@ -86,7 +86,10 @@ func Paper000(o Paper000Options) *scenario.Scenario {
 			OCS:   scenario.OCS{Switches: 1, ReconfigDelay: scenario.Duration(50 * time.Millisecond)},
 			Rates: scenario.Rates{Server: 100e9, Uplink: 40e9}, INC: scenario.INC{Capacity: 4}},
 		Scheduler: scenario.Scheduler{Name: o.Scheduler, Slot: scenario.Duration(time.Second), INC: &inc, ExclusiveServers: true,
-			BaseUplinks: 16, Bottleneck: 1},
+			Bottleneck: 1},
+	}
+	if o.Scheduler == "ljf" {
+		s.Scheduler.BaseUplinks = 16 // ljf's low-diameter base (docs/schedulers.md); fcfs has none
 	}
 	sizes := []float64{0.552e9, 3.096e9, 4.0e9}
 	t := 0.0

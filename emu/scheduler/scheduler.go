@@ -43,6 +43,10 @@ const MaxSlots = 1_000_000
 
 // Plan runs the scenario's scheduler.
 func Plan(s *scenario.Scenario) (*plan.Plan, error) {
+	// Only ljf reads these; another scheduler would silently ignore them.
+	if s.Scheduler.Name != "ljf" && (s.Scheduler.BaseUplinks != 0 || s.Scheduler.Order != "") {
+		return nil, fmt.Errorf("scheduler.base_uplinks and scheduler.order are read by the ljf scheduler only, not by %s: remove them or plan with ljf", s.Scheduler.Name)
+	}
 	if slices.ContainsFunc(s.Jobs, func(j scenario.Job) bool { return j.Pattern == scenario.PatternDAG }) {
 		// Task graphs (paper 004) are planned by topox and its baseline.
 		switch s.Scheduler.Name {
