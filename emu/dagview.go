@@ -132,6 +132,8 @@ func worstAttributions(as []fidelity.Attribution) ([]fidelity.Attribution, strin
 		return as, ""
 	}
 	out := slices.Clone(as)
-	slices.SortFunc(out, func(a, b fidelity.Attribution) int { return cmp.Compare(math.Abs(b.RelErr), math.Abs(a.RelErr)) })
+	slices.SortFunc(out, func(a, b fidelity.Attribution) int {
+		return cmp.Compare(math.Abs(b.JudgedErr()), math.Abs(a.JudgedErr()))
+	})
 	return out[:maxAttributionRows], fmt.Sprintf("   (the %d largest errors of %d phases; all of them in attribution.csv)", maxAttributionRows, len(as))
 }

@@ -199,10 +199,7 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 	}
 	fmt.Fprint(tw, "data wait*\tverify*\t\n")
 	for _, a := range as {
-		rel := a.RelErr
-		if a.TCPAwareNs > 0 {
-			rel = a.RelErrTCP
-		}
+		rel := a.JudgedErr()
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%+.1f%%\t", a.Job, a.Iteration, a.Phase, ms(a.IdealNs), ms(a.CalibratedNs), ms(a.TCPAwareNs), ms(a.MeasuredNs), 100*rel)
 		for _, p := range Parts {
 			fmt.Fprintf(tw, "%.2f\t", ms(a.Parts[p]))
@@ -214,3 +211,12 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// JudgedErr is the relative error the attribution is judged by: against
+// the TCP-aware model where the run has one, else the calibrated model.
+func (a Attribution) JudgedErr() float64 {
+	if a.TCPAwareNs > 0 {
+		return a.RelErrTCP
+	}
+	return a.RelErr
+}
