@@ -29,7 +29,7 @@ const (
 	ByteAlign = limits.ByteAlign
 	// MaxTasks is the most tasks one iteration of a task-graph job may
 	// have (the plan's bound).
-	MaxTasks = 100_000
+	MaxTasks = job.MaxTasks
 	// MaxTaskPhases bounds iterations x tasks of a task-graph job.
 	MaxTaskPhases = 1_000_000
 )

@@ -155,6 +155,9 @@ func Tasks(c Config, o Options) ([]job.Task, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m := maxTasks(c, n, len(strides)); m > job.MaxTasks {
+		return nil, fmt.Errorf("%d servers and %d channels make up to %d tasks per iteration, more than the %d a task graph may have", n, max(o.Channels, 1), m, job.MaxTasks)
+	}
 	srv := func(i int) string { return o.Workers[((i%n)+n)%n] }
 	size := func(b float64) int64 { return max(1, int64(math.Round(b/scale))) }
 	tables := make([]int, n)
@@ -252,4 +255,13 @@ func Tasks(c Config, o Options) ([]job.Task, error) {
 		comp(fmt.Sprintf("upd-%d", d), srv(d), ct("upd"), after...)
 	}
 	return ts, nil
+}
+
+// maxTasks bounds the tasks Tasks makes for n servers and rings rings,
+// counted before anything is built: per server emb, bot, top, topb, botb,
+// embu, upd and the all-reduce's two transfers per ring, plus both
+// all-to-alls between table owners and every other server.
+func maxTasks(c Config, n, rings int) int {
+	owners := min(c.Tables, n)
+	return 7*n + 2*rings*n + 2*owners*(n-1)
 }

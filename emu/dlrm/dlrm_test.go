@@ -89,3 +89,30 @@ func TestTasks(t *testing.T) {
 		t.Error("3 rings over 4 servers accepted")
 	}
 }
+
+// maxTasks bounds what Tasks makes, so a graph too large for the plan is
+// refused before it is built.
+func TestTaskBound(t *testing.T) {
+	for _, tc := range []struct {
+		c       Config
+		n, ch   int
+		refused bool
+	}{
+		{DLRM2, 16, 1, false},
+		{DLRM2, 16, 4, false},
+		{DLRM2, 128, 3, false},
+		{DLRM2, 3, 1, false},
+		{DLRM2, 4096, 64, true},
+	} {
+		ts, err := Tasks(tc.c, Options{Workers: servers(tc.n), ComputeNs: 1e6, Channels: tc.ch})
+		if (err != nil) != tc.refused {
+			t.Fatalf("%d servers, %d channels: error %v, want refused %v", tc.n, tc.ch, err, tc.refused)
+		}
+		if err == nil {
+			st, _ := Strides(tc.n, tc.ch)
+			if m := maxTasks(tc.c, tc.n, len(st)); len(ts) > m || len(ts) > job.MaxTasks {
+				t.Errorf("%d servers, %d channels: %d tasks, bound %d (limit %d)", tc.n, tc.ch, len(ts), m, job.MaxTasks)
+			}
+		}
+	}
+}

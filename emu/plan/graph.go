@@ -18,7 +18,7 @@ const (
 
 // Bounds on task graphs, so that a hostile plan cannot exhaust memory.
 const (
-	MaxTasks        = 100_000 // per dag job (one iteration)
+	MaxTasks        = job.MaxTasks // per dag job (one iteration)
 	MaxTaskPhases   = 1_000_000
 	maxTaskNameLen  = 64
 	taskNamePattern = `^[a-z][a-z0-9._-]*$`

@@ -5,6 +5,11 @@ package job
 // phase of its own.
 const PatternDAG = "dag"
 
+// MaxTasks is the most tasks one iteration of a task-graph job may have:
+// the one bound the plan check, the workers and the graph synthesis share,
+// so that a hostile input cannot exhaust memory.
+const MaxTasks = 100_000
+
 // Task kinds of a dag job.
 const (
 	TaskCompute  = "compute"
