@@ -60,6 +60,21 @@ func band(h *netlink.Handle, ln netlink.Link, t *netlink.Tbf) error {
 	if err := h.QdiscDel(t); err != nil {
 		return fmt.Errorf("remove the tbf: %w", err)
 	}
+	if err := buildBand(h, idx, rate, root, t); err != nil {
+		// Put the port back as it was: unshaped or half built it would
+		// keep running so (emu run --keep).
+		_ = h.QdiscDel(root)
+		if rerr := h.QdiscAdd(t); rerr != nil {
+			return fmt.Errorf("%w; restoring the tbf also failed: %v", err, rerr)
+		}
+		return err
+	}
+	return nil
+}
+
+// buildBand puts the htb root, its classes, their tbf leaves and the u32
+// filters for INC on a port whose tbf t was removed.
+func buildBand(h *netlink.Handle, idx int, rate uint64, root *netlink.Htb, t *netlink.Tbf) error {
 	if err := h.QdiscAdd(root); err != nil {
 		return fmt.Errorf("htb: %w", err)
 	}
