@@ -112,6 +112,16 @@ func (r *rank) connectDAG(ctx context.Context) error {
 	}
 	var inMu sync.Mutex
 	errc := make(chan error, 2)
+	// A failed dial side or an ended ctx stops the accepts at once rather
+	// than after their 30 s deadline.
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if ln != nil {
+		go func() {
+			<-ctx.Done()
+			_ = ln.(*net.TCPListener).SetDeadline(time.Now())
+		}()
+	}
 	go func() {
 		if len(recv) == 0 {
 			errc <- nil
@@ -155,6 +165,7 @@ func (r *rank) connectDAG(ctx context.Context) error {
 			addr := net.JoinHostPort(r.spec.Addrs[t.Dst], strconv.Itoa(r.port(dst)))
 			c, err := r.dialRetry(ctx, addr)
 			if err != nil {
+				stop()
 				errc <- fmt.Errorf("task %s: dial rank %d at %s: %w", t.Name, dst, addr, err)
 				return
 			}
@@ -162,6 +173,7 @@ func (r *rank) connectDAG(ctx context.Context) error {
 			binary.BigEndian.PutUint32(hdr[:], uint32(k))
 			if _, err := c.Write(hdr[:]); err != nil {
 				c.Close()
+				stop()
 				errc <- fmt.Errorf("task %s: greet rank %d: %w", t.Name, dst, err)
 				return
 			}
