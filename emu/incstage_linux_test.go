@@ -18,8 +18,9 @@ import (
 // `emu run` of docs/example-inc.json, whose job aggregates in the ToRs in
 // iteration 0 and at its CPU parameter server in iteration 1 (INC decided
 // per stage, paper 000): the workers push through the ToR aggregators in
-// iteration 0 only, the parameter server serves iteration 1 only, every
-// sum checks, and nothing is left behind.
+// iteration 0 only (its pull moves nothing), the parameter server serves
+// iteration 1's push and pull and nothing else, every sum checks, and
+// nothing is left behind.
 func TestCLIRunINCPerStage(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	bin := buildEmu(t)
@@ -75,21 +76,63 @@ func TestCLIRunINCPerStage(t *testing.T) {
 		}
 		return recs
 	}
-	for _, r := range read("vgg-ps.jsonl") {
-		if r.Iteration != 1 {
-			t.Errorf("the parameter server served iteration %d %s, which aggregates in the ToRs", r.Iteration, r.Phase)
+	const S = 16 << 20 // bytes per worker per iteration
+	type phase struct {
+		it    int
+		phase string
+	}
+	// byPhase indexes one records file, refusing a phase recorded twice.
+	byPhase := func(name string, recs []workers.PhaseRecord) map[phase]workers.PhaseRecord {
+		m := map[phase]workers.PhaseRecord{}
+		for _, r := range recs {
+			k := phase{r.Iteration, r.Phase}
+			if _, dup := m[k]; dup {
+				t.Errorf("%s: iteration %d %s recorded twice", name, r.Iteration, r.Phase)
+			}
+			m[k] = r
+		}
+		return m
+	}
+	// The parameter server serves iteration 1 (3 pushes summed and
+	// checked, the sum sent back to 3 workers) and nothing else.
+	ps := byPhase("vgg-ps.jsonl", read("vgg-ps.jsonl"))
+	for k := range ps {
+		if k.it != 1 {
+			t.Errorf("the parameter server served iteration %d %s, which aggregates in the ToRs", k.it, k.phase)
 		}
 	}
+	if r, ok := ps[phase{1, "push"}]; !ok || !r.Verified || r.LastRecvNs == 0 {
+		t.Errorf("the parameter server's iteration 1 push: %+v (recorded %v), want the pushes received and the sum verified", r, ok)
+	}
+	if r, ok := ps[phase{1, "pull"}]; !ok || r.Bytes != 3*S {
+		t.Errorf("the parameter server's iteration 1 pull: %+v (recorded %v), want %d B served", r, ok, 3*S)
+	}
 	for rank := range 3 {
-		for _, r := range read("vgg-rank" + string(rune('0'+rank)) + ".jsonl") {
+		name := "vgg-rank" + string(rune('0'+rank)) + ".jsonl"
+		recs := byPhase(name, read(name))
+		for it := range 2 {
+			inc := it == 0 // example-inc.json: iteration 0 in the ToRs, 1 at the PS
+			push, ok := recs[phase{it, "push"}]
 			switch {
-			case r.Phase == "pull" && !r.Verified:
-				t.Errorf("rank %d iteration %d: the pulled sum is not verified", rank, r.Iteration)
-			case r.Phase == "push" && r.Iteration == 0 && r.Bytes <= 16<<20:
+			case !ok:
+				t.Errorf("rank %d iteration %d: no push recorded", rank, it)
+			case inc && (!strings.HasPrefix(push.Note, "inc:") || push.Bytes <= S):
 				// INC packets carry headers: more than the gradient.
-				t.Errorf("rank %d iteration 0 pushed %d B, not through the aggregators (> 16 MiB with headers)", rank, r.Bytes)
-			case r.Phase == "push" && r.Iteration == 1 && r.Bytes != 16<<20:
-				t.Errorf("rank %d iteration 1 pushed %d B over TCP to the parameter server, want 16 MiB", rank, r.Bytes)
+				t.Errorf("rank %d iteration 0 push (%d B, note %q) did not go through the aggregators (> 16 MiB with headers)", rank, push.Bytes, push.Note)
+			case !inc && (push.Note != "" || push.Bytes != S):
+				t.Errorf("rank %d iteration 1 push (%d B, note %q): want 16 MiB over TCP to the parameter server", rank, push.Bytes, push.Note)
+			}
+			pull, ok := recs[phase{it, "pull"}]
+			switch {
+			case !ok:
+				t.Errorf("rank %d iteration %d: no pull recorded", rank, it)
+			case !pull.Verified:
+				t.Errorf("rank %d iteration %d: the pulled sum is not verified", rank, it)
+			case inc && (pull.Bytes != 0 || pull.LastRecvNs != 0):
+				// The INC push was the whole all-reduce: the pull moves nothing.
+				t.Errorf("rank %d iteration 0 pull sent %d B, last received at %d: want nothing moved", rank, pull.Bytes, pull.LastRecvNs)
+			case !inc && pull.LastRecvNs == 0:
+				t.Errorf("rank %d iteration 1 pull received nothing from the parameter server", rank)
 			}
 		}
 	}

@@ -507,11 +507,7 @@ func (s *Sim) startPhase(ji, q int) {
 // phaseFlows returns the flows of phase q, with the activity's INC
 // decision if it made one.
 func (s *Sim) phaseFlows(js *jobState, q int) []plan.Flow {
-	inc := js.j.INC
-	if c := js.caps[q].inc; c != nil {
-		inc = *c
-	}
-	return js.j.FlowsINC(js.keys[q].Phase, inc)
+	return js.j.FlowsINC(js.keys[q].Phase, js.j.EffectiveINC(js.caps[q].inc))
 }
 
 // endPhase marks phase q done and starts what waited for it.

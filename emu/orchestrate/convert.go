@@ -17,7 +17,9 @@ func WorkerJobs(p *plan.Plan) ([]job.Job, error) {
 		return nil, fmt.Errorf("%d jobs: INC numbers jobs with 16 bits", len(p.Jobs))
 	}
 	out := make([]job.Job, 0, len(p.Jobs))
-	decide, err := incPerIteration(p)
+	// plan.Check refuses an iteration whose push and pull disagree; so
+	// does this, for a plan that skipped it (one message, plan's).
+	decide, err := plan.IterationINC(p)
 	if err != nil {
 		return nil, err
 	}
@@ -25,64 +27,18 @@ func WorkerJobs(p *plan.Plan) ([]job.Job, error) {
 		wj := job.Job{Name: j.Name, Pattern: j.Pattern, Workers: j.Workers, Bytes: j.Bytes,
 			ComputeNs: j.ComputeNs, Iterations: j.Iterations, ArrivalNs: j.ArrivalNs, PS: j.PS, Ring: j.Ring,
 			CongestionControl: j.CongestionControl, Steps: j.Steps, Tasks: j.Tasks}
-		its, mixed := decide[j.Name]
-		if j.INC || mixed && slices.Contains(its, true) {
+		// A ps job's iterations aggregate in the ToRs as their push and
+		// pull decide (plan v2) or, undecided, as the job says.
+		its, ps := decide[j.Name]
+		if j.INC && !ps || slices.Contains(its, true) {
 			wj.INC = &job.INC{ID: uint16(i + 1), Window: DefaultINCWindow}
 		}
-		if mixed && wj.INC != nil && slices.Contains(its, false) {
+		if wj.INC != nil && slices.Contains(its, false) {
 			// Some iterations aggregate in the ToRs, others at the CPU
 			// parameter server (paper 000 decides per slot).
 			wj.INCIterations = its
 		}
 		out = append(out, wj)
-	}
-	return out, nil
-}
-
-// incPerIteration reads the plan's per-stage INC decisions (plan v2): for
-// every job some activity of which decides, whether each iteration
-// aggregates in the ToRs. An iteration's push and pull must agree: the
-// INC push is the whole in-network all-reduce, and its pull only checks
-// the result.
-func incPerIteration(p *plan.Plan) (map[string][]bool, error) {
-	out := map[string][]bool{}
-	jobs := map[string]*plan.Job{}
-	for i := range p.Jobs {
-		jobs[p.Jobs[i].Name] = &p.Jobs[i]
-	}
-	set := map[string][]int{} // -1 unset, 0 false, 1 true; per iteration
-	for si, st := range p.Stages {
-		for _, a := range st.Activities {
-			if a.INC == nil {
-				continue
-			}
-			pj := jobs[a.Job]
-			if pj == nil || a.Iteration < 0 || a.Iteration >= pj.Iterations {
-				continue // plan.Check refuses it
-			}
-			if set[a.Job] == nil {
-				set[a.Job] = make([]int, pj.Iterations)
-				for k := range set[a.Job] {
-					set[a.Job][k] = -1
-				}
-			}
-			v := 0
-			if *a.INC {
-				v = 1
-			}
-			if prev := set[a.Job][a.Iteration]; prev >= 0 && prev != v {
-				return nil, fmt.Errorf("stage %d: job %s iteration %d %s decides inc %v, but the iteration's other phase decided %v: the workers aggregate a whole iteration in the ToRs (push is the in-network all-reduce) or at the parameter server", si, a.Job, a.Iteration, a.Phase, *a.INC, prev == 1)
-			}
-			set[a.Job][a.Iteration] = v
-		}
-	}
-	for name, its := range set {
-		pj := jobs[name]
-		dec := make([]bool, len(its))
-		for k, v := range its {
-			dec[k] = v == 1 || v < 0 && pj.INC
-		}
-		out[name] = dec
 	}
 	return out, nil
 }

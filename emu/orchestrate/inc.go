@@ -51,14 +51,14 @@ func admitINC(ctx context.Context, ag Aggregators, p *plan.Plan, jobs []job.Job,
 	// aggregates in the ToRs to that of its last: the span plan.Check and
 	// the scheduler count capacity over (with INC decided per stage, only
 	// the activities that decide for it count).
-	jobINC := map[string]bool{}
-	for _, j := range p.Jobs {
-		jobINC[j.Name] = j.INC
+	pjobs := map[string]*plan.Job{}
+	for i := range p.Jobs {
+		pjobs[p.Jobs[i].Name] = &p.Jobs[i]
 	}
 	first, last := map[string]int{}, map[string]int{}
 	for si, st := range p.Stages {
 		for _, a := range st.Activities {
-			if a.INC != nil && !*a.INC || a.INC == nil && !jobINC[a.Job] {
+			if pj := pjobs[a.Job]; pj == nil || !pj.EffectiveINC(a.INC) {
 				continue
 			}
 			if _, ok := first[a.Job]; !ok {

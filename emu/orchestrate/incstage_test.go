@@ -35,7 +35,14 @@ func TestWorkerJobsINCPerStage(t *testing.T) {
 		{"job inc, iteration 1 at the PS", mk(true, nil, nil, &no, &no), true, []bool{true, false}, true, ""},
 		{"no job inc, iteration 0 in the ToRs", mk(false, &yes, &yes, nil, nil), true, []bool{true, false}, true, ""},
 		{"no job inc, decided off", mk(false, &no, &no, &no, &no), false, nil, true, ""},
-		{"push and pull disagree", mk(true, &yes, &no, nil, nil), false, nil, false, "the iteration's other phase decided true"},
+		{"job inc, decided off everywhere", mk(true, &no, &no, &no, &no), false, nil, true, ""},
+		{"push and pull disagree", mk(true, &yes, &no, nil, nil), false, nil, false, "iteration 0 pull decides inc false, but the iteration's push decided true"},
+		// An unset inc is the job's: this pull aggregates in the ToRs
+		// (the flow model predicts it moves nothing) while its push goes
+		// to the parameter server.
+		{"push off, pull unset in an inc job", mk(true, &no, nil, nil, nil), false, nil, false, "iteration 0 pull decides inc true, but the iteration's push decided false"},
+		{"push unset in an inc job, pull off", mk(true, nil, &no, nil, nil), false, nil, false, "iteration 0 pull decides inc false, but the iteration's push decided true"},
+		{"push on, pull unset in a ps job", mk(false, nil, nil, &yes, nil), false, nil, false, "iteration 1 pull decides inc false, but the iteration's push decided true"},
 	} {
 		jobs, err := WorkerJobs(tc.p)
 		if tc.err != "" {

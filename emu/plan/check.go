@@ -30,7 +30,7 @@ const (
 // dependency order. Errors name the stage, job and field.
 func Check(p *Plan, s *scenario.Scenario) error {
 	c := &checker{p: p, s: s, f: s.Fabric, jobs: map[string]*Job{}, scheduled: map[Key]int{},
-		firstStage: map[string]int{}, lastStage: map[string]int{}, layout: circuit.LayoutOf(s.Spec())}
+		firstStage: map[string]int{}, lastStage: map[string]int{}, incs: iterationINC{}, layout: circuit.LayoutOf(s.Spec())}
 	c.checkHeader()
 	c.checkJobs()
 	for si := range p.Stages {
@@ -53,6 +53,9 @@ type checker struct {
 	scheduled map[Key]int
 	// firstStage and lastStage bound the stages an INC job is active in.
 	firstStage, lastStage map[string]int
+	// incs holds each ps job iteration's INC decision: push and pull
+	// must agree.
+	incs iterationINC
 }
 
 // bad records a problem; it reports whether more are still wanted.
@@ -154,9 +157,9 @@ func (c *checker) checkActivity(si int, aw string, a Activity, paths *routing.Pa
 	if !c.activityPhaseOK(j, a, aw) {
 		return
 	}
-	inc := j.INC
-	if a.INC != nil {
-		inc = *a.INC
+	inc := j.EffectiveINC(a.INC)
+	if err := c.incs.record(si, j, a); err != nil {
+		c.bad("%v", err)
 	}
 	k := Key{Job: a.Job, Iteration: a.Iteration, Phase: ActivityPhase(a)}
 	if prev, dup := c.scheduled[k]; dup {
@@ -333,10 +336,7 @@ func checkFlowCaps(j *Job, a Activity, where string, bad func(string, ...any) bo
 		return
 	}
 	real := map[[2]string]bool{}
-	inc := j.INC
-	if a.INC != nil {
-		inc = *a.INC
-	}
+	inc := j.EffectiveINC(a.INC)
 	for _, fl := range j.FlowsINC(ActivityPhase(a), inc) {
 		real[[2]string{fl.Src, fl.Dst}] = true
 	}

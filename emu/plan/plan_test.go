@@ -38,6 +38,7 @@ func valid() *Plan {
 }
 
 func TestCheck(t *testing.T) {
+	yes, no := true, false
 	tests := []struct {
 		name   string
 		break_ func(p *Plan)
@@ -84,6 +85,20 @@ func TestCheck(t *testing.T) {
 				p.Stages[i].Activities = append(p.Stages[i].Activities, a)
 			}
 		}, "tor0 aggregates 2 INC jobs [a b], over its capacity of 1"},
+		{"INC per stage, push and pull agree", func(p *Plan) {
+			p.Version, p.Jobs[0].Aggregator = 2, "tor0"
+			p.Stages[1].Activities[0].INC, p.Stages[2].Activities[0].INC = &yes, &yes
+		}, ""},
+		{"INC per stage, push and pull disagree", func(p *Plan) {
+			p.Version, p.Jobs[0].Aggregator = 2, "tor0"
+			p.Stages[1].Activities[0].INC, p.Stages[2].Activities[0].INC = &yes, &no
+		}, "stage 2: job a iteration 0 pull decides inc false, but the iteration's push decided true"},
+		// An unset inc is the job's: the flow model would aggregate this
+		// pull in the ToRs after a push to the parameter server.
+		{"INC per stage, pull unset in an INC job", func(p *Plan) {
+			p.Version, p.Jobs[0].INC, p.Jobs[0].Aggregator = 2, true, "tor0"
+			p.Stages[1].Activities[0].INC = &no
+		}, "stage 2: job a iteration 0 pull decides inc true, but the iteration's push decided false"},
 		{"clock stages overlap", func(p *Plan) {
 			p.Mode = ModeClock
 			for i := range p.Stages {

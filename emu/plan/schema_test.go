@@ -75,6 +75,7 @@ func TestSchemaMatchesCode(t *testing.T) {
 	incPlan := valid()
 	incPlan.Version, incPlan.Jobs[0].Aggregator = 2, "tor0"
 	incPlan.Stages[1].Activities[0].INC = &yes
+	incPlan.Stages[2].Activities[0].INC = &yes // push and pull agree
 	incJSON := v2(incPlan)
 	bad = append(bad,
 		strings.Replace(steps, `"plan_version":2`, `"plan_version":1`, 1),
