@@ -7,6 +7,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
+	"github.com/ocsemu/ocsemu/workers"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
@@ -19,7 +20,7 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 	}
 	rows := readCSV(t, filepath.Join(dir, "attribution.csv"))
 	want := [][]string{attributionHeader(),
-		{"ring", "1", "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "9.000000", "11.000000", "0.000000", "3.000000", "0.000000", "0.000000", "17.000000", "0.000000", "0.000000", "6.000000"}}
+		{"ring", "1", "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "9.000000", "11.000000", "0.000000", "3.000000", "0.000000", "0.000000", "0.000000", "17.000000", "0.000000", "0.000000", "6.000000"}}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("attribution.csv:\n got %q\nwant %q", rows, want)
 	}
@@ -35,5 +36,28 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 	if len(rows) != 2 || !reflect.DeepEqual(rows[0], modelsHeader) ||
 		!reflect.DeepEqual(rows[1][:7], []string{"ps", "0", "pull", "200.000000", "209.000000", "250.000000", "210.000000"}) || rows[1][9] != "-0.16" {
 		t.Errorf("comparison_models.csv: %q", rows)
+	}
+}
+
+// Every flow of an all-to-all is timed from when both of its ranks had
+// started to its last byte at the receiver; phases without per-peer
+// marks give none.
+func TestFlowsOf(t *testing.T) {
+	recs := []workers.PhaseRecord{
+		{Job: "moe", Phase: "alltoall", Rank: 0, StartNs: 100, PeerRecvNs: []int64{0, 180, 150}},
+		{Job: "moe", Phase: "alltoall", Rank: 1, StartNs: 120, PeerRecvNs: []int64{170, 0, 0}},
+		{Job: "moe", Phase: "alltoall", Rank: 2, StartNs: 110, PeerRecvNs: []int64{190, 160, 0}},
+		{Job: "gpt", Phase: "allreduce", Rank: 0, StartNs: 100},
+	}
+	got := flowsOf(recs)
+	want := []fidelity.Flow{
+		{Job: "moe", Phase: "alltoall", Src: 1, Dst: 0, StartNs: 120, EndNs: 180},
+		{Job: "moe", Phase: "alltoall", Src: 2, Dst: 0, StartNs: 110, EndNs: 150},
+		{Job: "moe", Phase: "alltoall", Src: 0, Dst: 1, StartNs: 120, EndNs: 170},
+		{Job: "moe", Phase: "alltoall", Src: 0, Dst: 2, StartNs: 110, EndNs: 190},
+		{Job: "moe", Phase: "alltoall", Src: 1, Dst: 2, StartNs: 120, EndNs: 160},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("flows\n got %+v\nwant %+v", got, want)
 	}
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
+	"github.com/ocsemu/ocsemu/workers"
 )
 
 // sampleEvery is how often the host and the shapers are read.
@@ -118,8 +119,9 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	in := &fidelity.Inputs{Measurement: res.Measurement, Ideal: res.Compare, Calibrated: res.CompareCalibrated, TCPAware: res.CompareTCPAware}
 	for _, t := range res.Outcome.TCP {
 		in.TCP = append(in.TCP, fidelity.TCPSample{Job: t.Job, Rank: t.Rank, Peer: t.Peer, TNs: t.TNs, Retrans: t.Retrans,
-			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs})
+			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs, Ssthresh: t.SsthreshSegs})
 	}
+	in.Flows = flowsOf(res.Outcome.Phases)
 	if f := r.s.Fabric; f.Rates.Server != scenario.Unlimited {
 		in.LinkPayloadBps = float64(f.Rates.Server) / 8 * flowmodel.Framing(f.MTU).Goodput()
 	}
@@ -161,6 +163,34 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 		writeModelsCSV(filepath.Join(dir, "comparison_models.csv"), res),
 		writeRunData(dir, res, in, qd, events, fr),
 	)
+}
+
+// flowsOf times every flow of the phases whose ranks mark each peer's
+// last byte (all-to-all): from when both of its ranks had started the
+// phase to its last byte in at the receiver.
+func flowsOf(recs []workers.PhaseRecord) []fidelity.Flow {
+	type key struct {
+		job   string
+		iter  int
+		phase string
+		rank  int
+	}
+	start := map[key]int64{}
+	for _, r := range recs {
+		start[key{r.Job, r.Iteration, r.Phase, r.Rank}] = r.StartNs
+	}
+	var out []fidelity.Flow
+	for _, r := range recs {
+		for src, end := range r.PeerRecvNs {
+			s, ok := start[key{r.Job, r.Iteration, r.Phase, src}]
+			if end == 0 || !ok {
+				continue
+			}
+			out = append(out, fidelity.Flow{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase, Src: src, Dst: r.Rank,
+				StartNs: max(s, r.StartNs), EndNs: end})
+		}
+	}
+	return out
 }
 
 // linksOf turns the shaper readings within [t0, end] into per-link

@@ -185,6 +185,7 @@ func (r *rank) markTransfer(rec *PhaseRecord, phase string) {
 	}
 	tm := r.comm.Timing()
 	rec.FirstRecvNs, rec.LastRecvNs, rec.LastSendNs = tm.FirstRecvNs, tm.LastRecvNs, tm.LastSendNs
+	rec.PeerRecvNs = tm.PeerRecvNs
 	if rec.Bytes > 0 {
 		rec.LastAckNs = r.comm.WaitAcked(r.peers(), ackWait)
 	}

@@ -114,7 +114,10 @@ type PhaseRecord struct {
 	LastRecvNs  int64 `json:"last_recv_ns,omitempty"`
 	LastSendNs  int64 `json:"last_send_ns,omitempty"`
 	LastAckNs   int64 `json:"last_ack_ns,omitempty"`
-	VerifyNs    int64 `json:"verify_ns,omitempty"`
+	// PeerRecvNs[p] is when the last byte from rank p arrived, where the
+	// phase has one flow per peer (all-to-all); 0 for no flow.
+	PeerRecvNs []int64 `json:"peer_recv_ns,omitempty"`
+	VerifyNs   int64   `json:"verify_ns,omitempty"`
 }
 
 // TCPSample is one TCP_INFO reading of one connection.
@@ -143,6 +146,20 @@ type TCPSample struct {
 	TotalRTO      uint16 `json:"total_rto,omitempty"`
 	RTORecoveries uint16 `json:"total_rto_recoveries,omitempty"`
 	RTOTimeMs     uint32 `json:"total_rto_time_ms,omitempty"`
+	// SsthreshSegs is the slow-start threshold: below 2^31-1 with no
+	// loss it is where cubic's HyStart ended slow start.
+	SsthreshSegs uint32 `json:"ssthresh,omitempty"`
+	// What limited the sender, in µs since the connection began
+	// (tcp_chrono): busy is any time with data outstanding, of which
+	// rwnd_limited the peer's receive window was full (the receiving
+	// rank did not read) and sndbuf_limited the send buffer was. Busy
+	// time the window did not limit is the network's (cwnd); a stalled
+	// flow whose busy time does not grow was not written to (the sending
+	// rank did not run). notsent is bytes written not yet sent.
+	BusyUs          uint64 `json:"busy_us,omitempty"`
+	RwndLimitedUs   uint64 `json:"rwnd_limited_us,omitempty"`
+	SndbufLimitedUs uint64 `json:"sndbuf_limited_us,omitempty"`
+	NotsentBytes    uint32 `json:"notsent,omitempty"`
 }
 
 // rank is one running rank.
@@ -542,7 +559,9 @@ func (r *rank) sampleTCPOnce() bool {
 			CwndSegs: info.Snd_cwnd, RTTUs: info.Rtt, Retrans: info.Total_retrans,
 			DeliveryBps: info.Delivery_rate * 8, BytesAcked: info.Bytes_acked,
 			CAState: info.Ca_state, RTOUs: info.Rto, Backoff: info.Backoff, Lost: info.Lost, BytesRetrans: info.Bytes_retrans,
-			RTTVarUs: info.Rttvar, TotalRTO: info.Total_rto, RTORecoveries: info.Total_rto_recoveries, RTOTimeMs: info.Total_rto_time}) != nil {
+			RTTVarUs: info.Rttvar, TotalRTO: info.Total_rto, RTORecoveries: info.Total_rto_recoveries, RTOTimeMs: info.Total_rto_time,
+			SsthreshSegs: info.Snd_ssthresh, BusyUs: info.Busy_time, RwndLimitedUs: info.Rwnd_limited,
+			SndbufLimitedUs: info.Sndbuf_limited, NotsentBytes: info.Notsent_bytes}) != nil {
 			return false // Run reports the error when the rank ends
 		}
 	}

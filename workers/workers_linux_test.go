@@ -61,6 +61,28 @@ func TestEveryPatternVerifies(t *testing.T) {
 	if len(out.TCP) == 0 {
 		t.Error("no TCP_INFO samples")
 	}
+	// Every all-to-all flow is timed at its receiver, within the phase.
+	for _, r := range out.Phases {
+		if r.Job != "a2a" || r.Phase != job.PhaseAllToAll {
+			continue
+		}
+		for p, at := range r.PeerRecvNs {
+			if (p == r.Rank) != (at == 0) || at != 0 && (at < r.StartNs || at > r.EndNs) {
+				t.Errorf("a2a rank %d iteration %d: peer %d's last byte at %d, phase %d..%d", r.Rank, r.Iteration, p, at, r.StartNs, r.EndNs)
+			}
+		}
+		if len(r.PeerRecvNs) != 4 {
+			t.Errorf("a2a rank %d iteration %d: per-peer marks %v", r.Rank, r.Iteration, r.PeerRecvNs)
+		}
+	}
+	// The samples as the ranks end show what limited each sender.
+	busy := false
+	for _, s := range out.TCP {
+		busy = busy || s.BusyUs > 0 && s.SsthreshSegs > 0
+	}
+	if !busy {
+		t.Error("no TCP sample shows busy time and a slow-start threshold")
+	}
 	for _, j := range js {
 		if j.JCTNs <= 0 {
 			t.Errorf("job %s has no completion time", j.Job)

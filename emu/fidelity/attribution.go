@@ -23,6 +23,7 @@ const (
 	PartTCP      = "tcp"      // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
 	PartLateness = "lateness" // the latest rank's start after it could start
 	PartSkew     = "skew"     // the rest of the spread of the ranks' starts
+	PartHyStart  = "hystart"  // how much longer the flows cubic's HyStart cut short took than the others
 	PartRTO      = "rto"      // time in RTO recovery on the job's connections (TCP_INFO)
 	PartLoss     = "loss"     // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
 	PartCPU      = "cpu"      // wall time x the share of all CPUs other processes held
@@ -30,7 +31,7 @@ const (
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartTCP, PartLateness, PartSkew, PartRTO, PartLoss, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartTCP, PartLateness, PartSkew, PartHyStart, PartRTO, PartLoss, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -101,6 +102,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartTCP, modelTCP},
 			{PartLateness, m.LatenessNs},
 			{PartSkew, max(0, m.SkewNs-m.LatenessNs)},
+			{PartHyStart, in.hystartCost(k)},
 			{PartRTO, rto},
 			{PartLoss, lossNs},
 			{PartCPU, in.foreignDuring(from, to)},
@@ -166,6 +168,66 @@ func (in *Inputs) tcpDuring(jobName string, from, to int64) (rtoNs int64, retran
 		}
 	}
 	return worstRTO, retrans
+}
+
+// HyStartEarlySegs: a slow-start threshold below this, set with no
+// retransmission, is cubic's HyStart ending slow start at its first
+// chance (hystart_low_window is 16 segments; from an initial window of 10
+// the window is 20-31 when HyStart first looks). Such a flow then grows
+// its window by about 4% per RTT (cubic with no earlier maximum) and
+// stays below its share of a busy link for the rest of a short transfer:
+// on plan-demo's all-to-all, flows cut at 27-30 segments took 85-123 ms,
+// flows whose threshold was 53 or more 19-84 ms (docs/fidelity.md).
+const HyStartEarlySegs = 32
+
+// hystartCost is how much longer the phase's flows that HyStart cut
+// short took than its other flows: the longest cut flow's time minus the
+// longest other flow's, each timed from when both its ranks had started.
+// 0 when the phase has no per-flow marks, or no flow (or every flow) was
+// cut.
+func (in *Inputs) hystartCost(k job.Key) int64 {
+	var cut, other int64 = -1, -1
+	for _, f := range in.Flows {
+		if f.Job != k.Job || f.Iteration != k.Iteration || f.Phase != k.Phase || f.EndNs <= f.StartNs {
+			continue
+		}
+		d := f.EndNs - f.StartNs
+		if in.hystartCut(f) {
+			cut = max(cut, d)
+		} else {
+			other = max(other, d)
+		}
+	}
+	if cut < 0 || other < 0 {
+		return 0
+	}
+	return max(0, cut-other)
+}
+
+// hystartCut reports whether the flow's sending connection had left slow
+// start at HyStart's first chance by the time the flow ended: the first
+// TCP sample at or after its end (the last one before when there is
+// none) shows a threshold below HyStartEarlySegs and no retransmission
+// (a loss sets the threshold too).
+func (in *Inputs) hystartCut(f Flow) bool {
+	best, after := -1, false
+	for i, s := range in.TCP {
+		if s.Job != f.Job || s.Rank != f.Src || s.Peer != f.Dst {
+			continue
+		}
+		isAfter := s.TNs >= f.EndNs
+		switch {
+		case best < 0,
+			isAfter && (!after || s.TNs < in.TCP[best].TNs),
+			!isAfter && !after && s.TNs > in.TCP[best].TNs:
+			best, after = i, isAfter
+		}
+	}
+	if best < 0 {
+		return false
+	}
+	s := in.TCP[best]
+	return s.Ssthresh > 0 && s.Ssthresh < HyStartEarlySegs && s.Retrans == 0
 }
 
 // foreignDuring is the wall time between from and to, weighted by the

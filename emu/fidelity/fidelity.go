@@ -109,6 +109,20 @@ type TCPSample struct {
 	BytesRetrans uint64
 	TotalRTO     uint16
 	RTOTimeMs    uint32
+	// Ssthresh is the slow-start threshold in segments (0: not recorded;
+	// 2^31-1: never set).
+	Ssthresh uint32
+}
+
+// Flow is one flow of a phase that its ranks time per peer (all-to-all:
+// one connection per pair of ranks): from when both of its ranks had
+// started the phase to its last byte in, CLOCK_MONOTONIC ns.
+type Flow struct {
+	Job            string
+	Iteration      int
+	Phase          string
+	Src, Dst       int
+	StartNs, EndNs int64
 }
 
 // Inputs is what a run recorded.
@@ -119,6 +133,8 @@ type Inputs struct {
 	Links       []Link
 	ShaperDrops uint64
 	TCP         []TCPSample
+	// Flows are the per-flow marks of the phases that have them.
+	Flows []Flow
 	// BytesSent is every byte the ranks sent (phase records).
 	BytesSent   int64
 	OCS         *OCS

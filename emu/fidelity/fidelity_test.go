@@ -256,3 +256,69 @@ func TestAttributeAgainstTCPAware(t *testing.T) {
 		t.Errorf("TCP-aware %d ns, error %v", a.TCPAwareNs, a.RelErrTCP)
 	}
 }
+
+// HyStart's part, by hand: an all-to-all of three ranks measured 150 ms
+// against a TCP-aware 100 (ideal 80, calibrated 84: 70 ms to explain, 4
+// framing and 16 tcp). Its six flows took 40-60 ms, but 1->2 took 110
+// ms: its connection's threshold was 27 segments with no retransmission
+// (HyStart cut it), so hystart = 110 - 60 = 50 ms, and nothing is left.
+// Flow 0->2 also shows a threshold of 20, but after a retransmission (a
+// loss, not HyStart); 2->0 a threshold of 53 (not HyStart's first
+// chance).
+func TestAttributeHyStartByHand(t *testing.T) {
+	const ms = int64(1e6)
+	cmp := func(pred int64) []record.Comparison {
+		return []record.Comparison{{Job: "moe", Phase: "alltoall", PredictedNs: pred, MeasuredNs: 150 * ms, RelErr: float64(150*ms-pred) / float64(pred)}}
+	}
+	flow := func(src, dst int, start, end int64) Flow {
+		return Flow{Job: "moe", Phase: "alltoall", Src: src, Dst: dst, StartNs: start * ms, EndNs: end * ms}
+	}
+	sample := func(rank, peer int, at int64, ssthresh, retrans uint32) TCPSample {
+		return TCPSample{Job: "moe", Rank: rank, Peer: peer, TNs: at * ms, Ssthresh: ssthresh, Retrans: retrans}
+	}
+	const never = 1<<31 - 1
+	in := &Inputs{
+		Measurement: &record.Run{Phases: []record.Phase{{Job: "moe", Phase: "alltoall", EndNs: 150 * ms}}},
+		Ideal:       cmp(80 * ms), Calibrated: cmp(84 * ms), TCPAware: cmp(100 * ms),
+		Flows: []Flow{flow(0, 1, 0, 40), flow(0, 2, 0, 60), flow(1, 0, 0, 45), flow(1, 2, 0, 110), flow(2, 0, 5, 55), flow(2, 1, 5, 50)},
+		TCP: []TCPSample{
+			sample(0, 1, 50, never, 0), sample(0, 2, 50, never, 0), sample(0, 2, 100, 20, 3),
+			sample(1, 0, 50, never, 0), sample(1, 2, 20, never, 0), sample(1, 2, 100, 27, 0), sample(1, 2, 150, 27, 0),
+			sample(2, 0, 100, 53, 0), sample(2, 1, 100, never, 0),
+			sample(1, 2, 120, 27, 0), // the first sample after 1->2 ended decides
+		},
+	}
+	as := Attribute(in, 0)
+	if len(as) != 1 {
+		t.Fatalf("%d attributions, want 1", len(as))
+	}
+	want := map[string]int64{PartFraming: 4 * ms, PartTCP: 16 * ms, PartHyStart: 50 * ms}
+	for _, p := range Parts {
+		if as[0].Parts[p] != want[p] {
+			t.Errorf("%s = %.3f ms, want %.3f", p, float64(as[0].Parts[p])/1e6, float64(want[p])/1e6)
+		}
+	}
+	tests := []struct {
+		name string
+		edit func(in *Inputs)
+		want int64
+	}{
+		{"no flow cut", func(in *Inputs) { in.TCP = in.TCP[:5] }, 0},
+		{"the cut flow was not the slowest", func(in *Inputs) { in.Flows[3].EndNs = 50 * ms }, 0},
+		{"a loss set the threshold", func(in *Inputs) { in.TCP[9].Retrans = 1 }, 0},
+		{"every flow cut", func(in *Inputs) { in.Flows = []Flow{in.Flows[3]} }, 0},
+		{"no per-flow marks", func(in *Inputs) { in.Flows = nil }, 0},
+		{"only a sample before the end", func(in *Inputs) { in.TCP = append(in.TCP[:5], sample(1, 2, 100, 27, 0)) }, 50 * ms},
+		{"the cut capped at what is left", func(in *Inputs) { in.Flows[3].EndNs = 200 * ms }, 50 * ms},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := *in
+			c.Flows, c.TCP = append([]Flow(nil), in.Flows...), append([]TCPSample(nil), in.TCP...)
+			tt.edit(&c)
+			if got := Attribute(&c, 0)[0].Parts[PartHyStart]; got != tt.want {
+				t.Errorf("hystart = %.3f ms, want %.3f", float64(got)/1e6, float64(tt.want)/1e6)
+			}
+		})
+	}
+}

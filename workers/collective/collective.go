@@ -336,7 +336,8 @@ func (c *Comm) HDAllReduce(data []int32) error {
 }
 
 // AllToAll sends send[p] to every other rank p and receives recv[p] from
-// it, all at once.
+// it, all at once. Each peer's last byte in is marked (Timing.PeerRecvNs):
+// one flow per peer, so the attribution can time every flow.
 func (c *Comm) AllToAll(send, recv [][]int32) error {
 	errc := make(chan error, 2*c.N)
 	pending := 0
@@ -347,7 +348,13 @@ func (c *Comm) AllToAll(send, recv [][]int32) error {
 		}
 		pending += 2
 		go func() { errc <- c.Send(p, asBytes(send[p])) }()
-		go func() { errc <- c.Recv(p, asBytes(recv[p])) }()
+		go func() {
+			err := c.Recv(p, asBytes(recv[p]))
+			if err == nil {
+				c.peerDone(p, clock())
+			}
+			errc <- err
+		}()
 	}
 	var errs []error
 	for ; pending > 0; pending-- {

@@ -143,8 +143,20 @@ func TestAllToAll(t *testing.T) {
 			send[p], recv[p] = make([]int32, elems), make([]int32, elems)
 			Tokens(send[p], c.Rank, p, 1)
 		}
+		c.ResetTiming()
+		before := clock()
 		if err := c.AllToAll(send, recv); err != nil {
 			return err
+		}
+		// Every peer's flow is timed, within the phase's marks.
+		tm := c.Timing()
+		if len(tm.PeerRecvNs) != n {
+			return fmt.Errorf("per-peer marks %v, want %d", tm.PeerRecvNs, n)
+		}
+		for p, at := range tm.PeerRecvNs {
+			if p == c.Rank && at != 0 || p != c.Rank && (at < before || at > clock() || at < tm.FirstRecvNs) {
+				return fmt.Errorf("peer %d's last byte marked at %d (phase from %d, first byte %d)", p, at, before, tm.FirstRecvNs)
+			}
 		}
 		if got, want := c.Sent(), int64((n-1)*elems*4); got != want {
 			return fmt.Errorf("sent %d bytes, counted %d", want, got)

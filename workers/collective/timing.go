@@ -16,6 +16,10 @@ type Timing struct {
 	FirstRecvNs int64 // the first byte received from any peer
 	LastRecvNs  int64 // the last byte received
 	LastSendNs  int64 // the last write handed to the kernel
+	// PeerRecvNs[p] is when the last byte from rank p arrived, for the
+	// transfers that mark it (all-to-all: one flow per peer); nil when
+	// none did.
+	PeerRecvNs []int64
 }
 
 // clock is CLOCK_MONOTONIC in ns (time.Now's monotonic reading is not
@@ -29,6 +33,7 @@ func clock() int64 {
 // timing holds Comm's marks; atomic because transfers run concurrently.
 type timing struct {
 	firstRecv, lastRecv, lastSend atomic.Int64
+	peerRecv                      []atomic.Int64 // per peer rank; sized by ResetTiming
 }
 
 func (t *timing) recv(now int64) {
@@ -50,11 +55,33 @@ func (c *Comm) ResetTiming() {
 	c.tm.firstRecv.Store(0)
 	c.tm.lastRecv.Store(0)
 	c.tm.lastSend.Store(0)
+	if len(c.tm.peerRecv) != len(c.Conns) {
+		c.tm.peerRecv = make([]atomic.Int64, len(c.Conns))
+	}
+	for i := range c.tm.peerRecv {
+		c.tm.peerRecv[i].Store(0)
+	}
+}
+
+// peerDone marks the last byte from peer in (a transfer of one flow).
+func (c *Comm) peerDone(peer int, now int64) {
+	if peer >= 0 && peer < len(c.tm.peerRecv) {
+		c.tm.peerRecv[peer].Store(now)
+	}
 }
 
 // Timing returns the marks since the last ResetTiming.
 func (c *Comm) Timing() Timing {
-	return Timing{FirstRecvNs: c.tm.firstRecv.Load(), LastRecvNs: c.tm.lastRecv.Load(), LastSendNs: c.tm.lastSend.Load()}
+	t := Timing{FirstRecvNs: c.tm.firstRecv.Load(), LastRecvNs: c.tm.lastRecv.Load(), LastSendNs: c.tm.lastSend.Load()}
+	for i := range c.tm.peerRecv {
+		if v := c.tm.peerRecv[i].Load(); v != 0 {
+			if t.PeerRecvNs == nil {
+				t.PeerRecvNs = make([]int64, len(c.tm.peerRecv))
+			}
+			t.PeerRecvNs[i] = v
+		}
+	}
+	return t
 }
 
 // WaitAcked waits until the kernel holds no unacknowledged byte on any of

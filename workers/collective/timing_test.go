@@ -3,6 +3,7 @@ package collective
 import (
 	"fmt"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -76,7 +77,7 @@ func TestTimingMarks(t *testing.T) {
 	defer b.Close()
 	ca := &Comm{Rank: 0, N: 2, Conns: []net.Conn{nil, a}, Timeout: 5 * time.Second}
 	cb := &Comm{Rank: 1, N: 2, Conns: []net.Conn{b, nil}, Timeout: 5 * time.Second}
-	if tm := ca.Timing(); tm != (Timing{}) {
+	if tm := ca.Timing(); !reflect.DeepEqual(tm, Timing{}) {
 		t.Fatalf("marks before any transfer: %+v", tm)
 	}
 	before := clock()
@@ -98,7 +99,7 @@ func TestTimingMarks(t *testing.T) {
 		t.Errorf("sender marks %+v, acknowledged at %d", sa, acked)
 	}
 	cb.ResetTiming()
-	if tm := cb.Timing(); tm != (Timing{}) {
+	if tm := cb.Timing(); !reflect.DeepEqual(tm, Timing{}) {
 		t.Errorf("marks after ResetTiming: %+v", tm)
 	}
 }
