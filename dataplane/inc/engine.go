@@ -133,10 +133,14 @@ type slot struct {
 	vals   []int32
 	// wire is the slot's values in wire order, encoded once however many
 	// copies go out (results to every worker and ToR, unicasts, partials);
-	// valid when wired. Once wired the slot takes no more contributions
-	// this round, and wire, not vals, is what it sends.
+	// valid when wired. A complete slot sends wire, not vals.
 	wire  []byte
 	wired bool
+	// raw: the round's only contribution so far is in wire as it came,
+	// and vals are not decoded. A slot one contributor completes (a rack
+	// with one worker; a result passed on) is then never converted at
+	// all, and the second contribution decodes and adds in one pass.
+	raw bool
 }
 
 // bytes returns the slot's values in wire order, encoding them the first
@@ -144,9 +148,7 @@ type slot struct {
 func (s *slot) bytes() []byte {
 	if !s.wired {
 		s.wire = s.wire[:4*int(s.n)]
-		for i, v := range s.vals[:s.n] {
-			binary.BigEndian.PutUint32(s.wire[4*i:], uint32(v))
-		}
+		putElems(s.wire, s.vals[:s.n])
 		s.wired = true
 	}
 	return s.wire
@@ -367,10 +369,8 @@ func (e *Engine) contribute(t table, h *Header, payload []byte) (s *slot, comple
 		return s, false, true
 	}
 	if s.count >= s.want { // first writer of a new round overwrites
-		*s = slot{bitmap: bit, count: 1, want: h.Workers, n: h.Count, packet: h.Packet, exp: h.Exp, vals: s.vals, wire: s.wire}
-		for i := range int(h.Count) {
-			s.vals[i] = int32(binary.BigEndian.Uint32(payload[4*i:]))
-		}
+		*s = slot{bitmap: bit, count: 1, want: h.Workers, n: h.Count, packet: h.Packet, exp: h.Exp, vals: s.vals,
+			wire: append(s.wire[:0], payload[:4*int(h.Count)]...), wired: true, raw: true}
 	} else {
 		if h.Packet != s.packet || h.Count != s.n || h.Workers != s.want {
 			e.c.stale.Add(1)
@@ -387,6 +387,15 @@ func (e *Engine) contribute(t table, h *Header, payload []byte) (s *slot, comple
 // add adds wire-order elements with exponent exp into s, rescaling to the
 // coarser of the two exponents.
 func add(s *slot, exp int8, payload []byte) {
+	s.wired = false
+	if s.raw {
+		s.raw = false
+		if exp == s.exp {
+			sumElems(s.vals[:s.n], s.wire, payload)
+			return
+		}
+		getElems(s.vals[:s.n], s.wire)
+	}
 	if exp < s.exp {
 		d := int(s.exp) - int(exp)
 		for i := range int(s.n) {
@@ -397,9 +406,7 @@ func add(s *slot, exp int8, payload []byte) {
 	d := int(exp) - int(s.exp)
 	v := s.vals[:s.n]
 	if d == 0 {
-		for i := range v {
-			v[i] += int32(binary.BigEndian.Uint32(payload[4*i:]))
-		}
+		addElems(v, payload)
 		return
 	}
 	for i := range v {

@@ -212,9 +212,7 @@ func (h *Header) put(b []byte) {
 // returns dst[:Count].
 func (h *Header) Elems(dst []int32) []int32 {
 	dst = dst[:h.Count]
-	for i := range dst {
-		dst[i] = int32(binary.BigEndian.Uint32(h.Payload[4*i:]))
-	}
+	getElems(dst, h.Payload)
 	return dst
 }
 
@@ -225,10 +223,7 @@ func Append(b []byte, h *Header, elems []int32) []byte {
 	n := len(b)
 	b = slices.Grow(b, HeaderLen+4*len(elems))[:n+HeaderLen+4*len(elems)]
 	h.put(b[n:])
-	p := b[n+HeaderLen:]
-	for i, v := range elems {
-		binary.BigEndian.PutUint32(p[4*i:], uint32(v))
-	}
+	putElems(b[n+HeaderLen:], elems)
 	return b
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"golang.org/x/net/ipv4"
 )
@@ -98,6 +99,10 @@ func serveSimple(conn *net.UDPConn, e *Engine, drop func() bool, oob []byte) err
 	}
 }
 
+// blockingWait bounds one blocking read of the aggregator (BlockingReads):
+// how long closing its socket may take to end Serve.
+const blockingWait = 20 * time.Millisecond
+
 func serveBatch(conn *net.UDPConn, e *Engine, opt ServeOptions) error {
 	if opt.GSO {
 		if err := EnableGRO(conn); err != nil {
@@ -105,6 +110,9 @@ func serveBatch(conn *net.UDPConn, e *Engine, opt ServeOptions) error {
 		}
 	}
 	r := NewReader(conn, opt.Batch)
+	if err := r.BlockingReads(conn, blockingWait); err != nil {
+		return err
+	}
 	w := NewWriter(conn, opt.Batch, opt.Src, opt.GSO)
 	w.Drop = opt.Drop
 	var werr error
