@@ -109,7 +109,11 @@ func init() {
 			}
 			defer cl.StopSchedule(context.WithoutCancel(ctx))
 			time.Sleep(100 * time.Millisecond)
-			out, err := inNS(ctx, names.NSName(lab, "r0s0"), "ping", "-c", "100", "-i", "0.01", "-W", "1", "10.0.1.1")
+			// 7.3 ms between pings: an interval that is a multiple of half
+			// the rotor's cycle (10 ms against a 4 ms cycle) samples only
+			// two phases of it, and both can fall where r0-r1 is dark or
+			// unpatched (start/ failed so about half the time).
+			out, err := inNS(ctx, names.NSName(lab, "r0s0"), "ping", "-c", "100", "-i", "0.0073", "-W", "1", "10.0.1.1")
 			if !strings.Contains(out, " 0 received") && strings.Contains(out, "received") {
 				return tail(out, 2), nil
 			}
