@@ -46,34 +46,17 @@ type PingAllResult struct {
 // PingAll sends ICMP echo requests from every host to every other host and
 // retries the missing ones up to `tries` times, timeout each round.
 func PingAll(ctx context.Context, hosts []Host, tries int, timeout time.Duration) (*PingAllResult, error) {
-	start := time.Now()
-	res := &PingAllResult{}
-	var mu sync.Mutex
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(8)
+	jobs := make([]pingJob, len(hosts))
 	for i, src := range hosts {
-		g.Go(func() error {
-			missing, rttMax, err := pingFrom(gctx, src, hosts, i, tries, timeout)
-			mu.Lock()
-			defer mu.Unlock()
-			res.Pairs += len(hosts) - 1
-			for _, m := range missing {
-				res.Failed = append(res.Failed, Pair{From: src.Name, To: m})
-			}
-			res.RTTMax = max(res.RTTMax, rttMax)
-			return err
-		})
+		jobs[i] = pingJob{src: src, hosts: hosts, self: i}
 	}
-	err := g.Wait()
-	res.Took = time.Since(start)
-	return res, err
+	return pingJobs(ctx, jobs, 8, tries, timeout)
 }
 
 // PingPairs is PingAll over chosen (source, destination) pairs, for a
 // sampled pingall on fabrics too large for all pairs. Pairs from one
 // source share its ICMP socket; par sources ping at once (8 if 0).
 func PingPairs(ctx context.Context, pairs [][2]Host, par, tries int, timeout time.Duration) (*PingAllResult, error) {
-	start := time.Now()
 	var srcs []Host
 	dsts := map[Host][]Host{}
 	for _, p := range pairs {
@@ -90,19 +73,35 @@ func PingPairs(ctx context.Context, pairs [][2]Host, par, tries int, timeout tim
 	if par <= 0 {
 		par = 8
 	}
+	jobs := make([]pingJob, len(srcs))
+	for i, src := range srcs {
+		jobs[i] = pingJob{src: src, hosts: append([]Host{src}, dsts[src]...), self: 0}
+	}
+	return pingJobs(ctx, jobs, par, tries, timeout)
+}
+
+// pingJob is one source pinging hosts, hosts[self] being the source.
+type pingJob struct {
+	src   Host
+	hosts []Host
+	self  int
+}
+
+// pingJobs runs the jobs, par at once, and adds up what they found.
+func pingJobs(ctx context.Context, jobs []pingJob, par, tries int, timeout time.Duration) (*PingAllResult, error) {
+	start := time.Now()
 	res := &PingAllResult{}
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(par)
-	for _, src := range srcs {
+	for _, j := range jobs {
 		g.Go(func() error {
-			hosts := append([]Host{src}, dsts[src]...)
-			missing, rttMax, err := pingFrom(gctx, src, hosts, 0, tries, timeout)
+			missing, rttMax, err := pingFrom(gctx, j.src, j.hosts, j.self, tries, timeout)
 			mu.Lock()
 			defer mu.Unlock()
-			res.Pairs += len(hosts) - 1
+			res.Pairs += len(j.hosts) - 1
 			for _, m := range missing {
-				res.Failed = append(res.Failed, Pair{From: src.Name, To: m})
+				res.Failed = append(res.Failed, Pair{From: j.src.Name, To: m})
 			}
 			res.RTTMax = max(res.RTTMax, rttMax)
 			return err
