@@ -101,12 +101,9 @@ func (r *rank) connectDAG(ctx context.Context) error {
 	var ln net.Listener
 	if len(recv) > 0 {
 		myAddr := net.JoinHostPort(r.spec.Addrs[me], strconv.Itoa(r.port(r.spec.Rank)))
-		if err := r.inNS(func() (err error) {
-			lc := net.ListenConfig{Control: sockopt.Control(r.spec.CC)}
-			ln, err = lc.Listen(ctx, "tcp4", myAddr)
+		var err error
+		if ln, err = r.listen(ctx, myAddr); err != nil {
 			return err
-		}); err != nil {
-			return fmt.Errorf("listen on %s: %w", myAddr, err)
 		}
 		defer ln.Close()
 	}
@@ -183,6 +180,20 @@ func (r *rank) connectDAG(ctx context.Context) error {
 		errc <- nil
 	}()
 	return errors.Join(<-errc, <-errc)
+}
+
+// listen listens on addr in the rank's namespace with its congestion
+// control.
+func (r *rank) listen(ctx context.Context, addr string) (net.Listener, error) {
+	var ln net.Listener
+	if err := r.inNS(func() (err error) {
+		lc := net.ListenConfig{Control: sockopt.Control(r.spec.CC)}
+		ln, err = lc.Listen(ctx, "tcp4", addr)
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", addr, err)
+	}
+	return ln, nil
 }
 
 // dialRetry dials addr in the rank's namespace, retrying for 30 s while

@@ -30,7 +30,6 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
-	"github.com/ocsemu/ocsemu/dataplane/sockopt"
 	"github.com/ocsemu/ocsemu/workers/collective"
 	"github.com/ocsemu/ocsemu/workers/job"
 )
@@ -405,12 +404,9 @@ func (r *rank) connect(ctx context.Context) error {
 	myAddr := net.JoinHostPort(r.spec.Addrs[r.server(me)], strconv.Itoa(r.port(me)))
 	var ln net.Listener
 	if len(accept) > 0 {
-		if err := r.inNS(func() (err error) {
-			lc := net.ListenConfig{Control: sockopt.Control(r.spec.CC)}
-			ln, err = lc.Listen(ctx, "tcp4", myAddr)
+		var err error
+		if ln, err = r.listen(ctx, myAddr); err != nil {
 			return err
-		}); err != nil {
-			return fmt.Errorf("listen on %s: %w", myAddr, err)
 		}
 		defer ln.Close()
 	}
@@ -459,21 +455,9 @@ func (r *rank) acceptPeers(ln net.Listener, want []int) error {
 func (r *rank) dialPeers(ctx context.Context, self int, peers []int) error {
 	for _, p := range peers {
 		addr := net.JoinHostPort(r.spec.Addrs[r.server(p)], strconv.Itoa(r.port(p)))
-		var c net.Conn
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			err := r.inNS(func() (err error) {
-				d := net.Dialer{Control: sockopt.Control(r.spec.CC), Timeout: 2 * time.Second}
-				c, err = d.DialContext(ctx, "tcp4", addr)
-				return err
-			})
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) || ctx.Err() != nil {
-				return fmt.Errorf("dial rank %d at %s: %w", p, addr, err)
-			}
-			time.Sleep(20 * time.Millisecond) // the peer may not listen yet
+		c, err := r.dialRetry(ctx, addr)
+		if err != nil {
+			return fmt.Errorf("dial rank %d at %s: %w", p, addr, err)
 		}
 		id := self
 		if r.spec.Rank == PSRank {
