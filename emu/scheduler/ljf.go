@@ -8,6 +8,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
 // circuits is paper 000's "re-optimise the AOI only where a bottleneck
@@ -195,8 +196,8 @@ type edgeRouter struct {
 	outAt, inAt []int32
 	out         []hop
 	in          []int32
-	dist        []search // per destination (dist nil: not searched this round)
-	searched    []int    // destinations with dist set
+	dist        []routing.Search // per destination (Dist nil: not searched this round)
+	searched    []int            // destinations with dist set
 	spare       [][]int32
 	// results, per directed uplink rack*ups+port
 	loads   []float64
@@ -211,7 +212,7 @@ type edgeRouter struct {
 type hop struct{ port, via int32 }
 
 func newEdgeRouter(racks, ups int, dem map[[2]int]float64) *edgeRouter {
-	er := &edgeRouter{racks: racks, ups: ups, dist: make([]search, racks),
+	er := &edgeRouter{racks: racks, ups: ups, dist: make([]routing.Search, racks),
 		loads: make([]float64, racks*ups), users: make([][][2]int, racks*ups),
 		share: make([]float64, racks), next: make([]float64, racks),
 		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
@@ -235,8 +236,8 @@ func (er *edgeRouter) route(cfg circuit.Config) {
 	}
 	er.touched = er.touched[:0]
 	for _, d := range er.searched {
-		er.spare = append(er.spare, er.dist[d].dist)
-		er.dist[d].dist = nil
+		er.spare = append(er.spare, er.dist[d].Dist)
+		er.dist[d].Dist = nil
 	}
 	er.searched = er.searched[:0]
 	er.graph(cfg)
@@ -291,39 +292,17 @@ func (er *edgeRouter) graph(cfg circuit.Config) {
 // enough: spreading s's bytes only asks about racks nearer d than s.
 func (er *edgeRouter) distTo(s, d int) []int32 {
 	sr := &er.dist[d]
-	if sr.dist == nil {
+	if sr.Dist == nil {
+		var dist []int32
 		if n := len(er.spare); n > 0 {
-			sr.dist, er.spare = er.spare[n-1], er.spare[:n-1]
+			dist, er.spare = er.spare[n-1], er.spare[:n-1]
 		} else {
-			sr.dist = make([]int32, er.racks)
+			dist = make([]int32, er.racks)
 		}
-		for i := range sr.dist {
-			sr.dist[i] = -1
-		}
-		sr.dist[d] = 0
-		sr.queue = append(sr.queue[:0], int32(d))
-		sr.head = 0
+		sr.Reset(dist, d)
 		er.searched = append(er.searched, d)
 	}
-	for sr.dist[s] < 0 && sr.head < len(sr.queue) {
-		x := sr.queue[sr.head]
-		sr.head++
-		for _, from := range er.in[er.inAt[x]:er.inAt[x+1]] {
-			if sr.dist[from] < 0 {
-				sr.dist[from] = sr.dist[x] + 1
-				sr.queue = append(sr.queue, from)
-			}
-		}
-	}
-	return sr.dist
-}
-
-// search is a breadth-first search towards one destination, as far as
-// asked so far.
-type search struct {
-	dist  []int32
-	queue []int32
-	head  int
+	return sr.Reach(s, er.in, er.inAt)
 }
 
 // spread sends d bytes of pair pr down the shortest paths, hop count by

@@ -69,14 +69,14 @@ type Paths struct {
 	outAt, inAt []int32
 	out         []Hop
 	in          []int32
-	dist        map[int]*search  // destination -> hops to it, searched as far as asked
+	dist        map[int]*Search  // destination -> hops to it, searched as far as asked
 	next        map[[2]int][]Hop // (src, dst) -> next hops
 	queue       []int32
 }
 
 // NewPaths prepares next-hop answers for a configuration over racks racks.
 func NewPaths(racks int, cfg circuit.Config) *Paths {
-	p := &Paths{racks: racks, dist: map[int]*search{}, next: map[[2]int][]Hop{},
+	p := &Paths{racks: racks, dist: map[int]*Search{}, next: map[[2]int][]Hop{},
 		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
 	// The directed edges, one per sending uplink (the last circuit on
 	// it wins, as in circuit.Config.Edges), within the fabric's racks,
@@ -163,15 +163,48 @@ func (p *Paths) hops(s int, dist []int32) []Hop {
 	return hops
 }
 
-// search is a breadth-first search towards one destination that stops
-// as soon as the rack asked about is reached and resumes for the next: a
-// rack's next hops need only the racks one hop nearer, which the search
-// has all labelled by the time it reaches the rack. So routing a pair
-// with a direct circuit reads the destination's in-list, not the fabric.
-type search struct {
-	dist  []int32 // hops to the destination, -1: not reached (yet)
+// Search is a breadth-first search towards one destination against the
+// direction of light, over a graph kept as in-edge lists (in[inAt[x]:
+// inAt[x+1]] are the racks with a circuit into x), run only as far as
+// asked: the flow model's paths and ljf's demand routing share it. It
+// stops as soon as the rack asked about is reached and resumes for the
+// next: a rack's next hops need only the racks one hop nearer, which the
+// search has all labelled by the time it reaches the rack. So routing a
+// pair with a direct circuit reads the destination's in-list, not the
+// fabric.
+type Search struct {
+	Dist  []int32 // hops to the destination, -1: not reached (yet)
 	queue []int32
 	head  int
+}
+
+// Reset starts a search towards d in dist (one entry per rack), which it
+// takes over.
+func (sr *Search) Reset(dist []int32, d int) {
+	for i := range dist {
+		dist[i] = -1
+	}
+	dist[d] = 0
+	sr.Dist = dist
+	sr.queue = append(sr.queue[:0], int32(d))
+	sr.head = 0
+}
+
+// Reach runs the search until it has reached s or every rack it can, and
+// returns Dist: known at least for s and every rack nearer the
+// destination (-1 for s: no path).
+func (sr *Search) Reach(s int, in, inAt []int32) []int32 {
+	for sr.Dist[s] < 0 && sr.head < len(sr.queue) {
+		x := sr.queue[sr.head]
+		sr.head++
+		for _, q := range in[inAt[x]:inAt[x+1]] {
+			if sr.Dist[q] < 0 {
+				sr.Dist[q] = sr.Dist[x] + 1
+				sr.queue = append(sr.queue, q)
+			}
+		}
+	}
+	return sr.Dist
 }
 
 // distTo returns the hops to d, known at least for s (and for every rack
@@ -179,24 +212,11 @@ type search struct {
 func (p *Paths) distTo(s, d int) []int32 {
 	sr, ok := p.dist[d]
 	if !ok {
-		sr = &search{dist: make([]int32, p.racks), queue: []int32{int32(d)}}
-		for i := range sr.dist {
-			sr.dist[i] = -1
-		}
-		sr.dist[d] = 0
+		sr = &Search{}
+		sr.Reset(make([]int32, p.racks), d)
 		p.dist[d] = sr
 	}
-	for sr.dist[s] < 0 && sr.head < len(sr.queue) {
-		x := sr.queue[sr.head]
-		sr.head++
-		for _, q := range p.in[p.inAt[x]:p.inAt[x+1]] {
-			if sr.dist[q] < 0 {
-				sr.dist[q] = sr.dist[x] + 1
-				sr.queue = append(sr.queue, q)
-			}
-		}
-	}
-	return sr.dist
+	return sr.Reach(s, p.in, p.inAt)
 }
 
 func (p *Paths) valid(s, d int) bool { return s >= 0 && d >= 0 && s < p.racks && d < p.racks }
