@@ -6,16 +6,20 @@
 // The program is assembled in Go (cilium/ebpf's asm), so no BPF toolchain
 // is needed on the user's machine. Its maps:
 //
-//   - meta: one u64, (switchAt << 1) | cur. The program uses generation
-//     cur, or cur^1 once bpf_ktime_get_ns() >= switchAt (switchAt != 0).
-//     A whole configuration is written into the spare generation first and
-//     takes effect atomically, at a kernel-timed instant. One meta map, a
-//     Gen, is shared by every OCS switch of a lab and by the ToRs' path
-//     programs (ocsfabric/torpath): a single map write switches circuits
-//     and routes together.
-//   - ports: array indexed by gen*MaxIfindex + ingress ifindex, holding the
-//     peer ifindex (0: unpatched) and the CLOCK_MONOTONIC time until which
-//     the port is dark. Darkness is enforced by the kernel clock, not by Go
+//   - meta: the generation in use and a short queue of armed switches
+//     (instant, generation), Generations u64 words (Gen). The program uses
+//     the generation of the latest armed switch whose instant has passed
+//     by bpf_ktime_get_ns(). A whole configuration is written into a free
+//     generation first and takes effect atomically, at a kernel-timed
+//     instant; up to Generations-1 are staged ahead. One meta map is
+//     shared by every OCS switch of a lab and by the ToRs' path programs
+//     (ocsfabric/torpath): a single word write switches circuits and
+//     routes together.
+//   - pidx: array indexed by ifindex: 1 + the port's index in the switch
+//     (0: not a port of it).
+//   - ports: array indexed by gen*ports + port index, holding the peer
+//     ifindex (0: unpatched) and the CLOCK_MONOTONIC time until which the
+//     port is dark. Darkness is enforced by the kernel clock, not by Go
 //     timers.
 //   - counters: per-CPU array indexed by ifindex: forwarded, dropped-dark
 //     and dropped-unpatched packets and bytes.
@@ -52,6 +56,7 @@ const (
 	progName     = "emu_ocs"
 	metaName     = "emu_ocs_meta"
 	portsName    = "emu_ocs_ports"
+	pidxName     = "emu_ocs_pidx"
 	countersName = "emu_ocs_ctrs"
 	timesName    = "emu_ocs_times"
 	filterName   = "emu-ocs"
@@ -116,128 +121,42 @@ const (
 	timesSize  = 64
 )
 
-// Gen is the generation switch of a lab: the meta map every program
-// reads. Tables are written into the spare generation (Spare), Arm sets
-// the instant the kernel starts using it, Commit records that it has.
-type Gen struct {
-	mu      sync.Mutex
-	meta    *ebpf.Map
-	cur     uint32 // generation in use
-	pending bool   // armed, not committed
-}
-
-// NewGen creates a lab's meta map, generation 0 in use.
-func NewGen() (*Gen, error) {
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: metaName, Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1})
-	if err != nil {
-		return nil, fmt.Errorf("create meta map: %w", err)
-	}
-	return &Gen{meta: m}, nil
-}
-
-// recoverGen takes over a meta map left by an earlier process: a switch
-// that was armed has happened, or will, so its generation is the current.
-func recoverGen(m *ebpf.Map) (*Gen, error) {
-	var w uint64
-	if err := m.Lookup(uint32(0), &w); err != nil {
-		return nil, fmt.Errorf("read meta: %w", err)
-	}
-	g := &Gen{meta: m, cur: uint32(w & 1)}
-	if w>>1 != 0 {
-		g.cur ^= 1
-		if err := m.Put(uint32(0), uint64(g.cur)); err != nil {
-			return nil, fmt.Errorf("commit meta: %w", err)
-		}
-	}
-	return g, nil
-}
-
-// FD is the meta map's file descriptor, for programs that read it.
-func (g *Gen) FD() int { return g.meta.FD() }
-
-// ID identifies the meta map in the kernel.
-func (g *Gen) ID() (ebpf.MapID, error) {
-	info, err := g.meta.Info()
-	if err != nil {
-		return 0, err
-	}
-	id, _ := info.ID()
-	return id, nil
-}
-
-// Cur is the generation in use; Spare the one tables are written into.
-func (g *Gen) Cur() uint32 {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.cur
-}
-
-// Spare is the generation to write the next configuration into. It errs
-// while a switch is armed and not committed: that generation is in play.
-func (g *Gen) Spare() (uint32, error) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.pending {
-		return 0, errors.New("a configuration is already staged")
-	}
-	return g.cur ^ 1, nil
-}
-
-// Arm tells every program to use the spare generation from monotonic
-// time at (ns; 0 or past: at once). One map write: every OCS port and ToR
-// switches at the same instant.
-func (g *Gen) Arm(at uint64) error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.pending {
-		return errors.New("a configuration is already staged")
-	}
-	if at == 0 {
-		at = 1 // "already due"
-	}
-	if err := g.meta.Put(uint32(0), at<<1|uint64(g.cur)); err != nil {
-		return fmt.Errorf("arm switch: %w", err)
-	}
-	g.pending = true
-	return nil
-}
-
-// Commit records that the armed generation is in use; call it once the
-// switch time has passed (the kernel switched on its own at that time).
-func (g *Gen) Commit() error {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if !g.pending {
-		return nil
-	}
-	g.cur ^= 1
-	g.pending = false
-	if err := g.meta.Put(uint32(0), uint64(g.cur)); err != nil {
-		return fmt.Errorf("commit switch: %w", err)
-	}
-	return nil
-}
-
-// Close releases this process's reference to the meta map.
-func (g *Gen) Close() {
-	if g.meta != nil {
-		g.meta.Close()
-	}
-}
-
 // Switch is the BPF state of one OCS switch (one namespace).
 type Switch struct {
-	gen                    *Gen
-	prog                   *ebpf.Program
-	ports, counters, times *ebpf.Map
+	gen                          *Gen
+	prog                         *ebpf.Program
+	pidx, ports, counters, times *ebpf.Map
+	nports                       uint32 // the stride of a generation in ports
+
+	mu  sync.Mutex
+	idx map[uint32]uint32 // ifindex -> port index, as in pidx
 }
 
-// New creates the maps and loads the program of one switch, reading the
-// lab's generation switch gen. Every port starts unpatched.
-func New(gen *Gen) (*Switch, error) {
-	s := &Switch{gen: gen}
+// New creates the maps and loads the program of one switch with the given
+// ports (ifindexes), reading the lab's generation switch gen. Every port
+// starts unpatched in every generation.
+func New(gen *Gen, ports []uint32) (*Switch, error) {
+	if len(ports) == 0 || len(ports) >= MaxIfindex {
+		return nil, fmt.Errorf("%d ports: want 1 to %d", len(ports), MaxIfindex-1)
+	}
+	s := &Switch{gen: gen, nports: uint32(len(ports)), idx: map[uint32]uint32{}}
 	var err error
-	if s.ports, err = ebpf.NewMap(&ebpf.MapSpec{Name: portsName, Type: ebpf.Array, KeySize: 4, ValueSize: 16, MaxEntries: 2 * MaxIfindex}); err != nil {
+	if s.pidx, err = ebpf.NewMap(&ebpf.MapSpec{Name: pidxName, Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: MaxIfindex}); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("create port index map: %w", err)
+	}
+	for n, i := range ports {
+		if i == 0 || i >= MaxIfindex || s.idx[i] != 0 {
+			s.Close()
+			return nil, fmt.Errorf("port ifindex %d out of range or repeated", i)
+		}
+		if err := s.pidx.Put(i, uint32(n+1)); err != nil {
+			s.Close()
+			return nil, fmt.Errorf("write port index of %d: %w", i, err)
+		}
+		s.idx[i] = uint32(n + 1)
+	}
+	if s.ports, err = ebpf.NewMap(&ebpf.MapSpec{Name: portsName, Type: ebpf.Array, KeySize: 4, ValueSize: 16, MaxEntries: Generations * s.nports}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("create ports map: %w", err)
 	}
@@ -251,7 +170,7 @@ func New(gen *Gen) (*Switch, error) {
 	}
 	if s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: progName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(gen.FD(), s.ports.FD(), s.counters.FD(), s.times.FD()),
+		Instructions: program(gen.FD(), s.pidx.FD(), s.ports.FD(), s.counters.FD(), s.times.FD(), s.nports),
 	}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("load OCS program: %w", err)
@@ -259,34 +178,37 @@ func New(gen *Gen) (*Switch, error) {
 	return s, nil
 }
 
-// program assembles the classifier. Registers: r6 ctx, r8 now, r7 peer,
-// r9 dark-until. The ingress ifindex, the key of counters and times, is
-// kept at fp-12.
-func program(meta, ports, counters, times int) asm.Instructions {
+// program assembles the classifier of a switch of nports ports.
+// Registers: r6 ctx, r8 now, r7 peer, r9 dark-until. The ingress ifindex,
+// the key of counters and times, is kept at fp-12.
+func program(meta, pidx, ports, counters, times int, nports uint32) asm.Instructions {
 	prologue := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.FnKtimeGetNs.Call(),
 		asm.Mov.Reg(asm.R8, asm.R0),
-		// gen := meta.cur, or cur^1 once now >= switchAt.
+		// r9 = gen: that of the latest armed switch now has passed.
 		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -4),
 		asm.LoadMapPtr(asm.R1, meta),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "shot"),
-		asm.LoadMem(asm.R7, asm.R0, 0, asm.DWord),
-		asm.Mov.Reg(asm.R9, asm.R7),
-		asm.And.Imm(asm.R9, 1),
-		asm.RSh.Imm(asm.R7, 1),
-		asm.JEq.Imm(asm.R7, 0, "gen"),
-		asm.JLT.Reg(asm.R8, asm.R7, "gen"),
-		asm.Xor.Imm(asm.R9, 1),
-		// key := gen*MaxIfindex + ingress_ifindex
-		asm.LoadMem(asm.R1, asm.R6, skbIngressIfindex, asm.Word).WithSymbol("gen"),
+	}
+	prologue = slices.Concat(prologue, SelectGen(asm.R0, asm.R8, asm.R9, asm.R7, asm.R1, asm.R2, "gen"), asm.Instructions{
+		// key := gen*nports + pidx[ingress_ifindex] - 1
+		asm.LoadMem(asm.R1, asm.R6, skbIngressIfindex, asm.Word),
 		asm.JGE.Imm(asm.R1, MaxIfindex, "shot"),
 		asm.StoreMem(asm.RFP, -12, asm.R1, asm.Word),
-		asm.LSh.Imm(asm.R9, 14),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -12),
+		asm.LoadMapPtr(asm.R1, pidx),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "shot"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.JEq.Imm(asm.R1, 0, "shot"),
+		asm.Mul.Imm(asm.R9, int32(nports)),
 		asm.Add.Reg(asm.R9, asm.R1),
+		asm.Sub.Imm(asm.R9, 1),
 		asm.StoreMem(asm.RFP, -8, asm.R9, asm.Word),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -8),
@@ -304,7 +226,7 @@ func program(meta, ports, counters, times int) asm.Instructions {
 		asm.JLT.Reg(asm.R8, asm.R9, "dark"),
 		asm.JEq.Imm(asm.R7, 0, "unpatched"),
 		asm.JEq.Imm(asm.R0, 0, "fwdtimes"),
-	}
+	})
 	// A forwarded frame after dark drops closes a dark period: keep it.
 	fwdTimes := slices.Concat(lookupTimes(times, "fwdtimes", "redirect"), asm.Instructions{
 		asm.LoadMem(asm.R2, asm.R0, tLastDark, asm.DWord),
@@ -377,7 +299,7 @@ func (s *Switch) Close() {
 	if s.prog != nil {
 		s.prog.Close()
 	}
-	for _, m := range []*ebpf.Map{s.ports, s.counters, s.times} {
+	for _, m := range []*ebpf.Map{s.pidx, s.ports, s.counters, s.times} {
 		if m != nil {
 			m.Close()
 		}
@@ -432,6 +354,8 @@ func Recover(h *netlink.Handle, link netlink.Link, gen *Gen) (*Switch, *Gen, err
 				meta = m
 			case portsName:
 				s.ports = m
+			case pidxName:
+				s.pidx = m
 			case countersName:
 				s.counters = m
 			case timesName:
@@ -447,6 +371,13 @@ func Recover(h *netlink.Handle, link netlink.Link, gen *Gen) (*Switch, *Gen, err
 			s.Close()
 			return nil, nil, fmt.Errorf("program on %s lacks its maps", link.Attrs().Name)
 		}
+		pi, err := s.ports.Info()
+		if s.pidx == nil || err != nil || pi.MaxEntries%Generations != 0 {
+			meta.Close()
+			s.Close()
+			return nil, nil, fmt.Errorf("%s: %w", link.Attrs().Name, ErrOldMeta)
+		}
+		s.nports, s.idx = pi.MaxEntries/Generations, map[uint32]uint32{}
 		if gen == nil {
 			if gen, err = recoverGen(meta); err != nil {
 				meta.Close()
@@ -469,13 +400,37 @@ func Recover(h *netlink.Handle, link netlink.Link, gen *Gen) (*Switch, *Gen, err
 	return nil, nil, fmt.Errorf("%s: %w", link.Attrs().Name, ErrNotAttached)
 }
 
+// key is the ports map key of ifindex i in generation gen.
+func (s *Switch) key(gen, i uint32) (uint32, error) {
+	if i == 0 || i >= MaxIfindex {
+		return 0, fmt.Errorf("ifindex %d out of range", i)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.idx[i]
+	if !ok { // a recovered switch learns its ports' indexes from pidx
+		if err := s.pidx.Lookup(i, &n); err != nil {
+			return 0, fmt.Errorf("read port index of %d: %w", i, err)
+		}
+		s.idx[i] = n
+	}
+	if n == 0 || n > s.nports {
+		return 0, fmt.Errorf("ifindex %d is not a port of this switch", i)
+	}
+	return gen*s.nports + n - 1, nil
+}
+
 // Read returns the entries of the generation in use, by ifindex.
 func (s *Switch) Read(ifindexes []uint32) (map[uint32]Entry, error) {
 	cur := s.gen.Cur()
 	out := map[uint32]Entry{}
 	for _, i := range ifindexes {
+		k, err := s.key(cur, i)
+		if err != nil {
+			return nil, err
+		}
 		var e Entry
-		if err := s.ports.Lookup(cur*MaxIfindex+i, &e); err != nil {
+		if err := s.ports.Lookup(k, &e); err != nil {
 			return nil, fmt.Errorf("read port %d: %w", i, err)
 		}
 		out[i] = e
@@ -483,29 +438,36 @@ func (s *Switch) Read(ifindexes []uint32) (map[uint32]Entry, error) {
 	return out, nil
 }
 
-// Write writes a whole configuration (every port of the switch) into the
-// spare generation; the lab's Gen then arms it, together with every other
-// switch and ToR, for one instant.
-func (s *Switch) Write(entries map[uint32]Entry) error {
-	spare, err := s.gen.Spare()
-	if err != nil {
-		return err
+// Write writes a whole configuration (every port of the switch) into
+// generation gen, one Gen.Free gave; the lab's Gen then arms it, together
+// with every other switch and ToR, for one instant.
+func (s *Switch) Write(gen uint32, entries map[uint32]Entry) error {
+	if gen >= Generations {
+		return fmt.Errorf("generation %d out of range", gen)
 	}
+	ifs := make([]uint32, 0, len(entries))
 	keys := make([]uint32, 0, len(entries))
 	vals := make([]Entry, 0, len(entries))
 	for i, e := range entries {
-		if i == 0 || i >= MaxIfindex {
-			return fmt.Errorf("ifindex %d out of range", i)
+		k, err := s.key(gen, i)
+		if err != nil {
+			return err
 		}
-		keys = append(keys, spare*MaxIfindex+i)
+		ifs = append(ifs, i)
+		keys = append(keys, k)
 		vals = append(vals, e)
 	}
-	if _, err := s.ports.BatchUpdate(keys, vals, nil); err != nil {
-		for j := range keys { // kernels without batch ops
+	_, err := s.ports.BatchUpdate(keys, vals, nil)
+	if errors.Is(err, ebpf.ErrNotSupported) { // kernels without batch ops
+		for j := range keys {
 			if err := s.ports.Put(keys[j], vals[j]); err != nil {
-				return fmt.Errorf("write port %d: %w", keys[j]%MaxIfindex, err)
+				return fmt.Errorf("write port %d: %w", ifs[j], err)
 			}
 		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("write ports: %w", err)
 	}
 	return nil
 }

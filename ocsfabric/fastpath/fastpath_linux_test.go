@@ -23,7 +23,7 @@ func newSwitch(t *testing.T) *Switch {
 		t.Fatal(err)
 	}
 	t.Cleanup(gen.Close)
-	s, err := New(gen)
+	s, err := New(gen, []uint32{5, 6, 7})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,14 +34,19 @@ func newSwitch(t *testing.T) *Switch {
 // apply writes one configuration and switches to it at once.
 func apply(t *testing.T, s *Switch, entries map[uint32]Entry) {
 	t.Helper()
-	if err := s.Write(entries); err != nil {
+	g, _, ok := s.gen.Free()
+	if !ok {
+		t.Fatal("no free generation")
+	}
+	if err := s.Write(g, entries); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.gen.Arm(0); err != nil {
+	if err := s.gen.Arm(g, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.gen.Commit(); err != nil {
-		t.Fatal(err)
+	s.gen.Commit(Monotonic())
+	if s.gen.Cur() != g || s.gen.Pending() != 0 {
+		t.Fatalf("after commit: generation %d in use (%d pending), want %d", s.gen.Cur(), s.gen.Pending(), g)
 	}
 }
 

@@ -79,10 +79,17 @@ type Controller struct {
 	ifindex  map[circuit.Uplink]uint32 // OCS-side port of each uplink
 	uplinkOf []map[uint32]circuit.Uplink
 
-	mu   sync.Mutex // serialises reconfigurations
+	mu sync.Mutex // serialises reconfigurations
+	// cur and dark are the configuration staged last and every port's
+	// dark-until in it: the next one's dark periods follow from them.
 	cur  circuit.Config
 	dark map[circuit.Uplink]uint64
-	seq  int
+	// live is the configuration in effect as of the last commit; armed,
+	// the ones staged ahead of it, in instant order.
+	live     circuit.Config
+	liveDark map[circuit.Uplink]uint64
+	armed    []armedConfig
+	seq      int
 	// unreach has its own lock: the route worker sets it while a
 	// reconfiguration may hold mu.
 	unreachMu sync.Mutex
@@ -202,8 +209,8 @@ func (c *Controller) attach() error {
 					return fmt.Errorf("ocs%d: %w", k, err)
 				}
 			}
-			// Fresh maps: every port unpatched in both generations.
-			if sw, err = fastpath.New(c.gen); err != nil {
+			// Fresh maps: every port unpatched in every generation.
+			if sw, err = fastpath.New(c.gen, keys(byIf[k])); err != nil {
 				return fmt.Errorf("ocs%d: %w", k, err)
 			}
 		} else {
@@ -217,6 +224,7 @@ func (c *Controller) attach() error {
 		c.switches = append(c.switches, sw)
 	}
 	c.cur = configFromEdges(edges)
+	c.live, c.liveDark = c.cur, c.dark
 	return nil
 }
 
@@ -289,11 +297,12 @@ func (c *Controller) Layout() circuit.Layout { return c.layout }
 // DefaultDelay is the scenario's reconfiguration delay.
 func (c *Controller) DefaultDelay() time.Duration { return c.delay }
 
-// Config returns the current circuit map.
+// Config returns the circuit map in effect.
 func (c *Controller) Config() circuit.Config {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return circuit.Config{Circuits: append([]circuit.Circuit(nil), c.cur.Circuits...)}
+	c.commitLocked()
+	return circuit.Config{Circuits: append([]circuit.Circuit(nil), c.live.Circuits...)}
 }
 
 // Unreachable returns the rack pairs without any path in the current map.
@@ -337,12 +346,74 @@ func (c *Controller) apply(ctx context.Context, cfg circuit.Config, delay time.D
 }
 
 func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay time.Duration, at int64, kind string, slot int) (Event, error) {
-	async := kind == "slot"
-	if !async {
-		c.routes.flush() // a schedule's last routes land before a manual change's
+	c.routes.flush() // a schedule's last routes land before a manual change's
+	gen, err := c.freeGen(ctx)
+	if err != nil {
+		return Event{}, err
 	}
+	ev, t, unreach, err := c.stageLocked(gen, cfg, delay, at, kind, slot)
+	if err != nil {
+		return Event{}, err
+	}
+	waitUntil(ctx, ev.Scheduled)
+	c.commitLocked()
+	n, rerr := c.router.Apply(t)
+	ev.RoutesChanged, ev.RoutesDoneNs, ev.Unreachable = n, int64(fastpath.Monotonic()), len(unreach)
+	c.setUnreachable(unreach)
+	if rerr != nil {
+		ev.Error = rerr.Error()
+	}
+	c.emit(&ev)
+	if rerr != nil {
+		return ev, fmt.Errorf("routes: %w", rerr)
+	}
+	return ev, nil
+}
+
+// armedConfig is a configuration staged and armed for instant at.
+type armedConfig struct {
+	at   int64
+	cfg  circuit.Config
+	dark map[circuit.Uplink]uint64
+}
+
+// commitLocked records the switches whose instants have passed.
+func (c *Controller) commitLocked() {
+	now := int64(fastpath.Monotonic())
+	c.gen.Commit(uint64(now))
+	for len(c.armed) > 0 && c.armed[0].at <= now {
+		c.live, c.liveDark = c.armed[0].cfg, c.armed[0].dark
+		c.armed = c.armed[1:]
+	}
+}
+
+// freeGen commits passed switches and returns a free generation, waiting
+// (within ctx) for one while every generation is in play.
+func (c *Controller) freeGen(ctx context.Context) (uint32, error) {
+	for {
+		c.commitLocked()
+		gen, retry, ok := c.gen.Free()
+		if ok {
+			return gen, nil
+		}
+		if len(c.armed) == 0 && retry > fastpath.Monotonic()+uint64(time.Second) {
+			return 0, errors.New("no free generation: the lab's generation switch is armed by another process")
+		}
+		if err := monoclock.SleepUntil(ctx, int64(retry)); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// stageLocked writes a configuration into generation gen and arms it for
+// instant at (<= 0: as soon as it is written). The ports whose circuit
+// changes from the configuration staged before go dark for delay
+// (negative: the scenario's). The event it returns has the instant the
+// kernel switches at (Effective: later than Scheduled only if the switch
+// was armed after its instant) and no routes yet.
+func (c *Controller) stageLocked(gen uint32, cfg circuit.Config, delay time.Duration, at int64, kind string, slot int) (Event, routing.Table, []routing.Pair, error) {
 	if err := c.layout.Validate(cfg); err != nil {
-		return Event{}, fmt.Errorf("invalid configuration: %w", err)
+		return Event{}, nil, nil, fmt.Errorf("invalid configuration: %w", err)
 	}
 	if delay < 0 {
 		delay = c.delay
@@ -367,53 +438,54 @@ func (c *Controller) applyLocked(ctx context.Context, cfg circuit.Config, delay 
 			at = now + max(3*c.stageNs, int64(200*time.Microsecond))
 		}
 		var err error
-		if newDark, err = c.stage(cfg, darkSet, t, at, delay); err != nil {
-			return Event{}, err
+		if newDark, err = c.stage(gen, cfg, darkSet, t, at, delay); err != nil {
+			return Event{}, nil, nil, err
 		}
 		done := int64(fastpath.Monotonic())
-		c.stageNs = done - now
+		if asap {
+			c.stageNs = done - now
+		}
 		if !asap || done+armGuard < at || try == maxRestage {
 			break
 		}
 		now = done
 	}
-	darkUntil := uint64(at) + uint64(delay)
-	if err := c.gen.Arm(uint64(at)); err != nil {
-		return Event{}, err
+	if err := c.gen.Arm(gen, uint64(at)); err != nil {
+		return Event{}, nil, nil, err
 	}
-	staged := int64(fastpath.Monotonic())
-	waitUntil(ctx, at)
-	if err := c.gen.Commit(); err != nil {
-		return Event{}, err
-	}
+	armed := int64(fastpath.Monotonic())
 	c.cur = circuit.Config{Circuits: append([]circuit.Circuit(nil), cfg.Circuits...)}
 	c.dark = newDark
-	ev := Event{Kind: kind, Scheduled: at, Effective: max(at, staged), DelayNs: int64(delay),
+	c.armed = append(c.armed, armedConfig{at: at, cfg: c.cur, dark: newDark})
+	ev := Event{Kind: kind, Scheduled: at, Effective: max(at, armed), DelayNs: int64(delay),
 		Dark: darkSet, Circuits: c.cur.Circuits, Slot: slot}
 	ev.LateNs = ev.Effective - ev.Scheduled
-	// One write armed circuits and ToR paths: they switched together.
+	// One write armed circuits and ToR paths: they switch together.
 	ev.PathsNs, ev.PathSkewNs = ev.Effective, 0
 	if len(darkSet) > 0 && delay > 0 {
-		ev.DarkUntil = int64(darkUntil)
+		ev.DarkUntil = at + int64(delay)
 	}
-	if async {
-		// In a schedule the next slot is written while this one's routes
-		// are installed; its event is logged once they are.
-		ev.Unreachable = len(unreach)
-		c.routes.submit(&routeJob{table: t, unreach: unreach, ev: ev})
-		return ev, nil
+	return ev, t, unreach, nil
+}
+
+// cancelLocked disarms the configurations armed more than guard ahead and
+// returns the cut (those at or before it stay and will take effect) and
+// how many it disarmed. The next configuration's dark periods follow from
+// the last one kept.
+func (c *Controller) cancelLocked(guard time.Duration) (cut int64, dropped int) {
+	cut = int64(c.gen.Cancel(uint64(guard)))
+	i := len(c.armed)
+	for i > 0 && c.armed[i-1].at > cut {
+		i--
 	}
-	n, rerr := c.router.Apply(t)
-	ev.RoutesChanged, ev.RoutesDoneNs, ev.Unreachable = n, int64(fastpath.Monotonic()), len(unreach)
-	c.setUnreachable(unreach)
-	if rerr != nil {
-		ev.Error = rerr.Error()
+	dropped = len(c.armed) - i
+	c.armed = c.armed[:i]
+	if i > 0 {
+		c.cur, c.dark = c.armed[i-1].cfg, c.armed[i-1].dark
+	} else {
+		c.cur, c.dark = c.live, c.liveDark
 	}
-	c.emit(&ev)
-	if rerr != nil {
-		return ev, fmt.Errorf("routes: %w", rerr)
-	}
-	return ev, nil
+	return cut, dropped
 }
 
 // Restaging of a configuration meant for "now" whose staging overran its
@@ -424,10 +496,11 @@ const (
 	armGuard   = int64(20 * time.Microsecond)
 )
 
-// stage writes a whole configuration, circuits and ToR paths, into the
-// spare generation for a switch at monotonic instant at: the ports of
-// darkSet go dark until at+delay. It returns every port's dark-until.
-func (c *Controller) stage(cfg circuit.Config, darkSet []circuit.Uplink, t routing.Table, at int64, delay time.Duration) (map[circuit.Uplink]uint64, error) {
+// stage writes a whole configuration, circuits and ToR paths, into
+// generation gen for a switch at monotonic instant at: the ports of
+// darkSet go dark until at+delay, the others keep their dark-until in the
+// configuration staged before. It returns every port's dark-until.
+func (c *Controller) stage(gen uint32, cfg circuit.Config, darkSet []circuit.Uplink, t routing.Table, at int64, delay time.Duration) (map[circuit.Uplink]uint64, error) {
 	isDark := map[circuit.Uplink]bool{}
 	for _, u := range darkSet {
 		isDark[u] = true
@@ -452,13 +525,13 @@ func (c *Controller) stage(cfg circuit.Config, darkSet []circuit.Uplink, t routi
 		perSwitch[sw][c.ifindex[u]] = e
 	}
 	// The ToRs' paths and the circuits switch at the same instant: both
-	// are written whole into the spare generation, then one write to the
-	// lab's generation switch arms them all for at.
-	if err := c.paths.write(t, uint64(at), newDark); err != nil {
+	// are written whole into generation gen, then one write to the lab's
+	// generation switch arms them all for at.
+	if err := c.paths.write(gen, t, uint64(at), newDark); err != nil {
 		return nil, fmt.Errorf("ToR paths: %w", err)
 	}
 	for k, sw := range c.switches {
-		if err := sw.Write(perSwitch[k]); err != nil {
+		if err := sw.Write(gen, perSwitch[k]); err != nil {
 			return nil, fmt.Errorf("ocs%d: %w", k, err)
 		}
 	}

@@ -118,15 +118,15 @@ func (p *torPaths) setupToR(c *Controller, table routing.Table, rack, maxHops in
 	return nil
 }
 
-// write puts every ToR's routes of table t into the spare generation,
-// for a switch at monotonic instant at; the lab's Gen arms it.
-func (p *torPaths) write(t routing.Table, at uint64, dark map[circuit.Uplink]uint64) error {
+// write puts every ToR's routes of table t into generation gen, for a
+// switch at monotonic instant at; the lab's Gen arms it.
+func (p *torPaths) write(gen uint32, t routing.Table, at uint64, dark map[circuit.Uplink]uint64) error {
 	for rack, tor := range p.tors {
 		rs, err := p.routesFor(rack, t[rack], at, dark)
 		if err != nil {
 			return err
 		}
-		if err := tor.Write(rs); err != nil {
+		if err := tor.Write(gen, rs); err != nil {
 			return err
 		}
 	}

@@ -2,66 +2,107 @@ package ocs
 
 import (
 	"sync"
+	"time"
 
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
 
-// routeJob is one slot's routing table waiting to be installed.
+// routeJob is one slot's routing table waiting to be installed once the
+// slot has taken effect (ev.Effective).
 type routeJob struct {
 	table   routing.Table
 	unreach []routing.Pair
 	ev      Event
 }
 
-// routeWorker installs schedule slots' routes off the switching path. It
-// keeps only the newest table: if slots come faster than routes can be
-// written, the skipped slots' events say so, and the routes jump to the
-// newest circuits.
+// routeWorker installs schedule slots' netlink routes off the switching
+// path, each once its slot has taken effect; slots are staged ahead, so
+// jobs wait in instant order. If a newer slot has taken effect too before
+// a job's routes are written, the job is skipped and its event says so:
+// the routes jump to the newest circuits.
 type routeWorker struct {
-	c       *Controller
-	mu      sync.Mutex
-	cond    *sync.Cond
-	pending *routeJob
-	busy    bool
-	done    bool
-	wg      sync.WaitGroup
+	c    *Controller
+	mu   sync.Mutex
+	idle *sync.Cond // signalled when jobs shrink or a job is done
+	jobs []*routeJob
+	busy bool
+	done bool
+	wake chan struct{}
+	wg   sync.WaitGroup
 }
 
 func newRouteWorker(c *Controller) *routeWorker {
-	w := &routeWorker{c: c}
-	w.cond = sync.NewCond(&w.mu)
+	w := &routeWorker{c: c, wake: make(chan struct{}, 1)}
+	w.idle = sync.NewCond(&w.mu)
 	w.wg.Add(1)
 	go w.loop()
 	return w
 }
 
+func (w *routeWorker) poke() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
 func (w *routeWorker) submit(j *routeJob) {
 	w.mu.Lock()
-	if old := w.pending; old != nil {
-		old.ev.Error = "routes skipped: the next slot came before they could be written"
-		w.c.emit(&old.ev)
-	}
-	w.pending = j
+	w.jobs = append(w.jobs, j)
 	w.mu.Unlock()
-	w.cond.Broadcast()
+	w.poke()
+}
+
+// next returns the job to install now, waiting for its instant; nil when
+// the worker is stopped.
+func (w *routeWorker) next() *routeJob {
+	for {
+		w.mu.Lock()
+		if len(w.jobs) == 0 || w.done {
+			done := w.done
+			if done {
+				w.jobs = nil // slots that never took effect
+				w.idle.Broadcast()
+			}
+			w.mu.Unlock()
+			if done {
+				return nil
+			}
+			<-w.wake
+			continue
+		}
+		now := int64(fastpath.Monotonic())
+		if wait := w.jobs[0].ev.Effective - now; wait > 0 {
+			w.mu.Unlock()
+			t := time.NewTimer(time.Duration(wait))
+			select {
+			case <-t.C:
+			case <-w.wake:
+			}
+			t.Stop()
+			continue
+		}
+		for len(w.jobs) > 1 && w.jobs[1].ev.Effective <= now {
+			old := w.jobs[0]
+			old.ev.Error = "routes skipped: the next slot came before they could be written"
+			w.c.emit(&old.ev)
+			w.jobs = w.jobs[1:]
+		}
+		j := w.jobs[0]
+		w.jobs, w.busy = w.jobs[1:], true
+		w.mu.Unlock()
+		return j
+	}
 }
 
 func (w *routeWorker) loop() {
 	defer w.wg.Done()
 	for {
-		w.mu.Lock()
-		for w.pending == nil && !w.done {
-			w.cond.Wait()
-		}
-		if w.pending == nil && w.done {
-			w.mu.Unlock()
+		j := w.next()
+		if j == nil {
 			return
 		}
-		j := w.pending
-		w.pending, w.busy = nil, true
-		w.mu.Unlock()
-
 		n, err := w.c.router.Apply(j.table)
 		j.ev.RoutesChanged, j.ev.RoutesDoneNs = n, int64(fastpath.Monotonic())
 		if err != nil {
@@ -72,17 +113,30 @@ func (w *routeWorker) loop() {
 
 		w.mu.Lock()
 		w.busy = false
+		w.idle.Broadcast()
 		w.mu.Unlock()
-		w.cond.Broadcast()
 	}
 }
 
-// flush waits until every submitted table is installed.
+// cancel drops the jobs of slots scheduled after cut: they were disarmed.
+func (w *routeWorker) cancel(cut int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	i := len(w.jobs)
+	for i > 0 && w.jobs[i-1].ev.Scheduled > cut {
+		i--
+	}
+	w.jobs = w.jobs[:i]
+	w.idle.Broadcast()
+	w.poke()
+}
+
+// flush waits until every submitted table is installed (or skipped).
 func (w *routeWorker) flush() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for w.pending != nil || w.busy {
-		w.cond.Wait()
+	for (len(w.jobs) > 0 || w.busy) && !w.done {
+		w.idle.Wait()
 	}
 }
 
@@ -90,6 +144,6 @@ func (w *routeWorker) stop() {
 	w.mu.Lock()
 	w.done = true
 	w.mu.Unlock()
-	w.cond.Broadcast()
+	w.poke()
 	w.wg.Wait()
 }

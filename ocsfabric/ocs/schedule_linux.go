@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/units"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
@@ -58,8 +59,10 @@ func (s Schedule) Validate(l circuit.Layout) error {
 
 // StartSchedule validates a schedule and runs it in the background. Slot
 // i takes effect at StartNs plus the durations of the slots before it,
-// timed by the kernel; the controller writes each slot into the spare
-// generation while the previous one runs.
+// timed by the kernel. The controller stages slots ahead, each into a
+// generation of its own (up to fastpath.Generations-1 armed at once, at
+// most stageAhead ahead unless it is the next), so the kernel switches on
+// its own while the controller waits for a CPU.
 func (c *Controller) StartSchedule(s Schedule) error {
 	if err := s.Check(c.layout, int64(fastpath.Monotonic())); err != nil {
 		return err
@@ -98,14 +101,11 @@ func (c *Controller) runSchedule(s Schedule) error {
 		n := 0
 		for cycle := 0; s.Cycles == 0 || cycle < s.Cycles; cycle++ {
 			for i, sl := range s.Slots {
-				if ctx.Err() != nil {
-					c.emit(&Event{Kind: "schedule-end", Scheduled: int64(fastpath.Monotonic()), Effective: int64(fastpath.Monotonic()), Slot: n})
-					return
-				}
-				c.mu.Lock()
-				_, err := c.applyLocked(ctx, circuit.Config{Circuits: sl.Circuits}, delay, at, "slot", i)
-				c.mu.Unlock()
-				if err != nil {
+				if err := c.stageSlot(ctx, circuit.Config{Circuits: sl.Circuits}, delay, at, i); err != nil {
+					if ctx.Err() != nil {
+						c.endSchedule(n)
+						return
+					}
 					c.log.Error("schedule slot failed", "slot", i, "err", err)
 				}
 				at += int64(sl.Duration)
@@ -113,15 +113,74 @@ func (c *Controller) runSchedule(s Schedule) error {
 			}
 		}
 		// Let the last slot run its length before declaring the end.
-		if wait := time.Duration(at - int64(fastpath.Monotonic())); wait > 0 {
-			select {
-			case <-time.After(wait):
-			case <-ctx.Done():
-			}
+		if monoclock.SleepUntil(ctx, at) != nil {
+			c.endSchedule(n)
+			return
 		}
+		c.mu.Lock()
+		c.commitLocked()
+		c.mu.Unlock()
+		c.routes.flush()
 		c.emit(&Event{Kind: "schedule-end", Scheduled: at, Effective: int64(fastpath.Monotonic()), Slot: n})
 	}()
 	return nil
+}
+
+// stageAhead bounds how far ahead of its instant a slot is staged, unless
+// it is the next one to take effect.
+const stageAhead = 50 * time.Millisecond
+
+// cancelGuard: a stopped schedule keeps the slots armed within it of now
+// (they may be taking effect as the stop comes), and disarms the rest.
+const cancelGuard = 200 * time.Microsecond
+
+// stageSlot stages one slot for instant at, as soon as a generation is free
+// and at is within stageAhead (at once when no slot is armed), and hands
+// its routes to the route worker, which logs its event once they follow.
+func (c *Controller) stageSlot(ctx context.Context, cfg circuit.Config, delay time.Duration, at int64, slot int) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		c.commitLocked()
+		gen, retry, ok := c.gen.Free()
+		if ok && (len(c.armed) == 0 || at-int64(fastpath.Monotonic()) <= int64(stageAhead)) {
+			ev, t, unreach, err := c.stageLocked(gen, cfg, delay, at, "slot", slot)
+			c.mu.Unlock()
+			if err != nil {
+				return err
+			}
+			ev.Unreachable = len(unreach)
+			c.routes.submit(&routeJob{table: t, unreach: unreach, ev: ev})
+			return nil
+		}
+		c.mu.Unlock()
+		wake := at - int64(stageAhead)
+		if !ok {
+			wake = int64(retry)
+		}
+		if err := monoclock.SleepUntil(ctx, wake); err != nil {
+			return err
+		}
+	}
+}
+
+// endSchedule ends a stopped schedule after n slots: slots armed beyond
+// cancelGuard are disarmed (and never logged), the others take effect.
+func (c *Controller) endSchedule(n int) {
+	c.mu.Lock()
+	cut, dropped := c.cancelLocked(cancelGuard)
+	n -= dropped
+	c.routes.cancel(cut)
+	c.mu.Unlock()
+	_ = monoclock.SleepUntil(context.Background(), cut)
+	c.mu.Lock()
+	c.commitLocked()
+	c.mu.Unlock()
+	c.routes.flush()
+	now := int64(fastpath.Monotonic())
+	c.emit(&Event{Kind: "schedule-end", Scheduled: now, Effective: now, Slot: n})
 }
 
 // StopSchedule stops a running schedule and waits for it; the current

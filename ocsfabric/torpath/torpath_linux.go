@@ -3,8 +3,8 @@
 // port and every uplink of a ToR chooses the uplink of each IPv4 frame
 // bound for another rack and bpf_redirects it there, with the MACs and
 // TTL that IP forwarding would write. The choice lives in a map with the
-// same double-buffered generation and kernel-timed switch as the OCS port
-// map (ocsfabric/fastpath): the OCS process stages circuits and ToR paths
+// same generations and kernel-timed switches as the OCS port map
+// (ocsfabric/fastpath): the OCS process stages circuits and ToR paths
 // for the same instant, so routes and circuits change together, and no
 // frame is sent into a circuit that is gone.
 //
@@ -27,7 +27,8 @@
 //
 //   - meta: the lab's generation switch (fastpath.Gen), the very map the
 //     OCS switches read: one write arms circuits and ToR paths alike.
-//   - routes: array indexed by gen*racks + destination rack: a count of
+//   - routes: array indexed by gen*racks + destination rack
+//     (fastpath.Generations generations): a count of
 //     hops, a flag (1: unreachable, drop), a count of lit hops and the
 //     instant until which only they are used (make-before-break,
 //     routing.Choice), then the hops and the lit hops, each the 12 bytes
@@ -37,7 +38,9 @@
 package torpath
 
 import (
+	"bytes"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -146,7 +149,7 @@ func New(cfg Config, gen *fastpath.Gen) (*ToR, error) {
 	t := &ToR{cfg: cfg, gen: gen}
 	var err error
 	if t.routes, err = ebpf.NewMap(&ebpf.MapSpec{Name: routesName, Type: ebpf.Array, KeySize: 4,
-		ValueSize: uint32(cfg.valueSize()), MaxEntries: uint32(2 * cfg.Racks)}); err != nil {
+		ValueSize: uint32(cfg.valueSize()), MaxEntries: uint32(fastpath.Generations * cfg.Racks)}); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: create routes map: %w", cfg.Rack, err)
 	}
@@ -213,24 +216,22 @@ func program(cfg Config, meta, routes, counters int, egress bool) asm.Instructio
 		asm.And.Imm(asm.R7, 0xffff).WithSymbol("rack"),
 		asm.JGE.Imm(asm.R7, int32(cfg.Racks), ok),
 		asm.JEq.Imm(asm.R7, int32(cfg.Rack), ok),
-		// r9 = generation: meta.cur, or cur^1 once now >= switchAt.
+		// r9 = generation: that of the latest armed switch now (fp-24)
+		// has passed.
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(asm.RFP, -24, asm.R0, asm.DWord),
 		asm.StoreImm(asm.RFP, -4, 0, asm.Word),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, -4),
 		asm.LoadMapPtr(asm.R1, meta),
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, ok),
-		asm.LoadMem(asm.R9, asm.R0, 0, asm.DWord),
-		asm.FnKtimeGetNs.Call(),
-		asm.StoreMem(asm.RFP, -24, asm.R0, asm.DWord),
-		asm.Mov.Reg(asm.R1, asm.R9),
-		asm.RSh.Imm(asm.R1, 1),
-		asm.And.Imm(asm.R9, 1),
-		asm.JEq.Imm(asm.R1, 0, "gen"),
-		asm.JLT.Reg(asm.R0, asm.R1, "gen"),
-		asm.Xor.Imm(asm.R9, 1),
+		asm.LoadMem(asm.R4, asm.RFP, -24, asm.DWord),
+	}
+	ins = append(ins, fastpath.SelectGen(asm.R0, asm.R4, asm.R9, asm.R3, asm.R1, asm.R2, "gen")...)
+	ins = append(ins,
 		// r9 = routes[gen*racks + rack]
-		asm.Mul.Imm(asm.R9, int32(cfg.Racks)).WithSymbol("gen"),
+		asm.Mul.Imm(asm.R9, int32(cfg.Racks)),
 		asm.Add.Reg(asm.R9, asm.R7),
 		asm.StoreMem(asm.RFP, -8, asm.R9, asm.Word),
 		asm.Mov.Reg(asm.R2, asm.RFP),
@@ -266,7 +267,7 @@ func program(cfg Config, meta, routes, counters int, egress bool) asm.Instructio
 		asm.Mov.Imm(asm.R5, 0),
 		asm.FnSkbStoreBytes.Call(),
 		asm.JNE.Imm(asm.R0, 0, "shot"),
-	}
+	)
 	if egress {
 		// Already on the chosen port: go on.
 		ins = append(ins,
@@ -425,15 +426,14 @@ func (t *ToR) encode(r Route) ([]byte, error) {
 }
 
 // Write writes the routes to every destination rack (a rack missing from
-// routes, and this ToR's own, is left to the kernel) into the spare
-// generation; the lab's Gen then arms it, with the circuits, for one
-// instant.
-func (t *ToR) Write(routes map[int]Route) error {
-	spare, err := t.gen.Spare()
-	if err != nil {
-		return err
+// routes, and this ToR's own, is left to the kernel) into generation gen,
+// one fastpath.Gen.Free gave; the lab's Gen then arms it, with the
+// circuits, for one instant.
+func (t *ToR) Write(gen uint32, routes map[int]Route) error {
+	if gen >= fastpath.Generations {
+		return fmt.Errorf("tor%d: generation %d out of range", t.cfg.Rack, gen)
 	}
-	return t.write(spare, routes)
+	return t.write(gen, routes)
 }
 
 // WriteCurrent writes the routes into the generation in use: only for a
@@ -451,7 +451,7 @@ func (t *ToR) write(gen uint32, routes map[int]Route) error {
 		}
 	}
 	keys := make([]uint32, 0, t.cfg.Racks)
-	vals := make([]byte, 0, t.cfg.Racks*t.cfg.valueSize())
+	vals := make(values, 0, t.cfg.Racks)
 	for d := 0; d < t.cfg.Racks; d++ {
 		var r Route
 		if d != t.cfg.Rack {
@@ -462,18 +462,28 @@ func (t *ToR) write(gen uint32, routes map[int]Route) error {
 			return fmt.Errorf("tor%d: route to rack %d: %w", t.cfg.Rack, d, err)
 		}
 		keys = append(keys, gen*uint32(t.cfg.Racks)+uint32(d))
-		vals = append(vals, b...)
+		vals = append(vals, b)
 	}
-	if _, err := t.routes.BatchUpdate(keys, vals, nil); err != nil {
-		for j, k := range keys { // kernels without batch ops
-			v := vals[j*t.cfg.valueSize() : (j+1)*t.cfg.valueSize()]
-			if err := t.routes.Put(k, v); err != nil {
+	_, err := t.routes.BatchUpdate(keys, vals, nil)
+	if errors.Is(err, ebpf.ErrNotSupported) { // kernels without batch ops
+		for j, k := range keys {
+			if err := t.routes.Put(k, vals[j]); err != nil {
 				return fmt.Errorf("tor%d: write route %d: %w", t.cfg.Rack, j, err)
 			}
 		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("tor%d: write routes: %w", t.cfg.Rack, err)
 	}
 	return nil
 }
+
+// values are encoded route entries, one per key of a batch update (a flat
+// []byte would count as one value per byte).
+type values [][]byte
+
+func (v values) MarshalBinary() ([]byte, error) { return bytes.Join(v, nil), nil }
 
 // Counters returns the ToR's counters, summed over CPUs.
 func (t *ToR) Counters() (Counters, error) {

@@ -35,15 +35,17 @@ func newToR(t *testing.T, cfg Config) (*ToR, *fastpath.Gen) {
 // install writes routes and switches to them at once.
 func install(t *testing.T, tor *ToR, gen *fastpath.Gen, rs map[int]Route) {
 	t.Helper()
-	if err := tor.Write(rs); err != nil {
+	g, _, ok := gen.Free()
+	if !ok {
+		t.Fatal("no free generation")
+	}
+	if err := tor.Write(g, rs); err != nil {
 		t.Fatal(err)
 	}
-	if err := gen.Arm(0); err != nil {
+	if err := gen.Arm(g, 0); err != nil {
 		t.Fatal(err)
 	}
-	if err := gen.Commit(); err != nil {
-		t.Fatal(err)
-	}
+	gen.Commit(fastpath.Monotonic())
 }
 
 func skipUnlessRoot(t *testing.T) {
@@ -173,44 +175,61 @@ func TestProgramPicksModelHop(t *testing.T) {
 	}
 }
 
-// TestGenerationSwitchesAtInstant: a staged generation takes effect when
-// the kernel clock passes its instant, not before.
+// TestGenerationSwitchesAtInstant: two generations staged ahead take
+// effect, each when the kernel clock passes its instant, not before.
 func TestGenerationSwitchesAtInstant(t *testing.T) {
 	skipUnlessRoot(t)
 	tor, gen := newToR(t, Config{Rack: 0, Racks: 3, MaxHops: 1})
 	first, _ := Routes(3, Choices(map[int][]routing.Hop{1: {{Uplink: 0, Via: 1}}}), []uint32{5}, topo.ToRMAC, 0, nil)
 	second, _ := Routes(3, Choices(map[int][]routing.Hop{1: {{Uplink: 0, Via: 2}}, 2: {{Uplink: 0, Via: 2}}}), []uint32{5}, topo.ToRMAC, 0, nil)
+	third, _ := Routes(3, Choices(nil), []uint32{5}, topo.ToRMAC, 0, nil) // rack 1 unreachable
 	install(t, tor, gen, first)
-	at := monoclock.Now() + int64(200*time.Millisecond)
-	if err := tor.Write(second); err != nil {
-		t.Fatal(err)
+	at1 := monoclock.Now() + int64(150*time.Millisecond)
+	at2 := at1 + int64(100*time.Millisecond)
+	for _, s := range []struct {
+		rs map[int]Route
+		at int64
+	}{{second, at1}, {third, at2}} {
+		g, _, ok := gen.Free()
+		if !ok {
+			t.Fatal("no free generation")
+		}
+		if err := tor.Write(g, s.rs); err != nil {
+			t.Fatal(err)
+		}
+		if err := gen.Arm(g, uint64(s.at)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := gen.Arm(uint64(at)); err != nil {
-		t.Fatal(err)
-	}
-	if err := tor.Write(second); err == nil {
-		t.Error("a Write while a switch is armed was accepted")
+	if err := tor.Write(fastpath.Generations, second); err == nil {
+		t.Error("a Write to a generation out of range was accepted")
 	}
 	via := func() string {
 		out := make([]byte, 128)
 		pkt := frame(topo.ServerAddr(0, 0), topo.ServerAddr(1, 0), 64)
-		if _, err := tor.prog.Run(&ebpf.RunOptions{Data: pkt, DataOut: out}); err != nil {
+		ret, err := tor.prog.Run(&ebpf.RunOptions{Data: pkt, DataOut: out})
+		if err != nil {
 			t.Fatal(err)
+		}
+		if ret == actShot {
+			return "drop"
 		}
 		return net.HardwareAddr(out[0:6]).String()
 	}
-	if got := via(); got != topo.ToRMAC(1).String() || monoclock.Now() >= at {
-		t.Fatalf("before the instant: via %s, want tor1's MAC", got)
+	if got := via(); got != topo.ToRMAC(1).String() || monoclock.Now() >= at1 {
+		t.Fatalf("before the first instant: via %s, want tor1's MAC", got)
 	}
-	_ = monoclock.SleepUntil(t.Context(), at)
-	if got := via(); got != topo.ToRMAC(2).String() {
-		t.Errorf("after the instant: via %s, want tor2's MAC", got)
+	_ = monoclock.SleepUntil(t.Context(), at1)
+	if got := via(); got != topo.ToRMAC(2).String() && monoclock.Now() < at2 {
+		t.Errorf("after the first instant: via %s, want tor2's MAC", got)
 	}
-	if err := gen.Commit(); err != nil {
-		t.Fatal(err)
-	}
-	if got := via(); got != topo.ToRMAC(2).String() {
+	gen.Commit(fastpath.Monotonic())
+	if got := via(); got != topo.ToRMAC(2).String() && monoclock.Now() < at2 {
 		t.Errorf("after commit: via %s, want tor2's MAC", got)
+	}
+	_ = monoclock.SleepUntil(t.Context(), at2)
+	if got := via(); got != "drop" {
+		t.Errorf("after the second instant: via %s, want a drop (unreachable)", got)
 	}
 }
 

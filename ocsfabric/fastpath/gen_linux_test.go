@@ -1,0 +1,207 @@
+package fastpath
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func newGen(t *testing.T) *Gen {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create BPF maps")
+	}
+	g, err := NewGen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(g.Close)
+	return g
+}
+
+// words reads the meta value through the syscall, as a program sees it.
+func words(t *testing.T, g *Gen) []uint64 {
+	t.Helper()
+	w := make([]uint64, Generations)
+	if err := g.meta.Lookup(uint32(0), &w); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func ahead(d time.Duration) uint64 { return uint64(int64(Monotonic()) + int64(d)) }
+
+// TestArmedSwitchesResolve runs the program with several switches armed
+// at once: the latest whose instant has passed decides, whatever the
+// order they were armed in, before and after Commit.
+func TestArmedSwitchesResolve(t *testing.T) {
+	const port, peer = 5, 6
+	type sw struct {
+		cfg string // "fwd", "dark" or "unpatched"
+		at  time.Duration
+	}
+	cases := []struct {
+		name  string
+		armed []sw
+		want  string
+	}{
+		{"none armed", nil, "fwd"},
+		{"one ahead", []sw{{"dark", time.Hour}}, "fwd"},
+		{"one passed", []sw{{"dark", -time.Millisecond}}, "dark"},
+		{"latest passed wins", []sw{{"dark", -2 * time.Millisecond}, {"unpatched", -time.Millisecond}}, "unpatched"},
+		{"armed out of order", []sw{{"unpatched", -time.Millisecond}, {"dark", -2 * time.Millisecond}}, "unpatched"},
+		{"passed then ahead", []sw{{"dark", -time.Millisecond}, {"unpatched", time.Hour}}, "dark"},
+		{"every slot armed", []sw{{"dark", -6 * time.Millisecond}, {"unpatched", -5 * time.Millisecond}, {"fwd", -4 * time.Millisecond},
+			{"unpatched", -3 * time.Millisecond}, {"dark", -2 * time.Millisecond}, {"fwd", time.Hour}, {"unpatched", 2 * time.Hour}}, "dark"},
+	}
+	cfgs := map[string]map[uint32]Entry{
+		"fwd":       {port: {Peer: peer}, peer: {Peer: port}},
+		"dark":      {port: {Peer: peer, DarkUntil: ahead(24 * time.Hour)}, peer: {Peer: port}},
+		"unpatched": {port: {}, peer: {}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSwitch(t)
+			apply(t, s, cfgs["fwd"])
+			for _, a := range tc.armed {
+				g, _, ok := s.gen.Free()
+				if !ok {
+					t.Fatal("no free generation")
+				}
+				if err := s.Write(g, cfgs[a.cfg]); err != nil {
+					t.Fatal(err)
+				}
+				if err := s.gen.Arm(g, ahead(a.at)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			outcome := func() string {
+				c0, err := s.Counters([]uint32{port})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ret := run(t, s, port)
+				c1, err := s.Counters([]uint32{port})
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch {
+				case ret == actRedirect:
+					return "fwd"
+				case c1[port].DarkPackets > c0[port].DarkPackets:
+					return "dark"
+				case c1[port].UnpatchedPackets > c0[port].UnpatchedPackets:
+					return "unpatched"
+				}
+				return "?"
+			}
+			if got := outcome(); got != tc.want {
+				t.Errorf("frame was %s, want %s", got, tc.want)
+			}
+			s.gen.Commit(Monotonic())
+			if got := outcome(); got != tc.want {
+				t.Errorf("after commit: frame was %s, want %s", got, tc.want)
+			}
+			if w := words(t, s.gen); w[0] != uint64(s.gen.Cur()) {
+				t.Errorf("word 0 is %d, generation in use %d", w[0], s.gen.Cur())
+			}
+		})
+	}
+}
+
+// TestGenRing walks the generations: Free hands them out in turn, every
+// slot can be armed, a committed switch frees the generation it replaced
+// only after the reuse guard, Cancel disarms what lies ahead, and the
+// words the programs read follow.
+func TestGenRing(t *testing.T) {
+	g := newGen(t)
+	far := ahead(time.Hour)
+	for want := uint32(1); want < Generations; want++ {
+		x, _, ok := g.Free()
+		if y, _, _ := g.Free(); !ok || x != want || y != x {
+			t.Fatalf("free: %d, %d (ok %v), want %d twice", x, y, ok, want)
+		}
+		if err := g.Arm(x, far+uint64(x)); err != nil {
+			t.Fatal(err)
+		}
+		if w := words(t, g); w[x] != (far+uint64(x))<<genBits|uint64(x) {
+			t.Fatalf("word %d is %#x after arming generation %d", x, w[x], x)
+		}
+	}
+	if _, retry, ok := g.Free(); ok || retry != far+1+reuseGuard {
+		t.Fatalf("all armed: free ok=%v retry %d, want none until %d", ok, retry, far+1+reuseGuard)
+	}
+	if err := g.Arm(0, far); err == nil {
+		t.Fatal("arming the generation in use succeeded")
+	}
+	g.Commit(Monotonic())
+	if g.Pending() != Generations-1 || g.Cur() != 0 {
+		t.Fatalf("commit before any instant: %d pending, generation %d in use", g.Pending(), g.Cur())
+	}
+	if cut := g.Cancel(uint64(time.Second)); cut >= far || g.Pending() != 0 {
+		t.Fatalf("cancel: cut %d, %d still pending", cut, g.Pending())
+	}
+	for i, w := range words(t, g)[1:] {
+		if w != 0 {
+			t.Fatalf("word %d is %#x after cancel", i+1, w)
+		}
+	}
+
+	// Two passed switches commit in order; the newest is in use.
+	x, _, _ := g.Free()
+	_ = g.Arm(x, ahead(-2*time.Millisecond))
+	y, _, _ := g.Free()
+	at := ahead(0)
+	_ = g.Arm(y, at)
+	g.Commit(Monotonic())
+	if g.Cur() != y || g.Pending() != 0 || words(t, g)[0] != uint64(y) {
+		t.Fatalf("after two passed switches: generation %d in use, want %d", g.Cur(), y)
+	}
+	// Fill every other generation: only x, replaced at `at`, is left,
+	// from at+reuseGuard on.
+	for {
+		z, _, ok := g.Free()
+		if !ok {
+			break
+		}
+		if z == x {
+			if Monotonic() < at+reuseGuard {
+				t.Fatalf("generation %d handed out %v after it was replaced", x, time.Duration(Monotonic()-at))
+			}
+			t.Skip("the machine was too slow to test the reuse guard")
+		}
+		_ = g.Arm(z, far)
+	}
+	if _, retry, _ := g.Free(); retry != at+reuseGuard {
+		t.Fatalf("retry %d, want %d (the replaced generation's guard)", retry, at+reuseGuard)
+	}
+	time.Sleep(time.Duration(at + reuseGuard - Monotonic()))
+	if z, _, ok := g.Free(); !ok || z != x {
+		t.Fatalf("after the guard: free %d (ok %v), want %d", z, ok, x)
+	}
+}
+
+// TestRecoverGen: a restarted process takes over the newest switch whose
+// instant has passed and disarms the ones ahead.
+func TestRecoverGen(t *testing.T) {
+	g := newGen(t)
+	for _, d := range []time.Duration{-2 * time.Millisecond, -time.Millisecond, time.Hour} {
+		x, _, _ := g.Free()
+		if err := g.Arm(x, ahead(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := recoverGen(g.meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(r.mem) // the map itself is g's
+	if r.Cur() != 2 || r.Pending() != 0 {
+		t.Errorf("recovered: generation %d in use, %d pending; want 2, 0", r.Cur(), r.Pending())
+	}
+	if w := words(t, g); w[0] != 2 || w[1] != 0 || w[2] != 0 || w[3] != 0 {
+		t.Errorf("words after recovery: %v", w)
+	}
+}
