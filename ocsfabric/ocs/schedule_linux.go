@@ -91,10 +91,14 @@ func (c *Controller) runSchedule(s Schedule) error {
 	c.schedWG.Add(1)
 	go func() {
 		defer c.schedWG.Done()
+		// The OCS takes manual changes again by the time the end is logged.
+		var end Event
 		defer func() {
 			c.schedMu.Lock()
 			c.sched = nil
 			c.schedMu.Unlock()
+			cancel()
+			c.emit(&end)
 		}()
 		c.emit(&Event{Kind: "schedule-start", Scheduled: start, Effective: start})
 		at := start
@@ -103,7 +107,7 @@ func (c *Controller) runSchedule(s Schedule) error {
 			for i, sl := range s.Slots {
 				if err := c.stageSlot(ctx, circuit.Config{Circuits: sl.Circuits}, delay, at, i); err != nil {
 					if ctx.Err() != nil {
-						c.endSchedule(n)
+						end = c.endSchedule(n)
 						return
 					}
 					c.log.Error("schedule slot failed", "slot", i, "err", err)
@@ -114,14 +118,14 @@ func (c *Controller) runSchedule(s Schedule) error {
 		}
 		// Let the last slot run its length before declaring the end.
 		if monoclock.SleepUntil(ctx, at) != nil {
-			c.endSchedule(n)
+			end = c.endSchedule(n)
 			return
 		}
 		c.mu.Lock()
 		c.commitLocked()
 		c.mu.Unlock()
 		c.routes.flush()
-		c.emit(&Event{Kind: "schedule-end", Scheduled: at, Effective: int64(fastpath.Monotonic()), Slot: n})
+		end = Event{Kind: "schedule-end", Scheduled: at, Effective: int64(fastpath.Monotonic()), Slot: n}
 	}()
 	return nil
 }
@@ -168,7 +172,8 @@ func (c *Controller) stageSlot(ctx context.Context, cfg circuit.Config, delay ti
 
 // endSchedule ends a stopped schedule after n slots: slots armed beyond
 // cancelGuard are disarmed (and never logged), the others take effect.
-func (c *Controller) endSchedule(n int) {
+// It returns the end event.
+func (c *Controller) endSchedule(n int) Event {
 	c.mu.Lock()
 	cut, dropped := c.cancelLocked(cancelGuard)
 	n -= dropped
@@ -180,7 +185,7 @@ func (c *Controller) endSchedule(n int) {
 	c.mu.Unlock()
 	c.routes.flush()
 	now := int64(fastpath.Monotonic())
-	c.emit(&Event{Kind: "schedule-end", Scheduled: now, Effective: now, Slot: n})
+	return Event{Kind: "schedule-end", Scheduled: now, Effective: now, Slot: n}
 }
 
 // StopSchedule stops a running schedule and waits for it; the current
