@@ -1,9 +1,11 @@
 package ocs
 
 import (
+	"context"
 	"sync"
 	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 )
@@ -73,9 +75,15 @@ func (w *routeWorker) next() *routeJob {
 			continue
 		}
 		now := int64(fastpath.Monotonic())
-		if wait := w.jobs[0].ev.Effective - now; wait > 0 {
+		if at := w.jobs[0].ev.Effective; at > now {
 			w.mu.Unlock()
-			t := time.NewTimer(time.Duration(wait))
+			if time.Duration(at-now) <= 2*time.Millisecond {
+				// Precisely (a Go timer can overshoot by more); a job
+				// cancelled meanwhile is dropped on the next turn.
+				_ = monoclock.SleepUntil(context.Background(), at)
+				continue
+			}
+			t := time.NewTimer(time.Duration(at-now) - time.Millisecond)
 			select {
 			case <-t.C:
 			case <-w.wake:
