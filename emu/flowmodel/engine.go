@@ -131,12 +131,14 @@ type flow struct {
 	upRes      int32 // the source server's uplink; -1: a ToR
 	downRes    int32 // the destination server's downlink; -1: a ToR
 	capRes     int32 // -1: none
+	grpRes     int32 // TCP-aware: joins an INC tree's segments into one share computation (tcpshare.go); -1: none
 	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
 	rttNs      int64 // the RTT slow start ramps at
 	hops       int   // circuits crossed on the current path
 	pathAt     int   // index in res of the path's first circuit
 	lit        bool  // on hops lit at the switch until a dark period ends
 	noPath     bool
+	inc        bool // a segment of an in-network aggregation tree (not TCP)
 	done       bool
 	version    int32
 	mark       int32
@@ -474,10 +476,21 @@ func (s *Sim) startPhase(ji, q int) {
 		s.endPhase(ji, q)
 		return
 	}
+	grp := int32(-1)
 	for _, pf := range fls {
 		js.bytes[q] += pf.Bytes
 		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
-			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), upRes: -1, downRes: -1, capRes: -1, ssRes: -1}
+			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), upRes: -1, downRes: -1, capRes: -1, ssRes: -1, grpRes: -1}
+		_, srcToR := names.ParseToR(pf.Src)
+		_, dstToR := names.ParseToR(pf.Dst)
+		fl.inc = srcToR || dstToR
+		if fl.inc && s.opt.TCP != nil {
+			if grp < 0 {
+				s.res = append(s.res, resource{capBps: math.Inf(1)})
+				grp = int32(len(s.res) - 1)
+			}
+			fl.grpRes = grp
+		}
 		if r, i, ok := names.ParseServer(pf.Src); ok {
 			fl.upRes = s.serverUp(r, i)
 		}
@@ -498,7 +511,7 @@ func (s *Sim) startPhase(ji, q int) {
 		s.flows = append(s.flows, fl)
 		s.live = append(s.live, fl)
 		s.dirtyF = append(s.dirtyF, fl)
-		if s.opt.SlowStart != nil {
+		if s.opt.SlowStart != nil && !fl.inc {
 			s.startSlowStart(fl)
 		}
 	}
@@ -558,6 +571,9 @@ func (s *Sim) route(fl *flow) {
 	}
 	if fl.capRes >= 0 {
 		rs = append(rs, fl.capRes)
+	}
+	if fl.grpRes >= 0 {
+		rs = append(rs, fl.grpRes)
 	}
 	if fl.ssRes >= 0 {
 		rs = append(rs, fl.ssRes)
