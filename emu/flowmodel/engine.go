@@ -104,6 +104,9 @@ type Stats struct {
 	OCSBytes          float64 // bytes that crossed at least one circuit
 	CircuitHopBytes   float64 // bytes x circuits crossed
 	RateComputations  int
+	// UplinkBytes is the payload each ToR uplink sent onto its circuit,
+	// indexed rack*UplinksPerToR + port (OCS fabrics only).
+	UplinkBytes []float64
 }
 
 type resource struct {
@@ -240,6 +243,9 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	s := &Sim{f: f, opt: opt, byName: map[string]int{}, darkEnds: map[int64][]int32{}}
 	n := 2*f.Racks*f.ServersPerRack + f.Racks*f.UplinksPerToR + 2*f.Racks
 	s.res = make([]resource, n)
+	if f.HasOCS() {
+		s.Stats.UplinkBytes = make([]float64, f.Racks*f.UplinksPerToR)
+	}
 	g := opt.payload()
 	for i := 0; i < 2*f.Racks*f.ServersPerRack; i++ {
 		s.res[i].capBps = g * bytesPerSec(f.Rates.Server)
@@ -706,6 +712,10 @@ func (s *Sim) advance(fl *flow) {
 		if fl.hops > 0 {
 			s.Stats.OCSBytes += sent
 			s.Stats.CircuitHopBytes += sent * float64(fl.hops)
+			base := s.upTx(0, 0)
+			for _, r := range fl.res[fl.pathAt : fl.pathAt+fl.hops] {
+				s.Stats.UplinkBytes[r-base] += sent
+			}
 		}
 	}
 	fl.last = s.now
