@@ -93,6 +93,9 @@ const (
 	offSrc       = 26
 	offDst       = 30
 	skbIfindex   = 40 // __sk_buff.ifindex: the device at egress
+	skbData      = 76 // __sk_buff.data
+	skbDataEnd   = 80 // __sk_buff.data_end
+	hdrLen       = 34 // Ethernet and IPv4 headers: what rewrite writes
 )
 
 const (
@@ -291,15 +294,9 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 		asm.LSh.Imm(asm.R2, 4),
 		asm.Add.Reg(asm.R2, asm.R5),
 		asm.Add.Reg(asm.R9, asm.R2),
-		// Ethernet addresses (r9: the hop).
-		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("hop"),
-		asm.Mov.Imm(asm.R2, 0),
-		asm.Mov.Reg(asm.R3, asm.R9),
-		asm.Mov.Imm(asm.R4, 12),
-		asm.Mov.Imm(asm.R5, 0),
-		asm.FnSkbStoreBytes.Call(),
-		asm.JNE.Imm(asm.R0, 0, "shot"),
 	}
+	// Ethernet addresses (r9: the hop) and, on ingress, the TTL.
+	ins = append(ins, rewrite(egress)...)
 	if egress {
 		// Already on the chosen port: go on.
 		ins = append(ins,
@@ -307,8 +304,6 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 			asm.LoadMem(asm.R2, asm.R9, 12, asm.Word),
 			asm.JEq.Reg(asm.R1, asm.R2, ok),
 		)
-	} else {
-		ins = append(ins, decTTL()...)
 	}
 	c := count(counters, 0)
 	ins = append(ins, c...)
@@ -319,6 +314,19 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 	} else {
 		ins = append(ins, fastport.Redirect(fast, asm.R1, -28, "out")...)
 	}
+	// headers not in the linear part: pull them in, then rewrite
+	ins = append(ins,
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("pull"),
+		asm.Mov.Imm(asm.R2, hdrLen),
+		asm.FnSkbPullData.Call(),
+		asm.JNE.Imm(asm.R0, 0, "shot"),
+		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, hdrLen),
+		asm.JGT.Reg(asm.R4, asm.R3, "shot"),
+		asm.Ja.Label("write"),
+	)
 	ins = append(ins,
 		// a ToR's router address: rack = low 16 bits, no host byte
 		asm.Mov.Imm(asm.R9, 0).WithSymbol("router"),
@@ -359,35 +367,40 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 	)
 }
 
-// decTTL decrements the TTL of the frame (r6 ctx), with the header
-// checksum (raw 16-bit words), as IP forwarding does.
-func decTTL() asm.Instructions {
-	return asm.Instructions{
-		asm.LoadAbs(offTTL, asm.Half), // ttl<<8 | proto
-		asm.Mov.Reg(asm.R7, asm.R0),
-		asm.Mov.Reg(asm.R8, asm.R0),
-		asm.Sub.Imm(asm.R8, 0x100),
-		asm.Mov.Reg(asm.R1, asm.R8),
-		asm.RSh.Imm(asm.R1, 8),
-		asm.StoreMem(asm.RFP, -12, asm.R1, asm.Byte),
-		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.Mov.Imm(asm.R2, offTTL),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -12),
-		asm.Mov.Imm(asm.R4, 1),
-		asm.Mov.Imm(asm.R5, 0),
-		asm.FnSkbStoreBytes.Call(),
-		asm.JNE.Imm(asm.R0, 0, "shot"),
-		asm.HostTo(asm.BE, asm.R7, asm.Half),
-		asm.HostTo(asm.BE, asm.R8, asm.Half),
-		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.Mov.Imm(asm.R2, offCsum),
-		asm.Mov.Reg(asm.R3, asm.R7),
-		asm.Mov.Reg(asm.R4, asm.R8),
-		asm.Mov.Imm(asm.R5, 2),
-		asm.FnL3CsumReplace.Call(),
-		asm.JNE.Imm(asm.R0, 0, "shot"),
+// rewrite writes the hop's Ethernet addresses (r9: the hop, r6 ctx) and,
+// on ingress, decrements the TTL and patches the header checksum as IP
+// forwarding does (ip_decrease_ttl), by direct packet access. Headers
+// outside the linear part go to "pull", which brings them in and comes
+// back to "write". Clobbers r1-r4.
+func rewrite(egress bool) asm.Instructions {
+	ins := asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word).WithSymbol("hop"),
+		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, hdrLen),
+		asm.JGT.Reg(asm.R4, asm.R3, "pull"),
+		asm.LoadMem(asm.R1, asm.R9, 0, asm.Word).WithSymbol("write"),
+		asm.StoreMem(asm.R2, 0, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R9, 4, asm.Word),
+		asm.StoreMem(asm.R2, 4, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R9, 8, asm.Word),
+		asm.StoreMem(asm.R2, 8, asm.R1, asm.Word),
 	}
+	if egress {
+		return ins
+	}
+	return append(ins,
+		asm.LoadMem(asm.R1, asm.R2, offTTL, asm.Byte),
+		asm.Sub.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R2, offTTL, asm.R1, asm.Byte),
+		// The checksum as it sits in memory, plus htons(0x0100), with the
+		// end-around carry.
+		asm.LoadMem(asm.R1, asm.R2, offCsum, asm.Half),
+		asm.Add.Imm(asm.R1, int32(binary.NativeEndian.Uint16([]byte{1, 0}))),
+		asm.JLT.Imm(asm.R1, 0xffff, "csum"),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R2, offCsum, asm.R1, asm.Half).WithSymbol("csum"),
+	)
 }
 
 // imm32 is a 32-bit constant as the signed immediate BPF encodes.

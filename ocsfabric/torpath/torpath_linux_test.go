@@ -195,6 +195,20 @@ func TestProgramPicksModelHop(t *testing.T) {
 	if c.RedirectedPackets != uint64(picked) || c.UnreachablePackets != 1 {
 		t.Errorf("counters %+v, want %d redirected and 1 unreachable", c, picked)
 	}
+	// Every TTL and every low byte of the IP ID: the checksum takes both
+	// of its bytes' every value, so the incremental update meets its
+	// end-around carry.
+	for ttl := 2; ttl < 256; ttl++ {
+		for id := range 256 {
+			f := frame(topo.ServerAddr(self, 0), topo.ServerAddr(0, 1), byte(ttl))
+			f[14+5] = byte(id)
+			binary.BigEndian.PutUint16(f[24:], csum(f[14:34]))
+			ret, out := run(f)
+			if ret != actRedirect || int(out[22]) != ttl-1 || binary.BigEndian.Uint16(out[24:]) != csum(out[14:34]) {
+				t.Fatalf("TTL %d, ID %d: action %d, TTL %d, checksum %#x, want redirect, %d and %#x", ttl, id, ret, out[22], binary.BigEndian.Uint16(out[24:]), ttl-1, csum(out[14:34]))
+			}
+		}
+	}
 }
 
 // TestGenerationSwitchesAtInstant: a staged generation takes effect when
