@@ -87,12 +87,13 @@ type Controller struct {
 	// reconfiguration may hold mu.
 	unreachMu sync.Mutex
 	unreach   []routing.Pair
+	stageNs   int64 // how long the last configuration took to write
+	routes    *routeWorker
+
 	// fastMu guards the counts of fast and slow ports (dataplane/fastport)
 	// that ToRs set up in parallel add to.
 	fastMu               sync.Mutex
 	fastPorts, slowPorts int
-	stageNs   int64 // how long the last configuration took to write
-	routes    *routeWorker
 
 	evMu    sync.Mutex
 	evFile  *os.File
