@@ -19,6 +19,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
+	"golang.org/x/sys/unix"
 )
 
 // port is one end of a lab link, for the fast-port test.
@@ -212,6 +213,36 @@ func TestFastPortsKeepEgressFeatures(t *testing.T) {
 	}
 	_ = os.Remove(path)
 	bypassed("capture ended", 6104)
+
+	// A packet socket opened by hand (tcpdump's kind): Refresh keeps the
+	// port slow while it exists.
+	if err := fastport.OffNS(ports[2].ns, ports[2].iface); err != nil {
+		t.Fatal(err)
+	}
+	var sock int
+	if err := netns.Do(ports[2].ns, func() error {
+		ifi, err := net.InterfaceByName(ports[2].iface)
+		if err != nil {
+			return err
+		}
+		if sock, err = unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC, 0); err != nil {
+			return err
+		}
+		return unix.Bind(sock, &unix.SockaddrLinklayer{Protocol: 0x0300, Ifindex: ifi.Index}) // htons(ETH_P_ALL)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := fastport.RefreshNS(ports[2].ns, ports[2].iface); err != nil {
+		t.Fatal(err)
+	}
+	if fast(t, lab, ports[2]) {
+		t.Errorf("%s fast with a packet socket bound to it", ports[2])
+	}
+	unix.Close(sock)
+	if err := fastport.RefreshNS(ports[2].ns, ports[2].iface); err != nil {
+		t.Fatal(err)
+	}
+	bypassed("packet socket closed", 6106)
 
 	// Shaped uplinks: their ports keep their tbf, the server port is fast.
 	labS, _, clS := startOCS(t, "pes", "{kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: unlimited, uplink: 1Gbit}}")
