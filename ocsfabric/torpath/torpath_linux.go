@@ -19,8 +19,8 @@
 // is fast: nothing on its egress (shaper, loss rule, capture) needs the
 // frame (dataplane/fastport). Frames for a server of the ToR's own rack
 // whose port is fast are delivered the same way by the program, as IP
-// forwarding would (MACs, TTL); for a slow server port they are left to
-// the kernel's IP forwarding, which transmits on that port.
+// forwarding would (MACs, TTL, checksum); frames for a slow server port
+// are left to the kernel's IP forwarding, which transmits on that port.
 //
 // What the program leaves to the kernel (TC_ACT_OK): frames that are not
 // IPv4 without options, frames for the ToR itself (its gateway and router
