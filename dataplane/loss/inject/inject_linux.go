@@ -12,6 +12,11 @@
 // Clear and Read find them again from the port, so any process can
 // change or show them, and destroying the lab removes them with its
 // interfaces. A GSO super-packet counts, and is dropped, as one frame.
+//
+// An egress rule needs the frames to leave through the port's egress: Set
+// turns the port's fast flag off before and after it puts the rule there,
+// and Clear lets the port be fast again once nothing else needs its egress
+// (dataplane/fastport).
 package inject
 
 import (
@@ -25,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fastport"
 	"github.com/ocsemu/ocsemu/dataplane/loss"
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/tcprio"
@@ -149,7 +155,7 @@ func find(h *netlink.Handle, link netlink.Link, d loss.Direction) (*ebpf.Map, er
 // Set puts one rule (a single direction) on its port, through h, a handle
 // of the port's namespace. An existing rule on that hook gets the new
 // fraction and keeps its counters.
-func Set(h *netlink.Handle, r loss.Rule) error {
+func Set(h *netlink.Handle, r loss.Rule) (err error) {
 	if r.PPM > loss.MaxPPM {
 		return fmt.Errorf("%s: %d ppm over %d", r.Port, r.PPM, loss.MaxPPM)
 	}
@@ -160,6 +166,18 @@ func Set(h *netlink.Handle, r loss.Rule) error {
 	link, err := nlsafe.Retry1(h.LinkByName, r.Port.Iface)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.Port, err)
+	}
+	if r.Direction == loss.Egress {
+		// Off before the rule exists and again after: a concurrent
+		// Refresh cannot leave the port fast with the rule in place.
+		if err := fastport.Off(h, link); err != nil {
+			return fmt.Errorf("%s: %w", r.Port, err)
+		}
+		defer func() {
+			if oerr := fastport.Off(h, link); oerr != nil && err == nil {
+				err = fmt.Errorf("%s: %w", r.Port, oerr)
+			}
+		}()
 	}
 	m, err := find(h, link, r.Direction)
 	if err != nil {
@@ -217,6 +235,11 @@ func Clear(h *netlink.Handle, p loss.Port, d loss.Direction) error {
 			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.Loss}}
 		if err := h.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("%s: remove %s loss rule: %w", p, dd, err)
+		}
+		if dd == loss.Egress {
+			if err := fastport.Refresh(h, p.NS, link); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
 		}
 	}
 	return nil
