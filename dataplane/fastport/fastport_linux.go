@@ -254,40 +254,11 @@ func Fast(m *ebpf.Map, ifindex uint32) (bool, error) {
 // program, or one loaded by an emu without flags; every port of that
 // program is then slow.
 func Find(h *netlink.Handle, link netlink.Link) (*ebpf.Map, error) {
-	fs, err := nlsafe.Retry2(h.FilterList, link, netlink.HANDLE_MIN_INGRESS)
-	if err != nil {
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) { // no clsact
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list ingress filters of %s: %w", link.Attrs().Name, err)
+	m, err := tcprio.FindMap(h, link, netlink.HANDLE_MIN_INGRESS, tcprio.FastPath, "", MapName)
+	if errors.Is(err, tcprio.ErrNoMap) {
+		return nil, nil
 	}
-	for _, f := range fs {
-		bf, ok := f.(*netlink.BpfFilter)
-		if !ok || bf.Id == 0 || bf.Attrs().Priority != tcprio.FastPath {
-			continue
-		}
-		prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(bf.Id))
-		if err != nil {
-			return nil, fmt.Errorf("open program %d on %s: %w", bf.Id, link.Attrs().Name, err)
-		}
-		info, err := prog.Info()
-		prog.Close()
-		if err != nil {
-			return nil, fmt.Errorf("program %d on %s: %w", bf.Id, link.Attrs().Name, err)
-		}
-		ids, _ := info.MapIDs()
-		for _, id := range ids {
-			m, err := ebpf.NewMapFromID(id)
-			if err != nil {
-				return nil, fmt.Errorf("open map %d on %s: %w", id, link.Attrs().Name, err)
-			}
-			if mi, err := m.Info(); err == nil && mi.Name == MapName {
-				return m, nil
-			}
-			m.Close()
-		}
-	}
-	return nil, nil
+	return m, err
 }
 
 // Off makes frames leaving by link (a port of the namespace h works in)

@@ -115,41 +115,7 @@ func find(h *netlink.Handle, link netlink.Link, d loss.Direction) (*ebpf.Map, er
 	if err != nil {
 		return nil, err
 	}
-	filters, err := nlsafe.Retry2(h.FilterList, link, par)
-	if err != nil {
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) { // no clsact yet
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list %s filters of %s: %w", d, link.Attrs().Name, err)
-	}
-	for _, f := range filters {
-		bf, ok := f.(*netlink.BpfFilter)
-		if !ok || bf.Id == 0 || bf.Attrs().Priority != tcprio.Loss {
-			continue
-		}
-		prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(bf.Id))
-		if err != nil {
-			return nil, fmt.Errorf("open program %d on %s: %w", bf.Id, link.Attrs().Name, err)
-		}
-		info, err := prog.Info()
-		prog.Close()
-		if err != nil || info.Name != progName {
-			continue
-		}
-		ids, _ := info.MapIDs()
-		for _, id := range ids {
-			m, err := ebpf.NewMapFromID(id)
-			if err != nil {
-				return nil, fmt.Errorf("open map %d on %s: %w", id, link.Attrs().Name, err)
-			}
-			if mi, err := m.Info(); err == nil && mi.Name == mapName {
-				return m, nil
-			}
-			m.Close()
-		}
-		return nil, fmt.Errorf("loss program on %s lacks its map", link.Attrs().Name)
-	}
-	return nil, nil
+	return tcprio.FindMap(h, link, par, tcprio.Loss, progName, mapName)
 }
 
 // Set puts one rule (a single direction) on its port, through h, a handle
