@@ -19,6 +19,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,8 +51,8 @@ func pathPorts(t *testing.T, tp *topo.Topology) []port {
 	return []port{find("tor0", "up0"), find("ocs0", "tor1u0"), find("tor1", srv)}
 }
 
-// fast reads a port's flag from the program on its ingress.
-func fast(t *testing.T, lab *fabric.Lab, p port) bool {
+// portLink opens a port's link through a handle of its node.
+func portLink(t *testing.T, lab *fabric.Lab, p port) (*netlink.Handle, netlink.Link) {
 	t.Helper()
 	h, err := lab.Handle(p.node)
 	if err != nil {
@@ -61,6 +62,13 @@ func fast(t *testing.T, lab *fabric.Lab, p port) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return h, l
+}
+
+// fast reads a port's flag from the program on its ingress.
+func fast(t *testing.T, lab *fabric.Lab, p port) bool {
+	t.Helper()
+	h, l := portLink(t, lab, p)
 	m, err := fastport.Find(h, l)
 	if err != nil || m == nil {
 		t.Fatalf("%s: flag map %v, %v", p, m, err)
@@ -77,14 +85,7 @@ func fast(t *testing.T, lab *fabric.Lab, p port) bool {
 // the peer's ingress is not among them.
 func txPackets(t *testing.T, lab *fabric.Lab, p port) uint64 {
 	t.Helper()
-	h, err := lab.Handle(p.node)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := h.LinkByName(p.iface)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l := portLink(t, lab, p)
 	return l.Attrs().Statistics.TxPackets
 }
 
