@@ -29,6 +29,9 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 	if data, err := os.ReadFile(filepath.Join(dir, "scenario.yaml")); err == nil {
 		d.Scenario = string(data)
 	}
+	if in.OCS != nil {
+		d.UplinkBytes = in.OCS.UplinkBytes
+	}
 	if len(qd) > 0 {
 		d.QdiscsBefore, _ = json.Marshal(qd[0].Stats)
 		d.QdiscsAfter, _ = json.Marshal(qd[len(qd)-1].Stats)

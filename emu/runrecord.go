@@ -122,6 +122,11 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs, Ssthresh: t.SsthreshSegs})
 	}
 	in.Flows = flowsOf(res.Outcome.Phases)
+	if res.TCPAware != nil {
+		in.ModelUplinkBytes = res.TCPAware.UplinkBytes
+	} else if res.Prediction != nil {
+		in.ModelUplinkBytes = res.Prediction.UplinkBytes
+	}
 	if f := r.s.Fabric; f.Rates.Server != scenario.Unlimited {
 		in.LinkPayloadBps = float64(f.Rates.Server) / 8 * flowmodel.Framing(f.MTU).Goodput()
 	}
@@ -242,8 +247,10 @@ func (r *recorder) readOCS(ctx context.Context, t0, end int64) (*fidelity.OCS, [
 	for _, c := range r.ocsPre {
 		pre[c.Iface] = c
 	}
+	o.UplinkBytes = map[string]uint64{}
 	for _, c := range post {
 		b := pre[c.Iface]
+		o.UplinkBytes[c.Uplink.String()] += c.FwdBytes - b.FwdBytes
 		o.DarkBytes += c.DarkBytes - b.DarkBytes
 		o.DarkPackets += c.DarkPackets - b.DarkPackets
 		o.UnpatchedBytes += c.UnpatchedBytes - b.UnpatchedBytes

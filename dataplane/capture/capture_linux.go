@@ -18,6 +18,7 @@ import (
 	"github.com/gopacket/gopacket/pcapgo"
 	"golang.org/x/sys/unix"
 
+	"github.com/ocsemu/ocsemu/dataplane/fastport"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 )
 
@@ -68,6 +69,12 @@ type Capture struct {
 // its node's namespace, creates the pcap file at path and captures until
 // ctx ends. Call Wait for the result. Timestamps are the kernel's receive
 // time of each packet (SO_TIMESTAMPNS), in nanoseconds.
+//
+// What a port sends is seen only on its egress, which an OCS or ToR port
+// that is fast skips (dataplane/fastport): Start turns the port's fast
+// flag off before the socket exists and again once it does, and the end
+// of the capture lets the port be fast again if nothing else needs its
+// egress. A capture that dies leaves the port slow.
 func Start(ctx context.Context, p Port, path string, o Options) (*Capture, error) {
 	if o.Snaplen == 0 {
 		o.Snaplen = DefaultSnaplen
@@ -77,6 +84,9 @@ func Start(ctx context.Context, p Port, path string, o Options) (*Capture, error
 	}
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if err := fastport.OffNS(p.NS, p.Iface); err != nil {
+		return nil, fmt.Errorf("capture %s: %w", p, err)
 	}
 	fd := -1
 	if err := netns.Do(p.NS, func() error {
@@ -111,10 +121,14 @@ func Start(ctx context.Context, p Port, path string, o Options) (*Capture, error
 	}); err != nil {
 		return nil, fmt.Errorf("capture %s: %w", p, err)
 	}
+	if err := fastport.OffNS(p.NS, p.Iface); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("capture %s: %w", p, err)
+	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|unix.O_NOFOLLOW, 0o644)
 	if err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("capture %s: %w", p, err)
+		return nil, fmt.Errorf("capture %s: %w", p, errors.Join(err, fastport.RefreshNS(p.NS, p.Iface)))
 	}
 	c := &Capture{port: p, path: path, snaplen: o.Snaplen, fd: fd, f: f, done: make(chan struct{}),
 		log: o.Log.With("port", p.String())}
@@ -145,6 +159,7 @@ func (c *Capture) run(ctx context.Context) (err error) {
 		}
 		c.stats.Dropped = uint64(st.Drops)
 		unix.Close(c.fd)
+		err = errors.Join(err, fastport.RefreshNS(c.port.NS, c.port.Iface))
 		err = errors.Join(err, bw.Flush(), c.f.Sync())
 		if fi, serr := c.f.Stat(); serr == nil {
 			c.stats.Bytes = fi.Size()

@@ -66,6 +66,9 @@ const (
 	EfficiencyPass, EfficiencyWarn = 0.97, 0.90
 	// Loss: retransmitted bytes over bytes sent.
 	LossPass, LossWarn = 0.001, 0.01
+	// Paths: the share of the uplinks' bytes that the kernel's paths and
+	// the model's put on different uplinks (pathBytes).
+	PathMismatchPass, PathMismatchWarn = 0.10, 0.25
 	// Lateness: the largest time a rank started a phase after it could.
 	LatenessPassNs, LatenessWarnNs = 1e6, 5e6
 	// Model accuracy against the TCP-aware model (the calibrated one when
@@ -92,6 +95,9 @@ type Link struct {
 type OCS struct {
 	DarkBytes, UnpatchedBytes     uint64
 	DarkPackets, UnpatchedPackets uint64
+	// UplinkBytes is, per ToR uplink ("tor0:1"), the frame bytes the OCS
+	// forwarded from it during the run: where the kernel sent the traffic.
+	UplinkBytes map[string]uint64
 	// RouteLagNs is, per reconfiguration, how long after the circuits
 	// changed the servers' paths matched them (0: the same instant): the
 	// ToRs' BPF paths when they run, else the netlink routes.
@@ -143,6 +149,9 @@ type Inputs struct {
 	// three models; the accuracy line and the attribution judge the
 	// TCP-aware one when there is one.
 	Ideal, Calibrated, TCPAware []record.Comparison
+	// ModelUplinkBytes is, per ToR uplink, the payload the TCP-aware
+	// model's paths put on it (the ideal model's without one).
+	ModelUplinkBytes map[string]float64
 	// LinkPayloadBps is the server links' payload rate in bytes/s (the
 	// calibrated model's), to turn retransmitted bytes into time.
 	LinkPayloadBps float64
@@ -151,7 +160,7 @@ type Inputs struct {
 // Judge makes the verdict.
 func Judge(in *Inputs) Verdict {
 	lines := []Line{
-		headroom(in), foreign(in), efficiency(in), loss(in), ocsDrops(in), routeAgreement(in), lateness(in), accuracy(in),
+		headroom(in), foreign(in), efficiency(in), loss(in), ocsDrops(in), routeAgreement(in), pathBytes(in), lateness(in), accuracy(in),
 	}
 	v := Verdict{Status: Pass, Lines: lines}
 	for _, l := range lines {
@@ -351,7 +360,7 @@ func routeAgreement(in *Inputs) Line {
 		lag[i] = float64(v)
 	}
 	l.Value = quantile(lag, 1)
-	l.Figure = fmt.Sprintf("paths followed the circuits %.2f ms later at most (median %.2f ms, %d OCS events); per-flow paths are chosen by the model's own function (routing.FlowHash), not recorded per run",
+	l.Figure = fmt.Sprintf("paths followed the circuits %.2f ms later at most (median %.2f ms, %d OCS events)",
 		l.Value/1e6, quantile(lag, 0.5)/1e6, len(lag))
 	switch {
 	case l.Value == 0:
@@ -359,6 +368,51 @@ func routeAgreement(in *Inputs) Line {
 	default:
 		l.Status = Warn
 		l.Why = "during the lag, flows on a removed circuit send into a dead port and flows onto an added one wait for routes"
+	}
+	return l
+}
+
+// pathBytes compares where the bytes went: per ToR uplink, the bytes the
+// OCS forwarded from it against the payload the model's paths put on it.
+// The kernel and the model choose paths with the same function, so a
+// wrong path shows as bytes on the wrong uplink. The fast path sees TCP's
+// GSO super-packets (one set of headers per up to 64 KB), so headers add
+// little; ACKs, retransmissions and timing (a flow still running when
+// its circuit changes) make up the rest of the difference.
+func pathBytes(in *Inputs) Line {
+	l := Line{Check: "paths against the model"}
+	if in.OCS == nil || in.ModelUplinkBytes == nil {
+		l.Status, l.Figure = NA, "no OCS in this fabric, or no model prediction"
+		return l
+	}
+	ups := map[string]bool{}
+	for u := range in.OCS.UplinkBytes {
+		ups[u] = true
+	}
+	for u := range in.ModelUplinkBytes {
+		ups[u] = true
+	}
+	var sumM, sumP, diff, worst float64
+	worstUp := ""
+	for u := range ups {
+		m, p := float64(in.OCS.UplinkBytes[u]), in.ModelUplinkBytes[u]
+		sumM, sumP = sumM+m, sumP+p
+		d := math.Abs(m - p)
+		diff += d
+		if d > worst || (d == worst && u < worstUp) {
+			worst, worstUp = d, u
+		}
+	}
+	if sumM+sumP == 0 {
+		l.Status, l.Figure = NA, "no traffic crossed a circuit"
+		return l
+	}
+	l.Value = diff / (sumM + sumP)
+	l.Status = grade(l.Value, PathMismatchPass, PathMismatchWarn, false)
+	l.Figure = fmt.Sprintf("the ToR uplinks sent %.1f MB onto circuits, the model's paths %.1f MB; per uplink %s of the bytes differ (most on %s: %.1f MB sent, %.1f MB in the model)",
+		sumM/1e6, sumP/1e6, pct(l.Value), worstUp, float64(in.OCS.UplinkBytes[worstUp])/1e6, in.ModelUplinkBytes[worstUp]/1e6)
+	if l.Status != Pass {
+		l.Why = "traffic crossed other uplinks than the model's paths, or at other times: compare uplink_bytes in the run's data with the prediction's"
 	}
 	return l
 }

@@ -121,6 +121,16 @@ func TestJudgeLossOCSLatenessAccuracy(t *testing.T) {
 		{"routes in the same instant", Inputs{OCS: &OCS{RouteLagNs: []int64{0, 0}}}, "route/circuit agreement", Pass},
 		{"routes lag", Inputs{OCS: &OCS{RouteLagNs: []int64{400e3, 2.5e6}}}, "route/circuit agreement", Warn},
 		{"no reconfiguration", Inputs{OCS: &OCS{}}, "route/circuit agreement", NA},
+		// 100 MB on tor0:0 and tor0:1 each in the model; 5 MB of ACKs and
+		// timing differ: (3 + 2) / 400 = 1.25%. The ECMP of the issue's
+		// diagnosis: 200 MB on tor0:0, 0 on its sibling: 200 / 400 = 50%.
+		{"paths agree", Inputs{OCS: &OCS{UplinkBytes: map[string]uint64{"tor0:0": 103e6, "tor0:1": 98e6}},
+			ModelUplinkBytes: map[string]float64{"tor0:0": 100e6, "tor0:1": 100e6}}, "paths against the model", Pass},
+		{"a sibling uplink took the flows", Inputs{OCS: &OCS{UplinkBytes: map[string]uint64{"tor0:0": 200e6}},
+			ModelUplinkBytes: map[string]float64{"tor0:0": 100e6, "tor0:1": 100e6}}, "paths against the model", Fail},
+		{"15% of the bytes on the other uplink", Inputs{OCS: &OCS{UplinkBytes: map[string]uint64{"tor0:0": 130e6, "tor0:1": 70e6}},
+			ModelUplinkBytes: map[string]float64{"tor0:0": 100e6, "tor0:1": 100e6}}, "paths against the model", Warn},
+		{"no model", Inputs{OCS: &OCS{}}, "paths against the model", NA},
 		{"on time", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 200e3}}}}, "phase lateness", Pass},
 		{"3 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 200e3}, {LatenessNs: 3e6}}}}, "phase lateness", Warn},
 		{"8 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 8e6}}}}, "phase lateness", Fail},

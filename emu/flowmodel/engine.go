@@ -104,6 +104,9 @@ type Stats struct {
 	OCSBytes          float64 // bytes that crossed at least one circuit
 	CircuitHopBytes   float64 // bytes x circuits crossed
 	RateComputations  int
+	// UplinkBytes is the payload each ToR uplink sent onto its circuit,
+	// indexed rack*UplinksPerToR + port (OCS fabrics only).
+	UplinkBytes []float64
 }
 
 type resource struct {
@@ -131,12 +134,14 @@ type flow struct {
 	upRes      int32 // the source server's uplink; -1: a ToR
 	downRes    int32 // the destination server's downlink; -1: a ToR
 	capRes     int32 // -1: none
+	grpRes     int32 // TCP-aware: joins an INC tree's segments into one share computation (tcpshare.go); -1: none
 	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
 	rttNs      int64 // the RTT slow start ramps at
 	hops       int   // circuits crossed on the current path
 	pathAt     int   // index in res of the path's first circuit
 	lit        bool  // on hops lit at the switch until a dark period ends
 	noPath     bool
+	inc        bool // a segment of an in-network aggregation tree (not TCP)
 	done       bool
 	version    int32
 	mark       int32
@@ -238,6 +243,9 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	s := &Sim{f: f, opt: opt, byName: map[string]int{}, darkEnds: map[int64][]int32{}}
 	n := 2*f.Racks*f.ServersPerRack + f.Racks*f.UplinksPerToR + 2*f.Racks
 	s.res = make([]resource, n)
+	if f.HasOCS() {
+		s.Stats.UplinkBytes = make([]float64, f.Racks*f.UplinksPerToR)
+	}
 	g := opt.payload()
 	for i := 0; i < 2*f.Racks*f.ServersPerRack; i++ {
 		s.res[i].capBps = g * bytesPerSec(f.Rates.Server)
@@ -474,10 +482,21 @@ func (s *Sim) startPhase(ji, q int) {
 		s.endPhase(ji, q)
 		return
 	}
+	grp := int32(-1)
 	for _, pf := range fls {
 		js.bytes[q] += pf.Bytes
 		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
-			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), upRes: -1, downRes: -1, capRes: -1, ssRes: -1}
+			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), upRes: -1, downRes: -1, capRes: -1, ssRes: -1, grpRes: -1}
+		_, srcToR := names.ParseToR(pf.Src)
+		_, dstToR := names.ParseToR(pf.Dst)
+		fl.inc = srcToR || dstToR
+		if fl.inc && s.opt.TCP != nil {
+			if grp < 0 {
+				s.res = append(s.res, resource{capBps: math.Inf(1)})
+				grp = int32(len(s.res) - 1)
+			}
+			fl.grpRes = grp
+		}
 		if r, i, ok := names.ParseServer(pf.Src); ok {
 			fl.upRes = s.serverUp(r, i)
 		}
@@ -498,7 +517,7 @@ func (s *Sim) startPhase(ji, q int) {
 		s.flows = append(s.flows, fl)
 		s.live = append(s.live, fl)
 		s.dirtyF = append(s.dirtyF, fl)
-		if s.opt.SlowStart != nil {
+		if s.opt.SlowStart != nil && !fl.inc {
 			s.startSlowStart(fl)
 		}
 	}
@@ -558,6 +577,9 @@ func (s *Sim) route(fl *flow) {
 	}
 	if fl.capRes >= 0 {
 		rs = append(rs, fl.capRes)
+	}
+	if fl.grpRes >= 0 {
+		rs = append(rs, fl.grpRes)
 	}
 	if fl.ssRes >= 0 {
 		rs = append(rs, fl.ssRes)
@@ -690,6 +712,10 @@ func (s *Sim) advance(fl *flow) {
 		if fl.hops > 0 {
 			s.Stats.OCSBytes += sent
 			s.Stats.CircuitHopBytes += sent * float64(fl.hops)
+			base := s.upTx(0, 0)
+			for _, r := range fl.res[fl.pathAt : fl.pathAt+fl.hops] {
+				s.Stats.UplinkBytes[r-base] += sent
+			}
 		}
 	}
 	fl.last = s.now

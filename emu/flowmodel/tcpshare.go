@@ -138,12 +138,14 @@ func (s *Sim) flowRTT(fl *flow) int64 {
 // the base RTT plus the queues of the saturated links it crosses, and the
 // rates are weighted max-min with weights (RTT/base)^-α. A flow crossing
 // two full queues gets 2^-α of the share of a flow crossing one, where
-// they meet.
+// they meet. The segments of an in-network aggregation tree are not TCP
+// (incshare.go): they share like a flow through one queue, move at one
+// rate, and their window caps that rate.
 func (s *Sim) shareByRTT(comp []*flow, rq []int32) {
 	for _, fl := range comp {
 		fl.weight = 1
 	}
-	s.waterfillWeighted(comp, rq)
+	s.waterfillWeighted(comp, rq, nil)
 	queue := make(map[int32]float64, len(rq))
 	for _, r := range rq {
 		queue[r] = float64(s.queueNs(r, s.saturatedNow(r)))
@@ -152,20 +154,43 @@ func (s *Sim) shareByRTT(comp []*flow, rq []int32) {
 	for _, fl := range comp {
 		rtt := base
 		for _, r := range fl.res {
-			rtt += queue[r]
+			if fl.inc {
+				rtt = max(rtt, base+queue[r])
+			} else {
+				rtt += queue[r]
+			}
 		}
 		fl.weight = math.Pow(rtt/base, -s.opt.TCP.RTTExponent)
 	}
-	s.waterfillWeighted(comp, rq)
+	s.waterfillWeighted(comp, rq, nil)
+	if fixed := s.incTreeRates(comp, queue); len(fixed) > 0 {
+		s.waterfillWeighted(comp, rq, fixed)
+	}
 }
 
 // waterfillWeighted is waterfill (maxmin.go) with per-flow weights:
 // repeatedly take the resource with the smallest remaining capacity per
 // unit of open weight, fix every open flow through it at its weight times
-// that level, and take those rates off the other resources.
-func (s *Sim) waterfillWeighted(comp []*flow, rq []int32) {
+// that level, and take those rates off the other resources. Flows in
+// fixed get their rate there (if startFill leaves them open) before the
+// others share what is left.
+func (s *Sim) waterfillWeighted(comp []*flow, rq []int32, fixed map[*flow]float64) {
 	openW := make(map[int32]float64, len(rq))
 	open := s.startFill(comp, rq)
+	for fl, rate := range fixed {
+		if fl.frozen {
+			continue
+		}
+		fl.frozen, fl.rate = true, rate
+		open--
+		for _, r := range fl.res {
+			o := &s.res[r]
+			o.open--
+			if !math.IsInf(o.remCap, 1) {
+				o.remCap = math.Max(0, o.remCap-rate)
+			}
+		}
+	}
 	for _, fl := range comp {
 		if fl.frozen {
 			continue

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/dataplane/inc"
+	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
 )
 
@@ -134,5 +135,16 @@ func TestAdmissionAgreesWithCapacity(t *testing.T) {
 				t.Fatalf("admissions %+v, want the second admitted: %v", adm, c.second)
 			}
 		})
+	}
+}
+
+// The TCP-aware model caps an INC tree by the window the workers keep in
+// flight; it must be the emulation's.
+func TestFlowModelKnowsTheINCWindow(t *testing.T) {
+	if flowmodel.INCWindowSlots != DefaultINCWindow {
+		t.Errorf("flowmodel.INCWindowSlots = %d, the emulation's window is %d slots", flowmodel.INCWindowSlots, DefaultINCWindow)
+	}
+	if flowmodel.INCSlotBytes != inc.MaxElems*4 {
+		t.Errorf("flowmodel.INCSlotBytes = %d, a slot carries %d bytes", flowmodel.INCSlotBytes, inc.MaxElems*4)
 	}
 }

@@ -40,6 +40,10 @@ type RunData struct {
 	QdiscsAfter  json.RawMessage `json:"qdiscs_after,omitempty"`
 
 	Series Series `json:"series"`
+	// UplinkBytes is, per ToR uplink ("tor0:1"), the bytes the OCS fast
+	// path forwarded from it during the run; the prediction's
+	// uplink_bytes are the model's (the paths line of the verdict).
+	UplinkBytes map[string]uint64 `json:"uplink_bytes,omitempty"`
 
 	Prediction           *record.Run            `json:"prediction"`
 	Calibrated           *record.Run            `json:"prediction_calibrated,omitempty"`

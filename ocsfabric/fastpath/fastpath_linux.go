@@ -23,6 +23,9 @@
 //     timers.
 //   - counters: per-CPU array indexed by ifindex: forwarded, dropped-dark
 //     and dropped-unpatched packets and bytes.
+//   - fast: the ports a frame may leave by straight into the peer's
+//     ingress, skipping the port's egress (dataplane/fastport): those
+//     with no shaper, egress loss rule or capture.
 //   - times: array indexed by ifindex: when the port last forwarded a
 //     frame and last dropped one as dark, and the last whole dark period
 //     as frames met it (DarkTimes). It is how a probe measures the dark
@@ -42,6 +45,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
 
+	"github.com/ocsemu/ocsemu/dataplane/fastport"
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
@@ -126,7 +130,8 @@ type Switch struct {
 	gen                          *Gen
 	prog                         *ebpf.Program
 	pidx, ports, counters, times *ebpf.Map
-	nports                       uint32 // the stride of a generation in ports
+	fast                         *ebpf.Map // nil: a program loaded by an older emu, every port slow
+	nports                       uint32    // the stride of a generation in ports
 
 	mu  sync.Mutex
 	idx map[uint32]uint32 // ifindex -> port index, as in pidx
@@ -168,9 +173,13 @@ func New(gen *Gen, ports []uint32) (*Switch, error) {
 		s.Close()
 		return nil, fmt.Errorf("create times map: %w", err)
 	}
+	if s.fast, err = fastport.NewMap(); err != nil {
+		s.Close()
+		return nil, err
+	}
 	if s.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: progName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(gen.FD(), s.pidx.FD(), s.ports.FD(), s.counters.FD(), s.times.FD(), s.nports),
+		Instructions: program(gen.FD(), s.pidx.FD(), s.ports.FD(), s.counters.FD(), s.times.FD(), s.fast.FD(), s.nports),
 	}); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("load OCS program: %w", err)
@@ -181,7 +190,7 @@ func New(gen *Gen, ports []uint32) (*Switch, error) {
 // program assembles the classifier of a switch of nports ports.
 // Registers: r6 ctx, r8 now, r7 peer, r9 dark-until. The ingress ifindex,
 // the key of counters and times, is kept at fp-12.
-func program(meta, pidx, ports, counters, times int, nports uint32) asm.Instructions {
+func program(meta, pidx, ports, counters, times, fast int, nports uint32) asm.Instructions {
 	prologue := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.FnKtimeGetNs.Call(),
@@ -242,15 +251,11 @@ func program(meta, pidx, ports, counters, times int, nports uint32) asm.Instruct
 		asm.StoreMem(asm.R0, tPeriods, asm.R4, asm.DWord),
 		asm.StoreMem(asm.R0, tLastFwd, asm.R8, asm.DWord).WithSymbol("fwdstamp"),
 	})
-	// bpf_redirect to the peer port's egress, so its shaping applies.
-	// (bpf_redirect_peer, which skips that egress, measured no faster
-	// here: docs/benchmarks.md.)
-	redirect := asm.Instructions{
-		asm.Mov.Reg(asm.R1, asm.R7).WithSymbol("redirect"),
-		asm.Mov.Imm(asm.R2, 0),
-		asm.FnRedirect.Call(),
-		asm.Return(),
-	}
+	// To the peer port: straight into the ingress of its veth peer (the
+	// ToR's uplink) when the port is fast, else through its egress, so
+	// that its shaper, loss rule and capture apply (dataplane/fastport).
+	redirect := fastport.Redirect(fast, asm.R7, -16, "redirect")
+	redirect[0] = redirect[0].WithSymbol("redirect")
 	dark := append(asm.Instructions{asm.JEq.Imm(asm.R0, 0, "darktimes").WithSymbol("dark")}, bump(16)...)
 	// The first dark drop after a forwarded frame opens a dark period.
 	dark = slices.Concat(dark, lookupTimes(times, "darktimes", "shot"), asm.Instructions{
@@ -299,7 +304,7 @@ func (s *Switch) Close() {
 	if s.prog != nil {
 		s.prog.Close()
 	}
-	for _, m := range []*ebpf.Map{s.pidx, s.ports, s.counters, s.times} {
+	for _, m := range []*ebpf.Map{s.pidx, s.ports, s.counters, s.times, s.fast} {
 		if m != nil {
 			m.Close()
 		}
@@ -360,6 +365,8 @@ func Recover(h *netlink.Handle, link netlink.Link, gen *Gen) (*Switch, *Gen, err
 				s.counters = m
 			case timesName:
 				s.times = m
+			case fastport.MapName:
+				s.fast = m
 			default:
 				m.Close()
 			}
@@ -418,6 +425,30 @@ func (s *Switch) key(gen, i uint32) (uint32, error) {
 		return 0, fmt.Errorf("ifindex %d is not a port of this switch", i)
 	}
 	return gen*s.nports + n - 1, nil
+}
+
+// SyncFast sets the fast flag of the switch's ports links (in namespace
+// ns, h a handle there) from what their egress holds (fastport.Sync) and
+// returns why each slow port is slow ("" for fast ones). A program
+// loaded by an older emu keeps no flags: every port stays slow.
+func (s *Switch) SyncFast(h *netlink.Handle, ns string, links []netlink.Link) ([]string, error) {
+	if s.fast == nil {
+		why := make([]string, len(links))
+		for i := range why {
+			why[i] = "program loaded by an older emu"
+		}
+		return why, nil
+	}
+	return fastport.Sync(s.fast, h, ns, links)
+}
+
+// Fast reports whether frames leave by port ifindex straight into its
+// peer's ingress.
+func (s *Switch) Fast(ifindex uint32) (bool, error) {
+	if s.fast == nil {
+		return false, nil
+	}
+	return fastport.Fast(s.fast, ifindex)
 }
 
 // Read returns the entries of the generation in use, by ifindex.

@@ -6,8 +6,10 @@ import (
 	"math/rand"
 	"net"
 	"net/netip"
+	"os"
 	"runtime"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,9 +17,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/fastport"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
@@ -267,14 +272,18 @@ func BenchmarkControlLatency(b *testing.B) {
 
 // BenchmarkCircuitThroughput compares, in one interleaved run, TCP goodput
 // across server -> ToR -> OCS -> ToR -> server (unshaped) with a bare veth
-// pair, and checks a circuit shaped to 1 Gbit/s. Beside each median: the
-// process's CPU seconds per GB moved (user + system, so the softirq
-// forwarding done in the sender's and receiver's own context counts), a
-// figure the machine's load disturbs less than goodput. Then where the
-// cycles go: the sending thread's CPU time per 64-byte UDP datagram over
-// each path (the whole kernel path, every forwarding hop and the delivery
-// to the receiver's socket, runs in the sender's softirq context), so the
-// difference is the cost of the fabric's three extra hops.
+// pair, and checks a circuit shaped to 1 Gbit/s. The unshaped fabric runs
+// twice per round, in the same lab: with its ports fast (frames handed
+// straight to each veth peer's ingress, dataplane/fastport) and with every
+// port slow (plain bpf_redirect and the kernel's IP forwarding to the
+// server, as before fast ports). Beside each median: the process's CPU
+// seconds per GB moved (user + system, so the softirq forwarding done in
+// the sender's and receiver's own context counts), a figure the machine's
+// load disturbs less than goodput. Then where the cycles go: the sending
+// thread's CPU time per 64-byte UDP datagram over each path (the whole
+// kernel path, every forwarding hop and the delivery to the receiver's
+// socket, runs in the sender's softirq context), so the difference is the
+// cost of the fabric's extra hops.
 func BenchmarkCircuitThroughput(b *testing.B) {
 	ctx := context.Background()
 	labU, _, clU := startOCS(b, "thr", "{kind: ocs, racks: 2, servers_per_rack: 1, rates: {server: unlimited, uplink: unlimited}}")
@@ -290,11 +299,14 @@ func BenchmarkCircuitThroughput(b *testing.B) {
 		name string
 		src  probe.Host
 		dst  probe.Host
+		fast bool // the unshaped lab's ports fast during this path's turn
 	}{
-		{"server->ToR->OCS->ToR->server, unshaped", fabrictest.Hosts(labU)[0], fabrictest.Hosts(labU)[1]},
-		{"bare veth pair", ba, bb},
-		{"circuit shaped to 1 Gbit/s", fabrictest.Hosts(labS)[0], fabrictest.Hosts(labS)[1]},
+		{"fabric, unshaped, fast ports", fabrictest.Hosts(labU)[0], fabrictest.Hosts(labU)[1], true},
+		{"fabric, unshaped, slow ports (before)", fabrictest.Hosts(labU)[0], fabrictest.Hosts(labU)[1], false},
+		{"bare veth pair", ba, bb, false},
+		{"circuit shaped to 1 Gbit/s", fabrictest.Hosts(labS)[0], fabrictest.Hosts(labS)[1], false},
 	}
+	const fastK, slowK, bareK, shapedK = 0, 1, 2, 3
 	cpu := func() time.Duration {
 		var ru syscall.Rusage
 		_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
@@ -303,10 +315,12 @@ func BenchmarkCircuitThroughput(b *testing.B) {
 	const d, warmup, rounds = 2 * time.Second, 300 * time.Millisecond, 7
 	b.ResetTimer()
 	for n := 0; n < b.N; n++ {
+		load0 := loadAvg()
 		gbps := make([][]float64, len(paths))
 		cpuGB := make([][]float64, len(paths))
 		for i := 0; i < rounds; i++ {
 			for k, p := range paths {
+				setFast(b, labU, p.fast)
 				c0 := cpu()
 				r, err := probe.Transfer(ctx, p.src, p.dst, probe.TransferOptions{Port: 5400 + 10*k + i, Duration: d, Warmup: warmup})
 				if err != nil {
@@ -319,43 +333,98 @@ func BenchmarkCircuitThroughput(b *testing.B) {
 			}
 		}
 		med := func(k int) (float64, float64) { return percentile(gbps[k], .5), percentile(cpuGB[k], .5) }
-		f, fc := med(0)
-		bv, bc := med(1)
-		s, _ := med(2)
 		// Paired: each round's fabric figure over the same round's bare
 		// pair, so that load changing between rounds cancels.
-		var paired []float64
-		for i := range gbps[0] {
-			paired = append(paired, gbps[0][i]/gbps[1][i])
+		paired := func(k int, xs [][]float64, inv bool) float64 {
+			var r []float64
+			for i := range xs[k] {
+				if inv {
+					r = append(r, xs[bareK][i]/xs[k][i])
+				} else {
+					r = append(r, xs[k][i]/xs[bareK][i])
+				}
+			}
+			return percentile(r, .5)
 		}
-		fmt.Printf("\nTCP goodput, medians of %d x %v, interleaved in one run (CPU: the process's seconds per GB moved):\n", rounds, d)
-		for k, p := range paths[:2] {
+		bv, bc := med(bareK)
+		s, _ := med(shapedK)
+		fmt.Printf("\nTCP goodput, medians of %d x %v, interleaved in one run (CPU: the process's seconds per GB moved), load %s:\n", rounds, d, load0)
+		for k, p := range paths[:shapedK] {
 			g, c := med(k)
 			fmt.Printf("  %-40s %6.2f Gbit/s  %5.3f CPU-s/GB  %v\n", p.name, g, c, round2(gbps[k]))
 		}
-		fmt.Printf("  ratio                                    %6.1f%%  (goal >= 95%%); median of per-round ratios %.1f%%; by CPU per GB %.1f%%\n", 100*f/bv, 100*percentile(paired, .5), 100*bc/fc)
+		for _, k := range []int{fastK, slowK} {
+			g, c := med(k)
+			fmt.Printf("  %-40s by CPU per GB %5.1f%% (per round %5.1f%%; goal >= 95%%), goodput %5.1f%% (per round %5.1f%%)\n",
+				paths[k].name+" / bare", 100*bc/c, 100*paired(k, cpuGB, true), 100*g/bv, 100*paired(k, gbps, false))
+		}
 		fmt.Printf("  circuit shaped to 1 Gbit/s               %6.3f Gbit/s = %.1f%% (goal 90-100%%)\n", s, 100*s)
-		b.ReportMetric(100*f/bv, "fabric-vs-bare-%")
+		ff, fc := med(fastK)
+		_, sc := med(slowK)
+		b.ReportMetric(100*ff/bv, "fabric-vs-bare-%")
 		b.ReportMetric(100*bc/fc, "fabric-vs-bare-cpu-%")
+		b.ReportMetric(100*bc/sc, "slow-vs-bare-cpu-%")
 		b.ReportMetric(100*s, "shaped-1G-%")
 
 		const datagrams, udpRounds = 20000, 9
-		per := make([][]float64, 2)
+		udp := []int{fastK, slowK, bareK}
+		per := make([][]float64, len(udp))
 		for i := 0; i < udpRounds; i++ {
-			for k, p := range paths[:2] {
-				us, err := sendCost(p.src, p.dst, 7100+k, datagrams)
+			for j, k := range udp {
+				setFast(b, labU, paths[k].fast)
+				us, err := sendCost(paths[k].src, paths[k].dst, 7100+k, datagrams)
 				if err != nil {
 					b.Fatal(err)
 				}
-				per[k] = append(per[k], us)
+				per[j] = append(per[j], us)
 			}
 		}
-		uf, ub := percentile(per[0], .5), percentile(per[1], .5)
-		fmt.Printf("sender CPU per 64-byte UDP datagram, medians of %d x %d interleaved:\n", udpRounds, datagrams)
-		fmt.Printf("  fabric %.2f us, bare veth pair %.2f us: the three extra hops (veth, BPF, redirect) cost %.2f us, %.2f us each\n", uf, ub, uf-ub, (uf-ub)/3)
+		setFast(b, labU, true)
+		uf, us, ub := percentile(per[0], .5), percentile(per[1], .5), percentile(per[2], .5)
+		fmt.Printf("sender CPU per 64-byte UDP datagram, medians of %d x %d interleaved (load %s):\n", udpRounds, datagrams, loadAvg())
+		fmt.Printf("  fast ports %.2f us, slow ports %.2f us, bare veth pair %.2f us: the fabric's extra hops cost %.2f us fast, %.2f us slow\n", uf, us, ub, uf-ub, us-ub)
 		b.ReportMetric(uf, "fabric-us/datagram")
+		b.ReportMetric(us, "slow-us/datagram")
 		b.ReportMetric(ub, "bare-us/datagram")
 	}
+}
+
+// setFast makes every OCS and ToR port of lab fast where nothing needs
+// its egress (on) or slow (off), as the OCS process and `emu loss` do.
+func setFast(t testing.TB, lab *fabric.Lab, on bool) {
+	t.Helper()
+	for _, n := range lab.Topo.Nodes {
+		if n.Kind != topo.KindToR && n.Kind != topo.KindOCS {
+			continue
+		}
+		h, err := lab.Handle(n.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, iface := range lab.Topo.Ifaces(n.Name) {
+			l, err := lab.Port(n.Name, iface)
+			if err == nil {
+				if on {
+					err = fastport.Refresh(h, n.NS, l)
+				} else {
+					err = fastport.Off(h, l)
+				}
+			}
+			if err != nil {
+				t.Fatalf("%s:%s: %v", n.Name, iface, err)
+			}
+		}
+	}
+}
+
+// loadAvg is the first three fields of /proc/loadavg.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], " ")
 }
 
 // sendCost sends n 64-byte datagrams from src to dst on one locked thread

@@ -97,6 +97,11 @@ type Controller struct {
 	stageNs   int64 // how long the last configuration took to write
 	routes    *routeWorker
 
+	// fastMu guards the counts of fast and slow ports (dataplane/fastport)
+	// that ToRs set up in parallel add to.
+	fastMu               sync.Mutex
+	fastPorts, slowPorts int
+
 	evMu    sync.Mutex
 	evFile  *os.File
 	evErr   error // the first failed write to the event log
@@ -153,6 +158,7 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 		return nil, fmt.Errorf("initial routes: %w", err)
 	}
 	c.setUnreachable(unreach)
+	c.log.Info("ports that skip their egress (bpf_redirect_peer)", "fast", c.fastPorts, "slow", c.slowPorts)
 	return c, nil
 }
 
@@ -216,16 +222,43 @@ func (c *Controller) attach() error {
 		} else {
 			return fmt.Errorf("ocs%d: %w", k, err)
 		}
+		var links []netlink.Link
 		for i := range byIf[k] {
-			if err := sw.Attach(h, port(i)); err != nil {
+			links = append(links, port(i))
+		}
+		c.switches = append(c.switches, sw)
+		// Ports without shaper, loss rule or capture hand frames straight
+		// to the ToR uplink's ingress (dataplane/fastport).
+		n, _ := c.lab.Topo.Node(names.OCSName(k))
+		why, err := sw.SyncFast(h, n.NS, links)
+		if err != nil {
+			return fmt.Errorf("ocs%d: %w", k, err)
+		}
+		c.countFast(n.Name, links, why)
+		for _, l := range links {
+			if err := sw.Attach(h, l); err != nil {
 				return fmt.Errorf("ocs%d: %w", k, err)
 			}
 		}
-		c.switches = append(c.switches, sw)
 	}
 	c.cur = configFromEdges(edges)
 	c.live, c.liveDark = c.cur, c.dark
 	return nil
+}
+
+// countFast logs which of a node's ports are slow, and why, and counts
+// the fast ones.
+func (c *Controller) countFast(node string, links []netlink.Link, why []string) {
+	c.fastMu.Lock()
+	defer c.fastMu.Unlock()
+	for i, l := range links {
+		if why[i] == "" {
+			c.fastPorts++
+			continue
+		}
+		c.slowPorts++
+		c.log.Debug("slow port: frames leave through its egress", "port", node+":"+l.Attrs().Name, "why", why[i])
+	}
 }
 
 func keys(m map[uint32]circuit.Uplink) []uint32 {

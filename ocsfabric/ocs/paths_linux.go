@@ -65,6 +65,7 @@ func (p *torPaths) setupToR(c *Controller, table routing.Table, rack, maxHops in
 		return err
 	}
 	var attach, egress []netlink.Link
+	servers := map[byte]torpath.Hop{}
 	for _, l := range t.Links {
 		if l.B.Node != node && l.A.Node != node {
 			continue
@@ -80,6 +81,8 @@ func (p *torPaths) setupToR(c *Controller, table routing.Table, rack, maxHops in
 		switch l.Kind {
 		case topo.LinkServer:
 			attach = append(attach, link)
+			a := l.A.Addr.As4()
+			servers[a[3]] = torpath.Hop{Dst: l.A.MAC, Src: l.B.MAC, Ifindex: uint32(link.Attrs().Index)}
 		case topo.LinkUplink:
 			attach = append(attach, link)
 			egress = append(egress, link)
@@ -105,6 +108,17 @@ func (p *torPaths) setupToR(c *Controller, table routing.Table, rack, maxHops in
 	if err := tor.WriteCurrent(rs); err != nil {
 		return err
 	}
+	if err := tor.WriteLocal(servers); err != nil {
+		return err
+	}
+	// Server ports and uplinks without shaper, loss rule or capture take
+	// frames straight into their peers (dataplane/fastport).
+	n, _ := t.Node(node)
+	why, err := tor.SyncFast(h, n.NS, attach)
+	if err != nil {
+		return err
+	}
+	c.countFast(node, attach, why)
 	for _, l := range attach {
 		if err := tor.Attach(h, l); err != nil {
 			return err

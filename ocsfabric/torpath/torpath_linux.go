@@ -14,10 +14,19 @@
 // between the hops lit at the switch and all hops, so the flow model and
 // the kernel route every flow alike.
 //
+// On ingress, the program hands a frame to the ingress of the chosen
+// port's veth peer (bpf_redirect_peer, one veth hop less) when that port
+// is fast: nothing on its egress (shaper, loss rule, capture) needs the
+// frame (dataplane/fastport). Frames for a server of the ToR's own rack
+// whose port is fast are delivered the same way by the program, as IP
+// forwarding would (MACs, TTL, checksum); frames for a slow server port
+// are left to the kernel's IP forwarding, which transmits on that port.
+//
 // What the program leaves to the kernel (TC_ACT_OK): frames that are not
-// IPv4 without options, frames for this rack, for addresses outside the
+// IPv4 without options, frames for the ToR itself (its gateway and router
+// addresses: the INC aggregator lives there), for addresses outside the
 // racks' (the packet core), frames whose TTL would expire (the kernel
-// answers with ICMP), and destinations the map has no entry for. Traffic
+// answers with ICMP), and destinations the maps have no entry for. Traffic
 // the ToR itself originates never passes an ingress hook: the kernel
 // routes it (by the netlink routes the OCS process keeps installing) onto
 // an uplink or the core port, where an egress variant of the program
@@ -33,8 +42,12 @@
 //     instant until which only they are used (make-before-break,
 //     routing.Choice), then the hops and the lit hops, each the 12 bytes
 //     of Ethernet addresses to write and the ifindex to redirect to.
-//   - counters: per-CPU: redirected and dropped-unreachable packets and
-//     bytes.
+//   - local: array indexed by the last byte of a server address of the
+//     own rack: the server's port, as a hop (no entry: the kernel).
+//   - fast: the ports frames may leave by straight into the peer's
+//     ingress (dataplane/fastport).
+//   - counters: per-CPU: redirected (to another rack or a local server)
+//     and dropped-unreachable packets and bytes.
 package torpath
 
 import (
@@ -50,6 +63,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/ocsemu/ocsemu/dataplane/fastport"
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/tcprio"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
@@ -61,6 +75,7 @@ const (
 	progName       = "emu_torpath"
 	egressProgName = "emu_torpath_eg"
 	routesName     = "emu_tor_routes"
+	localName      = "emu_tor_local"
 	countersName   = "emu_tor_ctrs"
 	filterName     = "emu-torpath"
 )
@@ -81,6 +96,9 @@ const (
 	offSrc       = 26
 	offDst       = 30
 	skbIfindex   = 40 // __sk_buff.ifindex: the device at egress
+	skbData      = 76 // __sk_buff.data
+	skbDataEnd   = 80 // __sk_buff.data_end
+	hdrLen       = 34 // Ethernet and IPv4 headers: what rewrite writes
 )
 
 const (
@@ -120,11 +138,12 @@ type Counters struct {
 
 // ToR is the BPF state of one ToR.
 type ToR struct {
-	cfg              Config
-	gen              *fastpath.Gen
-	mu               sync.Mutex
-	prog, egress     *ebpf.Program
-	routes, counters *ebpf.Map
+	cfg                     Config
+	gen                     *fastpath.Gen
+	mu                      sync.Mutex
+	prog, egress            *ebpf.Program
+	routes, local, counters *ebpf.Map
+	fast                    *ebpf.Map
 }
 
 func (c Config) check() error {
@@ -153,17 +172,25 @@ func New(cfg Config, gen *fastpath.Gen) (*ToR, error) {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: create routes map: %w", cfg.Rack, err)
 	}
+	if t.local, err = ebpf.NewMap(&ebpf.MapSpec{Name: localName, Type: ebpf.Array, KeySize: 4, ValueSize: hopSize, MaxEntries: 256}); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("tor%d: create local map: %w", cfg.Rack, err)
+	}
 	if t.counters, err = ebpf.NewMap(&ebpf.MapSpec{Name: countersName, Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 32, MaxEntries: 1}); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: create counters map: %w", cfg.Rack, err)
 	}
+	if t.fast, err = fastport.NewMap(); err != nil {
+		t.Close()
+		return nil, fmt.Errorf("tor%d: %w", cfg.Rack, err)
+	}
 	if t.prog, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: progName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.counters.FD(), false)}); err != nil {
+		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.local.FD(), t.counters.FD(), t.fast.FD(), false)}); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: load path program: %w", cfg.Rack, err)
 	}
 	if t.egress, err = ebpf.NewProgram(&ebpf.ProgramSpec{Name: egressProgName, Type: ebpf.SchedCLS, License: "GPL",
-		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.counters.FD(), true)}); err != nil {
+		Instructions: program(cfg, gen.FD(), t.routes.FD(), t.local.FD(), t.counters.FD(), t.fast.FD(), true)}); err != nil {
 		t.Close()
 		return nil, fmt.Errorf("tor%d: load egress path program: %w", cfg.Rack, err)
 	}
@@ -171,15 +198,22 @@ func New(cfg Config, gen *fastpath.Gen) (*ToR, error) {
 }
 
 // program assembles the classifier. Registers: r6 ctx, r7 destination
-// address then rack, r8 flow hash, r9 generation then route entry.
+// address then rack, r8 flow hash, r9 the destination's host byte, then
+// generation, then route entry or local hop.
 //
 // The egress variant steers what the ToR sends itself (routed by the
 // kernel onto some uplink or the core port) onto the chosen hop: it
 // writes the MACs but leaves the TTL (nothing was forwarded), and lets
 // the frame go on (TC_ACT_OK) when the kernel already picked that port.
 // Frames the ingress program redirected pass it again and stay.
-func program(cfg Config, meta, routes, counters int, egress bool) asm.Instructions {
+func program(cfg Config, meta, routes, local, counters, fast int, egress bool) asm.Instructions {
 	ok := "ok"
+	// What egress sees for its own rack is the ToR's own traffic on its
+	// way to the kernel's choice: leave it.
+	ownRack := "local"
+	if egress {
+		ownRack = ok
+	}
 	ins := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		// IPv4 without options, TTL > 1.
@@ -212,10 +246,12 @@ func program(cfg Config, meta, routes, counters int, egress bool) asm.Instructio
 		asm.RSh.Imm(asm.R1, 16),
 		asm.And.Imm(asm.R1, 0xff),
 		asm.JEq.Imm(asm.R1, 255, "router"),
+		asm.Mov.Reg(asm.R9, asm.R7),
+		asm.And.Imm(asm.R9, 0xff),
 		asm.RSh.Imm(asm.R7, 8),
 		asm.And.Imm(asm.R7, 0xffff).WithSymbol("rack"),
 		asm.JGE.Imm(asm.R7, int32(cfg.Racks), ok),
-		asm.JEq.Imm(asm.R7, int32(cfg.Rack), ok),
+		asm.JEq.Imm(asm.R7, int32(cfg.Rack), ownRack),
 		// r9 = generation: that of the latest armed switch now (fp-24)
 		// has passed.
 		asm.FnKtimeGetNs.Call(),
@@ -259,15 +295,9 @@ func program(cfg Config, meta, routes, counters int, egress bool) asm.Instructio
 		asm.LSh.Imm(asm.R2, 4),
 		asm.Add.Reg(asm.R2, asm.R5),
 		asm.Add.Reg(asm.R9, asm.R2),
-		// Ethernet addresses.
-		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.Mov.Imm(asm.R2, 0),
-		asm.Mov.Reg(asm.R3, asm.R9),
-		asm.Mov.Imm(asm.R4, 12),
-		asm.Mov.Imm(asm.R5, 0),
-		asm.FnSkbStoreBytes.Call(),
-		asm.JNE.Imm(asm.R0, 0, "shot"),
 	)
+	// Ethernet addresses (r9: the hop) and, on ingress, the TTL.
+	ins = append(ins, rewrite(egress)...)
 	if egress {
 		// Already on the chosen port: go on.
 		ins = append(ins,
@@ -275,61 +305,103 @@ func program(cfg Config, meta, routes, counters int, egress bool) asm.Instructio
 			asm.LoadMem(asm.R2, asm.R9, 12, asm.Word),
 			asm.JEq.Reg(asm.R1, asm.R2, ok),
 		)
-	} else {
-		ins = append(ins, decTTL()...)
 	}
 	c := count(counters, 0)
 	ins = append(ins, c...)
-
+	ins = append(ins, asm.LoadMem(asm.R1, asm.R9, 12, asm.Word))
+	if egress {
+		// bpf_redirect_peer works on ingress only.
+		ins = append(ins, asm.Mov.Imm(asm.R2, 0), asm.FnRedirect.Call(), asm.Return())
+	} else {
+		ins = append(ins, fastport.Redirect(fast, asm.R1, -28, "out")...)
+	}
+	// headers not in the linear part: pull them in, then rewrite
 	ins = append(ins,
-		asm.LoadMem(asm.R1, asm.R9, 12, asm.Word),
-		asm.Mov.Imm(asm.R2, 0),
-		asm.FnRedirect.Call(),
-		asm.Return(),
-		// a ToR's router address: rack = low 16 bits
-		asm.Ja.Label("rack").WithSymbol("router"),
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("pull"),
+		asm.Mov.Imm(asm.R2, hdrLen),
+		asm.FnSkbPullData.Call(),
+		asm.JNE.Imm(asm.R0, 0, "shot"),
+		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, hdrLen),
+		asm.JGT.Reg(asm.R4, asm.R3, "shot"),
+		asm.Ja.Label("write"),
+	)
+	ins = append(ins,
+		// a ToR's router address: rack = low 16 bits, no host byte
+		asm.Mov.Imm(asm.R9, 0).WithSymbol("router"),
+		asm.Ja.Label("rack"),
 		// no hops: drop if unreachable, else the kernel decides
 		asm.LoadMem(asm.R1, asm.R9, 4, asm.Word).WithSymbol("nohops"),
 		asm.JEq.Imm(asm.R1, 0, ok),
 	)
 	ins = append(ins, count(counters, 16)...)
-	return append(ins,
+	ins = append(ins,
 		asm.Mov.Imm(asm.R0, actShot).WithSymbol("shot"),
 		asm.Return(),
 		asm.Mov.Imm(asm.R0, actOK).WithSymbol(ok),
 		asm.Return(),
 	)
+	if egress {
+		return ins
+	}
+	// a server of this rack: its port from the local map, when the port
+	// is fast; else the kernel forwards (and transmits on the port)
+	return append(ins,
+		asm.StoreMem(asm.RFP, -8, asm.R9, asm.Word).WithSymbol("local"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -8),
+		asm.LoadMapPtr(asm.R1, local),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, ok),
+		asm.Mov.Reg(asm.R9, asm.R0),
+		asm.LoadMem(asm.R1, asm.R9, 12, asm.Word),
+		asm.JEq.Imm(asm.R1, 0, ok),
+		asm.StoreMem(asm.RFP, -32, asm.R1, asm.Word),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, -32),
+		asm.LoadMapPtr(asm.R1, fast),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, ok),
+		asm.Ja.Label("hop"),
+	)
 }
 
-// decTTL decrements the TTL of the frame (r6 ctx), with the header
-// checksum (raw 16-bit words), as IP forwarding does.
-func decTTL() asm.Instructions {
-	return asm.Instructions{
-		asm.LoadAbs(offTTL, asm.Half), // ttl<<8 | proto
-		asm.Mov.Reg(asm.R7, asm.R0),
-		asm.Mov.Reg(asm.R8, asm.R0),
-		asm.Sub.Imm(asm.R8, 0x100),
-		asm.Mov.Reg(asm.R1, asm.R8),
-		asm.RSh.Imm(asm.R1, 8),
-		asm.StoreMem(asm.RFP, -12, asm.R1, asm.Byte),
-		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.Mov.Imm(asm.R2, offTTL),
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -12),
-		asm.Mov.Imm(asm.R4, 1),
-		asm.Mov.Imm(asm.R5, 0),
-		asm.FnSkbStoreBytes.Call(),
-		asm.JNE.Imm(asm.R0, 0, "shot"),
-		asm.HostTo(asm.BE, asm.R7, asm.Half),
-		asm.HostTo(asm.BE, asm.R8, asm.Half),
-		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.Mov.Imm(asm.R2, offCsum),
-		asm.Mov.Reg(asm.R3, asm.R7),
-		asm.Mov.Reg(asm.R4, asm.R8),
-		asm.Mov.Imm(asm.R5, 2),
-		asm.FnL3CsumReplace.Call(),
-		asm.JNE.Imm(asm.R0, 0, "shot"),
+// rewrite writes the hop's Ethernet addresses (r9: the hop, r6 ctx) and,
+// on ingress, decrements the TTL and patches the header checksum as IP
+// forwarding does (ip_decrease_ttl), by direct packet access. Headers
+// outside the linear part go to "pull", which brings them in and comes
+// back to "write". Clobbers r1-r4.
+func rewrite(egress bool) asm.Instructions {
+	ins := asm.Instructions{
+		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word).WithSymbol("hop"),
+		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, hdrLen),
+		asm.JGT.Reg(asm.R4, asm.R3, "pull"),
+		asm.LoadMem(asm.R1, asm.R9, 0, asm.Word).WithSymbol("write"),
+		asm.StoreMem(asm.R2, 0, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R9, 4, asm.Word),
+		asm.StoreMem(asm.R2, 4, asm.R1, asm.Word),
+		asm.LoadMem(asm.R1, asm.R9, 8, asm.Word),
+		asm.StoreMem(asm.R2, 8, asm.R1, asm.Word),
 	}
+	if egress {
+		return ins
+	}
+	return append(ins,
+		asm.LoadMem(asm.R1, asm.R2, offTTL, asm.Byte),
+		asm.Sub.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R2, offTTL, asm.R1, asm.Byte),
+		// The checksum as it sits in memory, plus htons(0x0100), with the
+		// end-around carry.
+		asm.LoadMem(asm.R1, asm.R2, offCsum, asm.Half),
+		asm.Add.Imm(asm.R1, int32(binary.NativeEndian.Uint16([]byte{1, 0}))),
+		asm.JLT.Imm(asm.R1, 0xffff, "csum"),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R2, offCsum, asm.R1, asm.Half).WithSymbol("csum"),
+	)
 }
 
 // imm32 is a 32-bit constant as the signed immediate BPF encodes.
@@ -364,7 +436,7 @@ func (t *ToR) Close() {
 			p.Close()
 		}
 	}
-	for _, m := range []*ebpf.Map{t.routes, t.counters} {
+	for _, m := range []*ebpf.Map{t.routes, t.local, t.counters, t.fast} {
 		if m != nil {
 			m.Close()
 		}
@@ -423,6 +495,28 @@ func (t *ToR) encode(r Route) ([]byte, error) {
 		return nil, err
 	}
 	return b, nil
+}
+
+// WriteLocal writes the ports of the rack's own servers, by the last byte
+// of their addresses; frames for other addresses of the rack, and for a
+// server whose port is not fast, go to the kernel. Servers do not move:
+// this is not part of a generation.
+func (t *ToR) WriteLocal(servers map[byte]Hop) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for host, h := range servers {
+		if len(h.Dst) != 6 || len(h.Src) != 6 || h.Ifindex == 0 {
+			return fmt.Errorf("tor%d: server .%d: want two 6-byte MACs and an ifindex, got %v %v %d", t.cfg.Rack, host, h.Dst, h.Src, h.Ifindex)
+		}
+		b := make([]byte, hopSize)
+		copy(b, h.Dst)
+		copy(b[6:], h.Src)
+		binary.NativeEndian.PutUint32(b[12:], h.Ifindex)
+		if err := t.local.Put(uint32(host), b); err != nil {
+			return fmt.Errorf("tor%d: write server .%d: %w", t.cfg.Rack, host, err)
+		}
+	}
+	return nil
 }
 
 // Write writes the routes to every destination rack (a rack missing from
@@ -484,6 +578,22 @@ func (t *ToR) write(gen uint32, routes map[int]Route) error {
 type values [][]byte
 
 func (v values) MarshalBinary() ([]byte, error) { return bytes.Join(v, nil), nil }
+
+// SyncFast sets the fast flag of the ToR's ports links (uplinks and
+// server ports, in namespace ns, h a handle there) from what their egress
+// holds (fastport.Sync) and returns why each slow port is slow ("" for
+// fast ones).
+func (t *ToR) SyncFast(h *netlink.Handle, ns string, links []netlink.Link) ([]string, error) {
+	why, err := fastport.Sync(t.fast, h, ns, links)
+	if err != nil {
+		return nil, fmt.Errorf("tor%d: %w", t.cfg.Rack, err)
+	}
+	return why, nil
+}
+
+// Fast reports whether frames leave by port ifindex straight into its
+// peer's ingress.
+func (t *ToR) Fast(ifindex uint32) (bool, error) { return fastport.Fast(t.fast, ifindex) }
 
 // Counters returns the ToR's counters, summed over CPUs.
 func (t *ToR) Counters() (Counters, error) {

@@ -142,12 +142,36 @@ func TestProgramPicksModelHop(t *testing.T) {
 		}
 	}
 	t.Logf("%d frames took the model's hop", picked)
+	// A server of the own rack, its port slow: the kernel forwards.
+	srvMAC, downMAC := net.HardwareAddr{0x02, 1, 0, self, 1, 0}, net.HardwareAddr{0x02, 2, 0, self, 1, 0}
+	if err := tor.WriteLocal(map[byte]Hop{2: {Dst: srvMAC, Src: downMAC, Ifindex: 21}}); err != nil {
+		t.Fatal(err)
+	}
+	if ret, _ := run(frame(topo.ServerAddr(0, 0), topo.ServerAddr(self, 1), 64)); ret != actOK {
+		t.Errorf("own server behind a slow port: action %d, want %d (the kernel)", ret, actOK)
+	}
+	// Its port fast: the program delivers, with IP forwarding's MACs and TTL.
+	if err := tor.fast.Put(uint32(21), uint32(1)); err != nil {
+		t.Fatal(err)
+	}
+	for _, src := range []netip.Addr{topo.ServerAddr(0, 0), topo.ServerAddr(self, 0)} {
+		ret, out := run(frame(src, topo.ServerAddr(self, 1), 64))
+		if ret != actRedirect || net.HardwareAddr(out[0:6]).String() != srvMAC.String() || net.HardwareAddr(out[6:12]).String() != downMAC.String() {
+			t.Errorf("%s -> own server: action %d, MACs %v <- %v; want redirect to %v <- %v", src, ret, net.HardwareAddr(out[0:6]), net.HardwareAddr(out[6:12]), srvMAC, downMAC)
+		}
+		if out[14+8] != 63 || binary.BigEndian.Uint16(out[24:]) != csum(out[14:34]) {
+			t.Errorf("%s -> own server: TTL %d, checksum %#x, want 63 and %#x", src, out[22], binary.BigEndian.Uint16(out[24:]), csum(out[14:34]))
+		}
+		picked++
+	}
 	pass := []struct {
 		name string
 		pkt  []byte
 		want uint32
 	}{
-		{"own rack", frame(topo.ServerAddr(0, 0), topo.ServerAddr(self, 1), 64), actOK},
+		{"own rack, no such server", frame(topo.ServerAddr(0, 0), topo.ServerAddr(self, 4), 64), actOK},
+		{"own gateway address", frame(topo.ServerAddr(0, 0), topo.GatewayAddr(self), 64), actOK},
+		{"own server, TTL expiring", frame(topo.ServerAddr(0, 0), topo.ServerAddr(self, 1), 1), actOK},
 		{"own router address", frame(topo.ServerAddr(0, 0), topo.ToRAddr(self), 64), actOK},
 		{"packet core", frame(topo.ServerAddr(0, 0), topo.CoreAddr, 64), actOK},
 		{"outside 10/8", frame(topo.ServerAddr(0, 0), netip.MustParseAddr("192.168.0.1"), 64), actOK},
@@ -172,6 +196,20 @@ func TestProgramPicksModelHop(t *testing.T) {
 	}
 	if c.RedirectedPackets != uint64(picked) || c.UnreachablePackets != 1 {
 		t.Errorf("counters %+v, want %d redirected and 1 unreachable", c, picked)
+	}
+	// Every TTL and every low byte of the IP ID: the checksum takes both
+	// of its bytes' every value, so the incremental update meets its
+	// end-around carry.
+	for ttl := 2; ttl < 256; ttl++ {
+		for id := range 256 {
+			f := frame(topo.ServerAddr(self, 0), topo.ServerAddr(0, 1), byte(ttl))
+			f[14+5] = byte(id)
+			binary.BigEndian.PutUint16(f[24:], csum(f[14:34]))
+			ret, out := run(f)
+			if ret != actRedirect || int(out[22]) != ttl-1 || binary.BigEndian.Uint16(out[24:]) != csum(out[14:34]) {
+				t.Fatalf("TTL %d, ID %d: action %d, TTL %d, checksum %#x, want redirect, %d and %#x", ttl, id, ret, out[22], binary.BigEndian.Uint16(out[24:]), ttl-1, csum(out[14:34]))
+			}
+		}
 	}
 }
 

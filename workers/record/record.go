@@ -60,6 +60,10 @@ type Run struct {
 	PortsReconfigured int     `json:"ports_reconfigured"`
 	OCSBytes          float64 `json:"ocs_bytes"`
 	CircuitHopBytes   float64 `json:"circuit_hop_bytes"`
+	// UplinkBytes is, per ToR uplink ("tor0:1"), the payload it sent onto
+	// its circuit (flow model only): the model's paths, which a run checks
+	// against the bytes its shapers counted.
+	UplinkBytes map[string]float64 `json:"uplink_bytes,omitempty"`
 }
 
 // Comparison is one phase, predicted against measured (comparison.json).

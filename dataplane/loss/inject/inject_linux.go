@@ -12,6 +12,11 @@
 // Clear and Read find them again from the port, so any process can
 // change or show them, and destroying the lab removes them with its
 // interfaces. A GSO super-packet counts, and is dropped, as one frame.
+//
+// An egress rule needs the frames to leave through the port's egress: Set
+// turns the port's fast flag off before and after it puts the rule there,
+// and Clear lets the port be fast again once nothing else needs its egress
+// (dataplane/fastport).
 package inject
 
 import (
@@ -25,6 +30,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fastport"
 	"github.com/ocsemu/ocsemu/dataplane/loss"
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
 	"github.com/ocsemu/ocsemu/dataplane/tcprio"
@@ -109,47 +115,13 @@ func find(h *netlink.Handle, link netlink.Link, d loss.Direction) (*ebpf.Map, er
 	if err != nil {
 		return nil, err
 	}
-	filters, err := nlsafe.Retry2(h.FilterList, link, par)
-	if err != nil {
-		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT) { // no clsact yet
-			return nil, nil
-		}
-		return nil, fmt.Errorf("list %s filters of %s: %w", d, link.Attrs().Name, err)
-	}
-	for _, f := range filters {
-		bf, ok := f.(*netlink.BpfFilter)
-		if !ok || bf.Id == 0 || bf.Attrs().Priority != tcprio.Loss {
-			continue
-		}
-		prog, err := ebpf.NewProgramFromID(ebpf.ProgramID(bf.Id))
-		if err != nil {
-			return nil, fmt.Errorf("open program %d on %s: %w", bf.Id, link.Attrs().Name, err)
-		}
-		info, err := prog.Info()
-		prog.Close()
-		if err != nil || info.Name != progName {
-			continue
-		}
-		ids, _ := info.MapIDs()
-		for _, id := range ids {
-			m, err := ebpf.NewMapFromID(id)
-			if err != nil {
-				return nil, fmt.Errorf("open map %d on %s: %w", id, link.Attrs().Name, err)
-			}
-			if mi, err := m.Info(); err == nil && mi.Name == mapName {
-				return m, nil
-			}
-			m.Close()
-		}
-		return nil, fmt.Errorf("loss program on %s lacks its map", link.Attrs().Name)
-	}
-	return nil, nil
+	return tcprio.FindMap(h, link, par, tcprio.Loss, progName, mapName)
 }
 
 // Set puts one rule (a single direction) on its port, through h, a handle
 // of the port's namespace. An existing rule on that hook gets the new
 // fraction and keeps its counters.
-func Set(h *netlink.Handle, r loss.Rule) error {
+func Set(h *netlink.Handle, r loss.Rule) (err error) {
 	if r.PPM > loss.MaxPPM {
 		return fmt.Errorf("%s: %d ppm over %d", r.Port, r.PPM, loss.MaxPPM)
 	}
@@ -160,6 +132,18 @@ func Set(h *netlink.Handle, r loss.Rule) error {
 	link, err := nlsafe.Retry1(h.LinkByName, r.Port.Iface)
 	if err != nil {
 		return fmt.Errorf("%s: %w", r.Port, err)
+	}
+	if r.Direction == loss.Egress {
+		// Off before the rule exists and again after: a concurrent
+		// Refresh cannot leave the port fast with the rule in place.
+		if err := fastport.Off(h, link); err != nil {
+			return fmt.Errorf("%s: %w", r.Port, err)
+		}
+		defer func() {
+			if oerr := fastport.Off(h, link); oerr != nil && err == nil {
+				err = fmt.Errorf("%s: %w", r.Port, oerr)
+			}
+		}()
 	}
 	m, err := find(h, link, r.Direction)
 	if err != nil {
@@ -217,6 +201,11 @@ func Clear(h *netlink.Handle, p loss.Port, d loss.Direction) error {
 			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.Loss}}
 		if err := h.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("%s: remove %s loss rule: %w", p, dd, err)
+		}
+		if dd == loss.Egress {
+			if err := fastport.Refresh(h, p.NS, link); err != nil {
+				return fmt.Errorf("%s: %w", p, err)
+			}
 		}
 	}
 	return nil

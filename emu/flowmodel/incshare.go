@@ -1,0 +1,123 @@
+package flowmodel
+
+import (
+	"math"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
+)
+
+// In-network aggregation in the TCP-aware model. An INC push is a tree of
+// segments (worker -> ToR -> root ToR and back, plan.FlowsINC), but not TCP:
+// each worker keeps a fixed window of slots in flight, a slot returns only
+// once every worker's block of it has been summed at the root, and the
+// segments carry one slot after another in step. So, where TCP flows
+// share links with the tree:
+//   - a segment shares a link like a TCP flow through one standing queue,
+//     whatever its hops (its window, not a loss-driven AIMD, sets its
+//     pace, so it is not penalised per queue crossed);
+//   - all segments of a tree move at the rate of the slowest;
+//   - that rate is at most the window over the tree's round trip: the
+//     base RTT plus the standing queues TCP keeps on the links of the
+//     slowest worker's branch (up to the root and back).
+//
+// What capacity a segment cannot use goes to the other flows. docs/fidelity.md
+// has the runs this follows.
+
+// INCWindowSlots and INCSlotBytes are what each worker of an INC job keeps
+// in flight in the emulation (orchestrate.DefaultINCWindow slots of
+// inc.MaxElems int32 elements; a test in emu/orchestrate checks both).
+const (
+	INCWindowSlots = 256
+	INCSlotBytes   = 1440
+)
+
+// incTreeRates returns, for every INC segment in comp whose tree cannot
+// move as fast as the shares just computed give one of its segments, the
+// tree's common rate; nil if there is none to hold back.
+func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]float64 {
+	var trees map[int32][]*flow
+	for _, fl := range comp {
+		if fl.inc && fl.grpRes >= 0 && !fl.done {
+			if trees == nil {
+				trees = map[int32][]*flow{}
+			}
+			trees[fl.grpRes] = append(trees[fl.grpRes], fl)
+		}
+	}
+	var fixed map[*flow]float64
+	for _, segs := range trees {
+		rate := math.Inf(1)
+		for _, fl := range segs {
+			rate = math.Min(rate, fl.rate)
+		}
+		rtt := s.incTreeRTT(segs, queue)
+		rate = math.Min(rate, INCWindowSlots*INCSlotBytes/(float64(rtt)/1e9))
+		for _, fl := range segs {
+			if fl.rate > rate*(1+1e-9) {
+				if fixed == nil {
+					fixed = map[*flow]float64{}
+				}
+				for _, g := range segs {
+					fixed[g] = rate
+				}
+				break
+			}
+		}
+	}
+	return fixed
+}
+
+// incTreeRTT is a tree's round trip: the base RTT plus, on the branch of
+// the slowest ToR, the standing queues that TCP keeps on the links of its
+// segments (a link only INC fills holds the window itself, which the
+// rate already pays).
+func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) int64 {
+	// A segment's queue delay, and which ToR's branch it belongs to: a
+	// worker's segments to its ToR, a ToR's segments to the root.
+	tor := map[int]float64{}    // per rack: ToR <-> root segments
+	worker := map[int]float64{} // per rack: the slowest worker <-> ToR pair
+	perWorker := map[string]float64{}
+	for _, fl := range segs {
+		q := 0.0
+		for _, r := range fl.res {
+			if queue[r] > 0 && s.carriesTCP(r) {
+				q += queue[r]
+			}
+		}
+		_, srcToR := names.ParseToR(fl.src)
+		_, dstToR := names.ParseToR(fl.dst)
+		switch {
+		case srcToR && dstToR: // child ToR <-> root
+			child := fl.srcRack
+			if fl.src == s.jobs[fl.job].j.Aggregator {
+				child = fl.dstRack
+			}
+			tor[child] += q
+		case srcToR:
+			perWorker[fl.dst] += q
+		default:
+			perWorker[fl.src] += q
+		}
+	}
+	for w, q := range perWorker {
+		if r, _, ok := names.ParseServer(w); ok {
+			worker[r] = math.Max(worker[r], q)
+		}
+	}
+	longest := 0.0
+	for r, q := range worker {
+		longest = math.Max(longest, q+tor[r])
+	}
+	return max(1, s.opt.TCP.BaseRTTNs) + int64(longest)
+}
+
+// carriesTCP reports whether a link carries a flow in progress that is
+// not INC: a TCP flow keeps the link's queue standing.
+func (s *Sim) carriesTCP(r int32) bool {
+	for _, fl := range s.res[r].flows {
+		if !fl.done && !fl.inc {
+			return true
+		}
+	}
+	return false
+}

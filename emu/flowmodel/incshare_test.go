@@ -1,0 +1,70 @@
+package flowmodel
+
+import (
+	"math"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+)
+
+// By hand, on two racks of two servers whose core links carry 10 MB/s
+// (80 Mbit/s servers, oversubscription 2): an INC push (r0s0 and r1s0,
+// root tor0) and a TCP push r0s1 -> r1s1 start together. The TCP flow and
+// the tree's segment tor0 -> tor1 share tor0's core uplink and tor1's core
+// downlink, both full. With α = 1, a 1 ms base RTT and a queue of q per
+// full link, the TCP flow's RTT is 1 + 2q ms (two full queues) and the
+// segment shares like a flow through one: 1 + q ms. So on those links
+// the segment gets 10 * (1/(1+q)) / (1/(1+q) + 1/(1+2q)) MB/s, every
+// segment of the tree moves at that rate, capped by the window
+// (256 slots of 1440 B) over the tree's round trip, 1 + 2q ms (the two
+// queues TCP keeps on tor1's branch), and the TCP flow gets the rest.
+func TestINCTreeSharesByHand(t *testing.T) {
+	s := scen(t, "fabric: {kind: eps, racks: 2, servers_per_rack: 2, rates: {server: 80Mbit}, eps: {oversubscription: 2}}\n")
+	tree := plan.Job{Name: "inc", Pattern: "ps", Workers: []string{"r0s0", "r1s0"}, INC: true, Aggregator: "tor0", Bytes: 100e6, Iterations: 1}
+	tcp := plan.Job{Name: "tcp", Pattern: "ps", Workers: []string{"r0s1"}, PS: "r1s1", Bytes: 100e6, Iterations: 1}
+	window := float64(INCWindowSlots * INCSlotBytes)
+	tests := []struct {
+		name    string
+		queueMs float64
+		inc     float64 // MB/s
+	}{
+		// 10 * (1/2) / (1/2 + 1/3) = 6; the window allows 368,640 B / 3 ms.
+		{"the share limits the tree", 1, 6},
+		// 1 + 2*100 ms: the window allows 368,640 B / 201 ms = 1.834 MB/s,
+		// under the share of 6.656.
+		{"the window limits the tree", 100, window / 0.201 / 1e6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := int64(tt.queueMs * 1e6)
+			sim := New(s.Fabric, []plan.Job{tree, tcp}, Options{ASAP: true, TCP: &TCPModel{
+				RTTExponent: 1, BaseRTTNs: 1e6, QueueNs: func(scenario.Rate) int64 { return q }}})
+			sim.RunUntil(1)
+			var incRates []float64
+			tcpRate := 0.0
+			for _, fl := range sim.flows {
+				if fl.done {
+					continue
+				}
+				if fl.inc {
+					incRates = append(incRates, fl.rate/1e6)
+				} else {
+					tcpRate = fl.rate / 1e6
+				}
+			}
+			if len(incRates) != 6 {
+				t.Fatalf("%d INC segments, want 6 (two up to the ToRs, tor1 <-> tor0, two down)", len(incRates))
+			}
+			for _, r := range incRates {
+				if math.Abs(r-tt.inc) > 1e-6 {
+					t.Errorf("INC segment rates %v MB/s, want every one %.6f", incRates, tt.inc)
+					break
+				}
+			}
+			if want := 10 - tt.inc; math.Abs(tcpRate-want) > 1e-6 {
+				t.Errorf("TCP flow %.6f MB/s, want the rest of the core link, %.6f", tcpRate, want)
+			}
+		})
+	}
+}
