@@ -134,3 +134,46 @@ func TestStopDisarmsStagedSlot(t *testing.T) {
 		t.Error("rack 0 reaches rack 2: the disarmed slot's circuit was switched in")
 	}
 }
+
+// TestRestartDuringSchedule: a second OCS process takes over while a
+// schedule's next slot is armed in the kernel. It keeps the slot in
+// effect and disarms the one ahead, whose schedule it does not run.
+func TestRestartDuringSchedule(t *testing.T) {
+	lab, ctl, _ := startOCS(t, "stgrst", "{kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}")
+	hs := fabrictest.Hosts(lab)
+	c := func(a, z string) circuit.Circuit { return circuit.Circuit{A: up(t, a), B: up(t, z)} }
+	first := []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor2:0", "tor3:0")}
+	second := []circuit.Circuit{c("tor0:0", "tor2:0"), c("tor1:0", "tor3:0")}
+	const slotLen = 500 * time.Millisecond
+	evs, stop := ctl.Subscribe()
+	defer stop()
+	if err := ctl.StartSchedule(ocs.Schedule{Cycles: 1, Slots: []ocs.Slot{
+		{Circuits: first, Duration: scenarioDuration(slotLen)}, {Circuits: second, Duration: scenarioDuration(slotLen)}}}); err != nil {
+		t.Fatal(err)
+	}
+	var firstEv ocs.Event
+	for ev := range evs {
+		if ev.Kind == "slot" {
+			firstEv = ev
+			break
+		}
+	}
+	ctl2, err := ocs.New(context.Background(), lab, ocs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl2.Close()
+	ctl.StopSchedule() // the old process is gone: it writes nothing more
+	if got := ctl2.Config(); len(circuit.Dark(got, circuit.Config{Circuits: first})) != 0 {
+		t.Errorf("taken over: circuits %v, want the slot in effect %v", got.Circuits, first)
+	}
+	waitFor(t, "the second slot's instant does not pass", time.Minute, func() bool {
+		return time.Duration(int64(fastpath.Monotonic())-firstEv.Scheduled) > slotLen+50*time.Millisecond
+	})
+	if !reach(t, hs[0], hs[1]) {
+		t.Error("rack 0 no longer reaches rack 1 after the takeover")
+	}
+	if reach(t, hs[0], hs[2]) {
+		t.Error("rack 0 reaches rack 2: the slot armed by the old process was switched in")
+	}
+}
