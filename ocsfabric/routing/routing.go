@@ -60,8 +60,10 @@ func Compute(racks int, cfg circuit.Config) (Table, []Pair) {
 // search towards a destination runs the first time that destination is
 // asked for, so the cost follows the rack pairs a caller routes (the flow
 // model, plan checks), not the fabric's size. Its answers are Compute's.
-// The graph is kept as flat per-rack lists (the flow model builds one
-// Paths per circuit change). Not safe for concurrent use.
+// The graph is kept as flat per-rack lists, and Switch carries the
+// searches a reconfiguration leaves as they are over to the next
+// configuration (the flow model switches once per slot). Not safe for
+// concurrent use.
 type Paths struct {
 	racks int
 	// out[outAt[r]:outAt[r+1]] are rack r's ways out, sorted by uplink;
@@ -69,14 +71,26 @@ type Paths struct {
 	outAt, inAt []int32
 	out         []Hop
 	in          []int32
-	dist        map[int]*Search  // destination -> hops to it, searched as far as asked
-	next        map[[2]int][]Hop // (src, dst) -> next hops
+	dests       []*dest // per destination rack; nil: not asked for
+	spare       []*dest // dropped ones, for reuse
 	queue       []int32
+	// moved says which racks' ways out differ from the Paths this one
+	// was switched from; kept which destinations' searches carried over.
+	// Both nil: nothing carried over (every rack counts as moved).
+	moved, kept []bool
+}
+
+// dest is what a Paths knows towards one destination: the search, and
+// the next hops asked for, per source rack.
+type dest struct {
+	sr    Search
+	next  [][]Hop
+	known []bool
 }
 
 // NewPaths prepares next-hop answers for a configuration over racks racks.
 func NewPaths(racks int, cfg circuit.Config) *Paths {
-	p := &Paths{racks: racks, dist: map[int]*Search{}, next: map[[2]int][]Hop{},
+	p := &Paths{racks: racks, dests: make([]*dest, racks),
 		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
 	// The directed edges, one per sending uplink (the last circuit on
 	// it wins, as in circuit.Config.Edges), within the fabric's racks,
@@ -207,16 +221,43 @@ func (sr *Search) Reach(s int, in, inAt []int32) []int32 {
 	return sr.Dist
 }
 
+// dest returns what p knows towards d, starting a search if none is.
+func (p *Paths) dest(d int) *dest {
+	if dd := p.dests[d]; dd != nil {
+		return dd
+	}
+	var dd *dest
+	if n := len(p.spare); n > 0 {
+		dd, p.spare = p.spare[n-1], p.spare[:n-1]
+		clear(dd.next)
+		clear(dd.known)
+	} else {
+		dd = &dest{next: make([][]Hop, p.racks), known: make([]bool, p.racks)}
+		dd.sr.Dist = make([]int32, p.racks)
+	}
+	dd.sr.Reset(dd.sr.Dist, d)
+	p.dests[d] = dd
+	return dd
+}
+
+// finish runs the search to its end: Dist is then known for every rack.
+func (sr *Search) finish(in, inAt []int32) {
+	for sr.head < len(sr.queue) {
+		x := sr.queue[sr.head]
+		sr.head++
+		for _, q := range in[inAt[x]:inAt[x+1]] {
+			if sr.Dist[q] < 0 {
+				sr.Dist[q] = sr.Dist[x] + 1
+				sr.queue = append(sr.queue, q)
+			}
+		}
+	}
+}
+
 // distTo returns the hops to d, known at least for s (and for every rack
 // nearer d than s); -1 for s means no path.
 func (p *Paths) distTo(s, d int) []int32 {
-	sr, ok := p.dist[d]
-	if !ok {
-		sr = &Search{}
-		sr.Reset(make([]int32, p.racks), d)
-		p.dist[d] = sr
-	}
-	return sr.Reach(s, p.in, p.inAt)
+	return p.dest(d).sr.Reach(s, p.in, p.inAt)
 }
 
 func (p *Paths) valid(s, d int) bool { return s >= 0 && d >= 0 && s < p.racks && d < p.racks }
@@ -227,17 +268,128 @@ func (p *Paths) Next(s, d int) []Hop {
 	if s == d || !p.valid(s, d) {
 		return nil
 	}
-	k := [2]int{s, d}
-	if h, ok := p.next[k]; ok {
-		return h
+	dd := p.dest(d)
+	if dd.known[s] {
+		return dd.next[s]
 	}
 	var h []Hop
-	if dist := p.distTo(s, d); dist[s] > 0 {
+	if dist := dd.sr.Reach(s, p.in, p.inAt); dist[s] > 0 {
 		h = p.hops(s, dist)
 	}
-	p.next[k] = h
+	dd.next[s], dd.known[s] = h, true
 	return h
 }
+
+// Switch returns the Paths of cfg, answering as NewPaths(racks, cfg)
+// does, and gives p's searches away (p must not be used afterwards). A
+// reconfiguration that changes a few circuits leaves most racks' hop
+// counts to a destination as they are: such a destination keeps its
+// search, and its next hops from every rack whose ways out did not
+// change, so routing after a switch costs what the switch changed, not a
+// new search per destination. A destination keeps them when the hop
+// counts (d, complete) still solve the new graph's shortest-path
+// equations: no added way out u -> v with d(v)+1 < d(u) (or reaching d
+// from a rack that could not), and every rack that lost a way out onto a
+// shortest path still has one. Moved and Kept tell which racks and
+// destinations changed.
+func (p *Paths) Switch(cfg circuit.Config) *Paths {
+	q := NewPaths(p.racks, cfg)
+	q.spare = p.spare
+	p.spare = nil
+	defer func() {
+		for d, dd := range p.dests {
+			if dd != nil && (q.kept == nil || !q.kept[d]) {
+				q.spare = append(q.spare, dd)
+			}
+		}
+		p.dests = nil
+	}()
+	type edge struct{ from, to int32 }
+	var added, removed []edge
+	moved := make([]bool, p.racks)
+	for r := 0; r < p.racks; r++ {
+		a, b := p.out[p.outAt[r]:p.outAt[r+1]], q.out[q.outAt[r]:q.outAt[r+1]]
+		if slices.Equal(a, b) {
+			continue
+		}
+		moved[r] = true
+		// Both sorted by uplink, one hop per uplink.
+		i, j := 0, 0
+		for i < len(a) || j < len(b) {
+			switch {
+			case j == len(b) || i < len(a) && a[i].Uplink < b[j].Uplink:
+				removed = append(removed, edge{int32(r), int32(a[i].Via)})
+				i++
+			case i == len(a) || b[j].Uplink < a[i].Uplink:
+				added = append(added, edge{int32(r), int32(b[j].Via)})
+				j++
+			default:
+				if a[i].Via != b[j].Via {
+					removed = append(removed, edge{int32(r), int32(a[i].Via)})
+					added = append(added, edge{int32(r), int32(b[j].Via)})
+				}
+				i++
+				j++
+			}
+		}
+	}
+	// Checking a destination costs the changed ways out, a new search
+	// the fabric's: past racks changes, start afresh.
+	if len(added)+len(removed) > p.racks {
+		return q
+	}
+	q.moved, q.kept = moved, make([]bool, p.racks)
+	survives := func(dist []int32) bool {
+		for _, e := range added {
+			if dv, du := dist[e.to], dist[e.from]; dv >= 0 && (du < 0 || dv+1 < du) {
+				return false
+			}
+		}
+		for _, e := range removed {
+			du := dist[e.from]
+			if du <= 0 || dist[e.to] != du-1 {
+				continue
+			}
+			still := false
+			for _, h := range q.out[q.outAt[e.from]:q.outAt[e.from+1]] {
+				if dist[h.Via] == du-1 {
+					still = true
+					break
+				}
+			}
+			if !still {
+				return false
+			}
+		}
+		return true
+	}
+	for d, dd := range p.dests {
+		if dd == nil {
+			continue
+		}
+		dd.sr.finish(p.in, p.inAt)
+		if !survives(dd.sr.Dist) {
+			continue
+		}
+		for r, m := range moved {
+			if m {
+				dd.next[r], dd.known[r] = nil, false
+			}
+		}
+		q.dests[d], q.kept[d] = dd, true
+	}
+	return q
+}
+
+// Moved reports whether rack r's ways out differ from those of the Paths
+// this one was switched from (true for every rack unless Switch carried
+// searches over).
+func (p *Paths) Moved(r int) bool { return p.moved == nil || p.moved[r] }
+
+// Kept reports whether Switch carried the search towards d over: the hop
+// counts to d are the previous configuration's, and so are the next hops
+// towards d from every rack that has not Moved.
+func (p *Paths) Kept(d int) bool { return p.kept != nil && p.kept[d] }
 
 // Hops returns the number of circuit hops of the path from s to d, or -1.
 func (p *Paths) Hops(s, d int) int {

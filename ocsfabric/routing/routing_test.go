@@ -226,3 +226,88 @@ func TestPathsMatchesRackGraph(t *testing.T) {
 		}
 	}
 }
+
+// TestPathsSwitch follows chains of configurations, each a few circuits
+// away from the last (and now and then a new one), and checks that the
+// Paths Switch gives answers as NewPaths does, that it keeps exactly the
+// searched destinations whose hop counts stay, and that a kept
+// destination's next hops from a rack that did not move are the old ones.
+func TestPathsSwitch(t *testing.T) {
+	const racks, uplinks = 12, 3
+	rng := rand.New(rand.NewPCG(3, 4))
+	random := func(cs []circuit.Circuit, changes int) []circuit.Circuit {
+		cs = slices.Clone(cs)
+		for k := 0; k < changes; k++ {
+			if len(cs) > 0 && rng.IntN(2) == 0 {
+				i := rng.IntN(len(cs))
+				cs = slices.Delete(cs, i, i+1)
+				continue
+			}
+			a := circuit.Uplink{Rack: rng.IntN(racks), Port: rng.IntN(uplinks)}
+			b := circuit.Uplink{Rack: rng.IntN(racks), Port: rng.IntN(uplinks)}
+			cs = append(cs, circuit.Circuit{A: a, B: b, Simplex: rng.IntN(5) == 0})
+		}
+		return cs
+	}
+	kept, dropped := 0, 0
+	for chain := 0; chain < 40; chain++ {
+		cs := random(nil, racks*uplinks)
+		p := NewPaths(racks, circuit.Config{Circuits: cs})
+		for step := 0; step < 20; step++ {
+			// Ask some pairs (searches partly run), note the answers.
+			old := map[[2]int][]Hop{}
+			oldHops := make([][]int, racks)
+			for d := 0; d < racks; d++ {
+				oldHops[d] = make([]int, racks)
+				for s := 0; s < racks; s++ {
+					oldHops[d][s] = NewPaths(racks, circuit.Config{Circuits: cs}).Hops(s, d)
+					if rng.IntN(4) == 0 {
+						old[[2]int{s, d}] = p.Next(s, d)
+					}
+				}
+			}
+			asked := map[int]bool{} // searched, now or at an earlier step
+			for d, dd := range p.dests {
+				asked[d] = dd != nil
+			}
+			changes := 1 + rng.IntN(3)
+			if rng.IntN(10) == 0 {
+				changes = 3 * racks // past racks changes: afresh
+			}
+			cs = random(cs, changes)
+			cfg := circuit.Config{Circuits: cs}
+			q := p.Switch(cfg)
+			fresh := NewPaths(racks, cfg)
+			for d := 0; d < racks; d++ {
+				same := true
+				for s := 0; s < racks; s++ {
+					if got, want := q.Next(s, d), fresh.Next(s, d); !reflect.DeepEqual(got, want) {
+						t.Fatalf("chain %d step %d: Next(%d, %d) = %v after Switch, NewPaths says %v", chain, step, s, d, got, want)
+					}
+					if got, want := q.Hops(s, d), fresh.Hops(s, d); got != want {
+						t.Fatalf("chain %d step %d: Hops(%d, %d) = %d after Switch, NewPaths says %d", chain, step, s, d, got, want)
+					}
+					same = same && q.Hops(s, d) == oldHops[d][s]
+				}
+				if q.moved != nil && q.Kept(d) != (asked[d] && same) {
+					t.Fatalf("chain %d step %d: Kept(%d) = %v; searched %v, hop counts the same %v", chain, step, d, q.Kept(d), asked[d], same)
+				}
+				if q.Kept(d) {
+					kept++
+				} else if asked[d] {
+					dropped++
+				}
+			}
+			for k, h := range old {
+				if q.Kept(k[1]) && !q.Moved(k[0]) && !reflect.DeepEqual(q.Next(k[0], k[1]), h) {
+					t.Fatalf("chain %d step %d: kept destination %d, unmoved rack %d: Next %v, was %v", chain, step, k[1], k[0], q.Next(k[0], k[1]), h)
+				}
+			}
+			p = q
+		}
+	}
+	if kept == 0 || dropped == 0 {
+		t.Fatalf("kept %d searches, dropped %d: the test needs both", kept, dropped)
+	}
+	t.Logf("kept %d searches, dropped %d", kept, dropped)
+}
