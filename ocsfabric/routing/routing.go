@@ -8,7 +8,9 @@
 package routing
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
@@ -240,20 +242,6 @@ func (p *Paths) dest(d int) *dest {
 	return dd
 }
 
-// finish runs the search to its end: Dist is then known for every rack.
-func (sr *Search) finish(in, inAt []int32) {
-	for sr.head < len(sr.queue) {
-		x := sr.queue[sr.head]
-		sr.head++
-		for _, q := range in[inAt[x]:inAt[x+1]] {
-			if sr.Dist[q] < 0 {
-				sr.Dist[q] = sr.Dist[x] + 1
-				sr.queue = append(sr.queue, q)
-			}
-		}
-	}
-}
-
 // distTo returns the hops to d, known at least for s (and for every rack
 // nearer d than s); -1 for s means no path.
 func (p *Paths) distTo(s, d int) []int32 {
@@ -282,16 +270,12 @@ func (p *Paths) Next(s, d int) []Hop {
 
 // Switch returns the Paths of cfg, answering as NewPaths(racks, cfg)
 // does, and gives p's searches away (p must not be used afterwards). A
-// reconfiguration that changes a few circuits leaves most racks' hop
-// counts to a destination as they are: such a destination keeps its
-// search, and its next hops from every rack whose ways out did not
-// change, so routing after a switch costs what the switch changed, not a
-// new search per destination. A destination keeps them when the hop
-// counts (d, complete) still solve the new graph's shortest-path
-// equations: no added way out u -> v with d(v)+1 < d(u) (or reaching d
-// from a rack that could not), and every rack that lost a way out onto a
-// shortest path still has one. Moved and Kept tell which racks and
-// destinations changed.
+// reconfiguration that changes a few circuits leaves most searches as
+// they are: such a destination keeps its search, as far as it has run,
+// and its next hops from every rack whose ways out did not change, so
+// routing after a switch costs what the switch changed, not a new search
+// per destination. Moved and Kept tell which racks and destinations
+// changed.
 func (p *Paths) Switch(cfg circuit.Config) *Paths {
 	q := NewPaths(p.racks, cfg)
 	q.spare = p.spare
@@ -304,7 +288,6 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 		}
 		p.dests = nil
 	}()
-	type edge struct{ from, to int32 }
 	var added, removed []edge
 	moved := make([]bool, p.racks)
 	for r := 0; r < p.racks; r++ {
@@ -339,36 +322,8 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 		return q
 	}
 	q.moved, q.kept = moved, make([]bool, p.racks)
-	survives := func(dist []int32) bool {
-		for _, e := range added {
-			if dv, du := dist[e.to], dist[e.from]; dv >= 0 && (du < 0 || dv+1 < du) {
-				return false
-			}
-		}
-		for _, e := range removed {
-			du := dist[e.from]
-			if du <= 0 || dist[e.to] != du-1 {
-				continue
-			}
-			still := false
-			for _, h := range q.out[q.outAt[e.from]:q.outAt[e.from+1]] {
-				if dist[h.Via] == du-1 {
-					still = true
-					break
-				}
-			}
-			if !still {
-				return false
-			}
-		}
-		return true
-	}
 	for d, dd := range p.dests {
-		if dd == nil {
-			continue
-		}
-		dd.sr.finish(p.in, p.inAt)
-		if !survives(dd.sr.Dist) {
+		if dd == nil || !dd.sr.carry(added, removed, q) {
 			continue
 		}
 		for r, m := range moved {
@@ -381,14 +336,88 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 	return q
 }
 
+// carry reports whether a search, as far as it has run, is one over q's
+// graph too, which differs from the searched one by the ways out added
+// and removed: then it goes on over q's graph. Its hop counts are exact
+// for the racks it has reached; every rack nearer than level (the hop
+// count of the next rack to expand; every rack reached, for a finished
+// search) has been expanded, and only expanded racks' in-lists read. So
+// it holds over q's graph if every way out u -> v added into a rack that
+// may have been expanded (d(v) <= level) leaves a rack u reached with
+// d(u) <= d(v)+1, and every reached rack u that lost a way out onto a
+// rack one hop nearer still has one (hop counts up to level are all
+// known). One exception: an added way out of a rack u not reached yet
+// (a new circuit into the destination, for a search that has expanded
+// only it) is what expanding v over q's graph would have found, and u
+// joins the search at d(v)+1 if that is not nearer than level, nor than
+// the racks waiting to be expanded.
+func (sr *Search) carry(added, removed []edge, q *Paths) bool {
+	dist := sr.Dist
+	level := int32(math.MaxInt32)
+	if sr.head < len(sr.queue) {
+		level = dist[sr.queue[sr.head]]
+	}
+	var join []edge // rack from joins at hop count to
+	for _, e := range added {
+		dv := dist[e.to]
+		if dv < 0 || dv > level {
+			continue
+		}
+		switch du := dist[e.from]; {
+		case du < 0:
+			join = append(join, edge{e.from, dv + 1})
+		case du > dv+1:
+			return false
+		}
+	}
+	for _, e := range removed {
+		du, dv := dist[e.from], dist[e.to]
+		if du <= 0 || dv != du-1 || dv > level {
+			continue
+		}
+		still := false
+		for _, h := range q.out[q.outAt[e.from]:q.outAt[e.from+1]] {
+			if dist[h.Via] == du-1 {
+				still = true
+				break
+			}
+		}
+		if !still {
+			return false
+		}
+	}
+	if len(join) == 0 {
+		return true
+	}
+	// Nearest first, each rack once, at its nearest.
+	slices.SortFunc(join, func(a, b edge) int { return cmp.Or(cmp.Compare(a.to, b.to), cmp.Compare(a.from, b.from)) })
+	last := dist[sr.queue[len(sr.queue)-1]]
+	for _, j := range join {
+		if j.to < level || j.to < last {
+			return false
+		}
+	}
+	for _, j := range join {
+		if dist[j.from] < 0 {
+			dist[j.from] = j.to
+			sr.queue = append(sr.queue, j.from)
+		}
+	}
+	return true
+}
+
+// edge is a way out of rack from to rack to.
+type edge struct{ from, to int32 }
+
 // Moved reports whether rack r's ways out differ from those of the Paths
 // this one was switched from (true for every rack unless Switch carried
 // searches over).
 func (p *Paths) Moved(r int) bool { return p.moved == nil || p.moved[r] }
 
 // Kept reports whether Switch carried the search towards d over: the hop
-// counts to d are the previous configuration's, and so are the next hops
-// towards d from every rack that has not Moved.
+// count to d of every rack the search had reached (every rack a path
+// towards d was asked from) is the previous configuration's, and so are
+// the next hops towards d from every such rack that has not Moved.
 func (p *Paths) Kept(d int) bool { return p.kept != nil && p.kept[d] }
 
 // Hops returns the number of circuit hops of the path from s to d, or -1.
