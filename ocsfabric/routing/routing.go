@@ -288,7 +288,7 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 		}
 		p.dests = nil
 	}()
-	var added, removed []edge
+	var added, removed []Edge
 	moved := make([]bool, p.racks)
 	for r := 0; r < p.racks; r++ {
 		a, b := p.out[p.outAt[r]:p.outAt[r+1]], q.out[q.outAt[r]:q.outAt[r+1]]
@@ -301,15 +301,15 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 		for i < len(a) || j < len(b) {
 			switch {
 			case j == len(b) || i < len(a) && a[i].Uplink < b[j].Uplink:
-				removed = append(removed, edge{int32(r), int32(a[i].Via)})
+				removed = append(removed, Edge{int32(r), int32(a[i].Via)})
 				i++
 			case i == len(a) || b[j].Uplink < a[i].Uplink:
-				added = append(added, edge{int32(r), int32(b[j].Via)})
+				added = append(added, Edge{int32(r), int32(b[j].Via)})
 				j++
 			default:
 				if a[i].Via != b[j].Via {
-					removed = append(removed, edge{int32(r), int32(a[i].Via)})
-					added = append(added, edge{int32(r), int32(b[j].Via)})
+					removed = append(removed, Edge{int32(r), int32(a[i].Via)})
+					added = append(added, Edge{int32(r), int32(b[j].Via)})
 				}
 				i++
 				j++
@@ -323,7 +323,15 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 	}
 	q.moved, q.kept = moved, make([]bool, p.racks)
 	for d, dd := range p.dests {
-		if dd == nil || !dd.sr.carry(added, removed, q) {
+		still := func(u, h int32) bool {
+			for _, x := range q.out[q.outAt[u]:q.outAt[u+1]] {
+				if dd.sr.Dist[x.Via] == h {
+					return true
+				}
+			}
+			return false
+		}
+		if dd == nil || !dd.sr.Carry(added, removed, still) {
 			continue
 		}
 		for r, m := range moved {
@@ -336,53 +344,45 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 	return q
 }
 
-// carry reports whether a search, as far as it has run, is one over q's
-// graph too, which differs from the searched one by the ways out added
-// and removed: then it goes on over q's graph. Its hop counts are exact
+// Carry reports whether a search, as far as it has run, is one over a
+// new graph too, which differs from the searched one by the ways out
+// added and removed (still reports whether rack u has a way out onto a
+// rack h hops from the destination in the new graph): then it goes on
+// over the new graph (Reach with its in-lists). Its hop counts are exact
 // for the racks it has reached; every rack nearer than level (the hop
 // count of the next rack to expand; every rack reached, for a finished
 // search) has been expanded, and only expanded racks' in-lists read. So
-// it holds over q's graph if every way out u -> v added into a rack that
+// it holds over the new graph if every way out u -> v added into a rack that
 // may have been expanded (d(v) <= level) leaves a rack u reached with
 // d(u) <= d(v)+1, and every reached rack u that lost a way out onto a
 // rack one hop nearer still has one (hop counts up to level are all
 // known). One exception: an added way out of a rack u not reached yet
 // (a new circuit into the destination, for a search that has expanded
-// only it) is what expanding v over q's graph would have found, and u
+// only it) is what expanding v over the new graph would have found, and u
 // joins the search at d(v)+1 if that is not nearer than level, nor than
 // the racks waiting to be expanded.
-func (sr *Search) carry(added, removed []edge, q *Paths) bool {
+func (sr *Search) Carry(added, removed []Edge, still func(u, h int32) bool) bool {
 	dist := sr.Dist
 	level := int32(math.MaxInt32)
 	if sr.head < len(sr.queue) {
 		level = dist[sr.queue[sr.head]]
 	}
-	var join []edge // rack from joins at hop count to
+	var join []Edge // rack From joins at hop count To
 	for _, e := range added {
-		dv := dist[e.to]
+		dv := dist[e.To]
 		if dv < 0 || dv > level {
 			continue
 		}
-		switch du := dist[e.from]; {
+		switch du := dist[e.From]; {
 		case du < 0:
-			join = append(join, edge{e.from, dv + 1})
+			join = append(join, Edge{e.From, dv + 1})
 		case du > dv+1:
 			return false
 		}
 	}
 	for _, e := range removed {
-		du, dv := dist[e.from], dist[e.to]
-		if du <= 0 || dv != du-1 || dv > level {
-			continue
-		}
-		still := false
-		for _, h := range q.out[q.outAt[e.from]:q.outAt[e.from+1]] {
-			if dist[h.Via] == du-1 {
-				still = true
-				break
-			}
-		}
-		if !still {
+		du, dv := dist[e.From], dist[e.To]
+		if du > 0 && dv == du-1 && dv <= level && !still(e.From, du-1) {
 			return false
 		}
 	}
@@ -390,24 +390,24 @@ func (sr *Search) carry(added, removed []edge, q *Paths) bool {
 		return true
 	}
 	// Nearest first, each rack once, at its nearest.
-	slices.SortFunc(join, func(a, b edge) int { return cmp.Or(cmp.Compare(a.to, b.to), cmp.Compare(a.from, b.from)) })
+	slices.SortFunc(join, func(a, b Edge) int { return cmp.Or(cmp.Compare(a.To, b.To), cmp.Compare(a.From, b.From)) })
 	last := dist[sr.queue[len(sr.queue)-1]]
 	for _, j := range join {
-		if j.to < level || j.to < last {
+		if j.To < level || j.To < last {
 			return false
 		}
 	}
 	for _, j := range join {
-		if dist[j.from] < 0 {
-			dist[j.from] = j.to
-			sr.queue = append(sr.queue, j.from)
+		if dist[j.From] < 0 {
+			dist[j.From] = j.To
+			sr.queue = append(sr.queue, j.From)
 		}
 	}
 	return true
 }
 
-// edge is a way out of rack from to rack to.
-type edge struct{ from, to int32 }
+// Edge is a way out of rack From to rack To.
+type Edge struct{ From, To int32 }
 
 // Moved reports whether rack r's ways out differ from those of the Paths
 // this one was switched from (true for every rack unless Switch carried
