@@ -9,6 +9,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 // TestSwitchSkipsOnlyUnmovedFlows runs random jobs under random chains of
@@ -120,4 +121,31 @@ func usesUplink(cs []circuit.Circuit, u circuit.Uplink) bool {
 		}
 	}
 	return false
+}
+
+// byStart orders phases by start and keeps ties in their order, as the
+// stable sort it replaces did.
+func TestByStart(t *testing.T) {
+	ph := func(job string, start int64) record.Phase { return record.Phase{Job: job, StartNs: start} }
+	tests := []struct {
+		name string
+		in   []record.Phase
+		want []string
+	}{
+		{"empty", nil, nil},
+		{"sorted", []record.Phase{ph("a", 1), ph("b", 2)}, []string{"a", "b"}},
+		{"reversed", []record.Phase{ph("b", 2), ph("a", 1)}, []string{"a", "b"}},
+		{"ties keep their order", []record.Phase{ph("c", 5), ph("x", 1), ph("a", 5), ph("b", 5), ph("y", 1)}, []string{"x", "y", "c", "a", "b"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, p := range byStart(tt.in) {
+				got = append(got, p.Job)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("byStart: %v, want %v", got, tt.want)
+			}
+		})
+	}
 }
