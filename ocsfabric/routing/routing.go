@@ -80,6 +80,13 @@ type Paths struct {
 	// was switched from; kept which destinations' searches carried over.
 	// Both nil: nothing carried over (every rack counts as moved).
 	moved, kept []bool
+	// Storage: the scratch that builds the graph, room for moved and
+	// kept, and the Paths before the one this was switched from, whose
+	// storage the next Switch reuses.
+	at, fill          []int32
+	es                []portTo
+	movedBuf, keptBuf []bool
+	retired           *Paths
 }
 
 // dest is what a Paths knows towards one destination: the search, and
@@ -91,14 +98,26 @@ type dest struct {
 }
 
 // NewPaths prepares next-hop answers for a configuration over racks racks.
-func NewPaths(racks int, cfg circuit.Config) *Paths {
-	p := &Paths{racks: racks, dests: make([]*dest, racks),
-		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
+func NewPaths(racks int, cfg circuit.Config) *Paths { return newPaths(racks, cfg, nil) }
+
+// portTo is a way out while the graph is built: uplink port to rack to.
+type portTo struct{ port, to int }
+
+// newPaths is NewPaths on the storage of a Paths no longer used (old,
+// nil: none).
+func newPaths(racks int, cfg circuit.Config, old *Paths) *Paths {
+	p := old
+	if p == nil {
+		p = &Paths{}
+	}
+	*p = Paths{racks: racks, dests: zeroed(p.dests, racks), spare: p.spare[:0],
+		outAt: zeroed(p.outAt, racks+1), inAt: zeroed(p.inAt, racks+1),
+		at: zeroed(p.at, racks+1), es: p.es[:0], fill: p.fill[:0], out: p.out[:0], in: p.in[:0],
+		movedBuf: p.movedBuf, keptBuf: p.keptBuf}
 	// The directed edges, one per sending uplink (the last circuit on
 	// it wins, as in circuit.Config.Edges), within the fabric's racks,
 	// bucketed by sending rack in cfg's order, then sorted by uplink.
-	type edge struct{ port, to int }
-	at := make([]int32, racks+1)
+	at := p.at
 	inFabric := func(r int) bool { return r >= 0 && r < racks }
 	each := func(fn func(from circuit.Uplink, to int)) {
 		for _, c := range cfg.Circuits {
@@ -114,16 +133,16 @@ func NewPaths(racks int, cfg circuit.Config) *Paths {
 	for r := 0; r < racks; r++ {
 		at[r+1] += at[r]
 	}
-	es := make([]edge, at[racks])
-	fill := append([]int32(nil), at[:racks]...)
+	es := zeroed(p.es, int(at[racks]))
+	fill := append(p.fill, at[:racks]...)
 	each(func(from circuit.Uplink, to int) {
-		es[fill[from.Rack]] = edge{from.Port, to}
+		es[fill[from.Rack]] = portTo{from.Port, to}
 		fill[from.Rack]++
 	})
-	p.out = make([]Hop, 0, len(es))
+	p.out = slices.Grow(p.out, len(es))
 	for r := 0; r < racks; r++ {
 		b := es[at[r]:at[r+1]]
-		slices.SortStableFunc(b, func(x, y edge) int { return x.port - y.port })
+		slices.SortStableFunc(b, func(x, y portTo) int { return x.port - y.port })
 		for i, e := range b {
 			if i+1 < len(b) && b[i+1].port == e.port || !inFabric(e.to) {
 				continue
@@ -136,7 +155,7 @@ func NewPaths(racks int, cfg circuit.Config) *Paths {
 	for r := 0; r < racks; r++ {
 		p.inAt[r+1] += p.inAt[r]
 	}
-	p.in = make([]int32, len(p.out))
+	p.in = zeroed(p.in, len(p.out))
 	fill = append(fill[:0], p.inAt[:racks]...)
 	for r := 0; r < racks; r++ {
 		for _, h := range p.out[p.outAt[r]:p.outAt[r+1]] {
@@ -144,7 +163,18 @@ func NewPaths(racks int, cfg circuit.Config) *Paths {
 			fill[h.Via]++
 		}
 	}
+	p.at, p.es, p.fill = at, es, fill
 	return p
+}
+
+// zeroed returns n zero values, in s's storage if it has room.
+func zeroed[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
 }
 
 // bfs fills dist with the hops from every rack to d, against the
@@ -277,19 +307,20 @@ func (p *Paths) Next(s, d int) []Hop {
 // per destination. Moved and Kept tell which racks and destinations
 // changed.
 func (p *Paths) Switch(cfg circuit.Config) *Paths {
-	q := NewPaths(p.racks, cfg)
-	q.spare = p.spare
-	p.spare = nil
+	q := newPaths(p.racks, cfg, p.retired)
+	q.spare = append(q.spare, p.spare...)
 	defer func() {
 		for d, dd := range p.dests {
 			if dd != nil && (q.kept == nil || !q.kept[d]) {
 				q.spare = append(q.spare, dd)
 			}
 		}
-		p.dests = nil
+		clear(p.dests)
+		p.spare, p.retired, q.retired = p.spare[:0], nil, p
 	}()
 	var added, removed []Edge
-	moved := make([]bool, p.racks)
+	moved := zeroed(q.movedBuf, p.racks)
+	q.movedBuf = moved
 	for r := 0; r < p.racks; r++ {
 		a, b := p.out[p.outAt[r]:p.outAt[r+1]], q.out[q.outAt[r]:q.outAt[r+1]]
 		if slices.Equal(a, b) {
@@ -321,7 +352,8 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 	if len(added)+len(removed) > p.racks {
 		return q
 	}
-	q.moved, q.kept = moved, make([]bool, p.racks)
+	q.keptBuf = zeroed(q.keptBuf, p.racks)
+	q.moved, q.kept = moved, q.keptBuf
 	for d, dd := range p.dests {
 		still := func(u, h int32) bool {
 			for _, x := range q.out[q.outAt[u]:q.outAt[u+1]] {
