@@ -355,6 +355,9 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 	q.keptBuf = zeroed(q.keptBuf, p.racks)
 	q.moved, q.kept = moved, q.keptBuf
 	for d, dd := range p.dests {
+		if dd == nil {
+			continue
+		}
 		still := func(u, h int32) bool {
 			for _, x := range q.out[q.outAt[u]:q.outAt[u+1]] {
 				if dd.sr.Dist[x.Via] == h {
@@ -363,7 +366,7 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 			}
 			return false
 		}
-		if dd == nil || !dd.sr.Carry(added, removed, still) {
+		if !dd.sr.Carry(added, removed, still) {
 			continue
 		}
 		for r, m := range moved {
@@ -384,13 +387,13 @@ func (p *Paths) Switch(cfg circuit.Config) *Paths {
 // for the racks it has reached; every rack nearer than level (the hop
 // count of the next rack to expand; every rack reached, for a finished
 // search) has been expanded, and only expanded racks' in-lists read. So
-// it holds over the new graph if every way out u -> v added into a rack that
-// may have been expanded (d(v) <= level) leaves a rack u reached with
-// d(u) <= d(v)+1, and every reached rack u that lost a way out onto a
-// rack one hop nearer still has one (hop counts up to level are all
-// known). One exception: an added way out of a rack u not reached yet
-// (a new circuit into the destination, for a search that has expanded
-// only it) is what expanding v over the new graph would have found, and u
+// it holds over the new graph if every way out u -> v added into a rack
+// that may have been expanded (d(v) <= level) leaves a rack u reached
+// with d(u) <= d(v)+1, and every reached rack u that lost a way out onto
+// a rack one hop nearer still has one (hop counts up to level are all
+// known). One exception: an added way out of a rack u not reached yet (a
+// new circuit into the destination, for a search that has expanded only
+// it) is what expanding v over the new graph would have found, and u
 // joins the search at d(v)+1 if that is not nearer than level, nor than
 // the racks waiting to be expanded.
 func (sr *Search) Carry(added, removed []Edge, still func(u, h int32) bool) bool {
