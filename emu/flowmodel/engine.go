@@ -77,6 +77,8 @@ type Sim struct {
 	switchAt int64   // when the current circuits were switched in
 	litFlows []*flow // flows on hops lit at the switch (make-before-break)
 	darkEnds map[int64][]int32
+	shaken   []bool // per rack, at a switch (markShaken)
+	unmoved  int    // flows switches did not look at (mayMove), for tests
 	// peers is the installed circuit map per uplink (dark.go); peersOff
 	// while a map off the fabric is installed.
 	peers    *portPeers
@@ -335,14 +337,22 @@ func (s *Sim) SetCircuits(cfg circuit.Config, initial bool) {
 	hit := s.beforeSwitch(dark)
 	s.circuits = cfg
 	s.switchAt = s.now
-	s.paths = routing.NewPaths(s.f.Racks, cfg)
+	s.paths = s.paths.Switch(cfg)
+	s.markShaken()
 	live := s.live[:0]
 	for _, fl := range s.live {
 		if fl.done {
 			continue
 		}
 		live = append(live, fl)
-		if fl.srcRack != fl.dstRack && !s.keepsPath(fl) {
+		if fl.srcRack == fl.dstRack {
+			continue
+		}
+		if !scanAll && !s.mayMove(fl) {
+			s.unmoved++
+			continue
+		}
+		if !s.keepsPath(fl) {
 			s.advance(fl)
 			s.route(fl)
 			s.dirtyF = append(s.dirtyF, fl)
@@ -620,6 +630,58 @@ func (s *Sim) pathOf(fl *flow) (ups []circuit.Uplink, lit, ok bool) {
 		return routing.Choose(hops, s.switchAt, func(u int) int64 { return s.res[s.upTx(cur, u)].darkUntil })
 	}
 	return hopPath(s.paths, s.f.Racks, fl.srcRack, fl.dstRack, fl.hash, choose, s.now)
+}
+
+// scanAll makes every switch look at every cross-rack flow's path, as
+// before mayMove: tests compare the two.
+var scanAll bool
+
+// markShaken marks, after a switch, the racks where a flow may now leave
+// on another uplink towards a destination whose search the switch kept
+// (routing.Paths.Switch): those whose ways out changed, and those with an
+// uplink dark now, around which make-before-break chooses.
+func (s *Sim) markShaken() {
+	if s.shaken == nil {
+		s.shaken = make([]bool, s.f.Racks)
+	}
+	for r := range s.shaken {
+		s.shaken[r] = s.paths.Moved(r)
+	}
+	for until, ids := range s.darkEnds {
+		if until <= s.now {
+			continue
+		}
+		for _, id := range ids {
+			// Uplinks only: the TCP-aware model stalls flows with
+			// dark periods of their own (tcpreconfig.go).
+			if id >= s.upTx(0, 0) && id < s.coreUp(0) && s.res[id].darkUntil > s.now {
+				s.shaken[s.uplinkRack(id)] = true
+			}
+		}
+	}
+}
+
+// uplinkRack is the rack of an uplink's resource (upTx).
+func (s *Sim) uplinkRack(id int32) int { return int(id-s.upTx(0, 0)) / s.f.UplinksPerToR }
+
+// mayMove reports whether a switch may have changed a cross-rack flow's
+// path: it is on make-before-break's hops, or the switch dropped the
+// search towards its destination rack (its hop counts changed), or it
+// leaves a rack that markShaken marked. Any other flow is on the path
+// keepsPath would find, and the switch need not look at it further.
+func (s *Sim) mayMove(fl *flow) bool {
+	if fl.lit || !s.paths.Kept(fl.dstRack) {
+		return true
+	}
+	if fl.hops == 0 {
+		return s.shaken[fl.srcRack]
+	}
+	for _, id := range fl.res[fl.pathAt : fl.pathAt+fl.hops] {
+		if s.shaken[s.uplinkRack(id)] {
+			return true
+		}
+	}
+	return false
 }
 
 // keepsPath reports whether a cross-rack flow's path over newly switched

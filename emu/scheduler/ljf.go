@@ -59,7 +59,11 @@ func (b *ljfBase) circuits(l *loop) circuit.Config {
 	}
 	perSlot := bytesPerSlot(f, l.slot) * l.s.Scheduler.BottleneckOr()
 	stuck := map[[2]int]bool{} // uplinks no new circuit can relieve
-	er := newEdgeRouter(f.Racks, f.UplinksPerToR, dem)
+	if b.er == nil {
+		b.er = newEdgeRouter(f.Racks, f.UplinksPerToR)
+	}
+	er := b.er
+	er.demand(dem)
 	for iter := 0; iter < maxLJFRounds; iter++ {
 		er.route(p.cfg)
 		loads := func(e [2]int) float64 { return er.loads[e[0]*er.ups+e[1]] }
@@ -163,6 +167,7 @@ func circulantOffsets(racks, uplinks int) []int {
 type ljfBase struct {
 	ports *ports
 	ring  map[circuit.Circuit]bool
+	er    *edgeRouter // kept from slot to slot: its searches carry over
 }
 
 // clone copies the ports' state, so the copy can change on its own.
@@ -196,9 +201,15 @@ type edgeRouter struct {
 	outAt, inAt []int32
 	out         []hop
 	in          []int32
-	dist        []routing.Search // per destination (Dist nil: not searched this round)
+	dist        []routing.Search // per destination (Dist nil: not searched)
 	searched    []int            // destinations with dist set
 	spare       [][]int32
+	// via is the rack each uplink sends to (-1: none) in the last cfg
+	// routed, used the uplinks set; nvia and nused are scratch for the next.
+	via, nvia   []int32
+	used, nused []int32
+	viaOff      bool // via is not the last cfg's graph
+	carried     int  // searches carried over, for tests
 	// results, per directed uplink rack*ups+port
 	loads   []float64
 	users   [][][2]int
@@ -211,11 +222,21 @@ type edgeRouter struct {
 
 type hop struct{ port, via int32 }
 
-func newEdgeRouter(racks, ups int, dem map[[2]int]float64) *edgeRouter {
+func newEdgeRouter(racks, ups int) *edgeRouter {
 	er := &edgeRouter{racks: racks, ups: ups, dist: make([]routing.Search, racks),
 		loads: make([]float64, racks*ups), users: make([][][2]int, racks*ups),
 		share: make([]float64, racks), next: make([]float64, racks),
-		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1)}
+		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1),
+		via: make([]int32, racks*ups), nvia: make([]int32, racks*ups)}
+	for i := range er.via {
+		er.via[i], er.nvia[i] = -1, -1
+	}
+	return er
+}
+
+// demand sets the demand route routes.
+func (er *edgeRouter) demand(dem map[[2]int]float64) {
+	er.pairs, er.dem = er.pairs[:0], er.dem[:0]
 	for pr, d := range dem {
 		if d > 0 && pr[0] != pr[1] {
 			er.pairs = append(er.pairs, pr)
@@ -225,22 +246,39 @@ func newEdgeRouter(racks, ups int, dem map[[2]int]float64) *edgeRouter {
 	for _, pr := range er.pairs {
 		er.dem = append(er.dem, dem[pr])
 	}
-	return er
 }
 
 // route routes the demand over cfg; loads, users and touched hold the
-// result until the next call.
+// result until the next call. The searches of the last call that cfg
+// leaves as they are (routing.Search.Carry) go on over cfg: ljf's rounds
+// and slots change a few circuits at a time.
 func (er *edgeRouter) route(cfg circuit.Config) {
 	for _, e := range er.touched {
 		er.loads[e], er.users[e] = 0, er.users[e][:0]
 	}
 	er.touched = er.touched[:0]
-	for _, d := range er.searched {
-		er.spare = append(er.spare, er.dist[d].Dist)
-		er.dist[d].Dist = nil
-	}
-	er.searched = er.searched[:0]
+	added, removed, ok := er.diff(cfg)
 	er.graph(cfg)
+	keep := er.searched[:0]
+	for _, d := range er.searched {
+		sr := &er.dist[d]
+		still := func(u, h int32) bool {
+			for _, x := range er.out[er.outAt[u]:er.outAt[u+1]] {
+				if sr.Dist[x.via] == h {
+					return true
+				}
+			}
+			return false
+		}
+		if ok && sr.Carry(added, removed, still) {
+			keep = append(keep, d)
+			er.carried++
+			continue
+		}
+		er.spare = append(er.spare, sr.Dist)
+		sr.Dist = nil
+	}
+	er.searched = keep
 	for i, pr := range er.pairs {
 		dist := er.distTo(pr[0], pr[1])
 		if dist[pr[0]] < 0 {
@@ -248,6 +286,52 @@ func (er *edgeRouter) route(cfg circuit.Config) {
 		}
 		er.spread(pr, er.dem[i], dist)
 	}
+}
+
+// diff installs cfg's ways out per sending uplink (via) and returns the
+// ways out it adds to and removes from the last cfg's; ok is false when
+// that cannot be told (an uplink sending on two circuits, or one off the
+// fabric).
+func (er *edgeRouter) diff(cfg circuit.Config) (added, removed []routing.Edge, ok bool) {
+	ok = true
+	used := er.nused[:0]
+	set := func(from circuit.Uplink, to int) {
+		if from.Port < 0 || from.Port >= er.ups || from.Rack < 0 || from.Rack >= er.racks {
+			ok = false
+			return
+		}
+		u := int32(from.Rack*er.ups + from.Port)
+		if er.nvia[u] >= 0 {
+			ok = false
+		}
+		er.nvia[u] = int32(to)
+		used = append(used, u)
+	}
+	for _, c := range cfg.Circuits {
+		set(c.A, c.B.Rack)
+		if !c.Simplex {
+			set(c.B, c.A.Rack)
+		}
+	}
+	rack := func(u int32) int32 { return u / int32(er.ups) }
+	for _, u := range used {
+		if o, n := er.via[u], er.nvia[u]; o != n {
+			if o >= 0 {
+				removed = append(removed, routing.Edge{From: rack(u), To: o})
+			}
+			added = append(added, routing.Edge{From: rack(u), To: n})
+		}
+	}
+	for _, u := range er.used {
+		if o := er.via[u]; o >= 0 && er.nvia[u] < 0 {
+			removed = append(removed, routing.Edge{From: rack(u), To: o})
+		}
+		er.via[u] = -1
+	}
+	er.via, er.nvia = er.nvia, er.via
+	er.used, er.nused = used, er.used
+	ok, er.viaOff = ok && !er.viaOff, !ok // via tells the next cfg's changes only if it told this one's
+	return added, removed, ok
 }
 
 // graph builds the out and in lists of cfg (counting sort by rack, so

@@ -226,3 +226,123 @@ func TestPathsMatchesRackGraph(t *testing.T) {
 		}
 	}
 }
+
+// TestPathsSwitch follows chains of configurations, each a few circuits
+// away from the last (and now and then a new one), and checks that the
+// Paths Switch gives answers as NewPaths does, that it keeps exactly the
+// searched destinations whose hop counts stay, and that a kept
+// destination's next hops from a rack that did not move are the old ones.
+func TestPathsSwitch(t *testing.T) {
+	const racks, uplinks = 16, 3
+	rng := rand.New(rand.NewPCG(3, 4))
+	random := func(cs []circuit.Circuit, changes int) []circuit.Circuit {
+		cs = slices.Clone(cs)
+		for k := 0; k < changes; k++ {
+			if len(cs) > 0 && rng.IntN(2) == 0 {
+				i := rng.IntN(len(cs))
+				cs = slices.Delete(cs, i, i+1)
+				continue
+			}
+			a := circuit.Uplink{Rack: rng.IntN(racks), Port: rng.IntN(uplinks)}
+			b := circuit.Uplink{Rack: rng.IntN(racks), Port: rng.IntN(uplinks)}
+			cs = append(cs, circuit.Circuit{A: a, B: b, Simplex: rng.IntN(5) == 0})
+		}
+		return cs
+	}
+	kept, keptPartial, dropped := 0, 0, 0
+	for chain := 0; chain < 100; chain++ {
+		cs := random(nil, racks*uplinks)
+		p := NewPaths(racks, circuit.Config{Circuits: cs})
+		for step := 0; step < 20; step++ {
+			// Ask some pairs (searches partly run), note the answers.
+			old := map[[2]int][]Hop{}
+			oldHops := make([][]int, racks)
+			now := NewPaths(racks, circuit.Config{Circuits: cs})
+			for d := 0; d < racks; d++ {
+				oldHops[d] = make([]int, racks)
+				for s := 0; s < racks; s++ {
+					oldHops[d][s] = now.Hops(s, d)
+					if rng.IntN(racks/3) == 0 { // few: searches stop part way
+						old[[2]int{s, d}] = p.Next(s, d)
+					}
+				}
+			}
+			asked := map[int]bool{}    // searched, now or at an earlier step
+			finished := map[int]bool{} // searched to the end
+			reached := make([][]bool, racks)
+			for d, dd := range p.dests {
+				asked[d] = dd != nil
+				if dd != nil {
+					finished[d] = dd.sr.head == len(dd.sr.queue)
+					reached[d] = make([]bool, racks)
+					for s, h := range dd.sr.Dist {
+						reached[d][s] = h >= 0
+					}
+				}
+			}
+			changes := 1 + rng.IntN(3)
+			if rng.IntN(10) == 0 {
+				changes = 3 * racks // past racks changes: afresh
+			}
+			cs = random(cs, changes)
+			cfg := circuit.Config{Circuits: cs}
+			q := p.Switch(cfg)
+			p, q = q, clonePaths(q) // q is checked all over, which runs its searches to the end
+			fresh := NewPaths(racks, cfg)
+			for d := 0; d < racks; d++ {
+				same, sameReached := true, true
+				for s := 0; s < racks; s++ {
+					if got, want := q.Next(s, d), fresh.Next(s, d); !reflect.DeepEqual(got, want) {
+						t.Fatalf("chain %d step %d: Next(%d, %d) = %v after Switch, NewPaths says %v", chain, step, s, d, got, want)
+					}
+					if got, want := q.Hops(s, d), fresh.Hops(s, d); got != want {
+						t.Fatalf("chain %d step %d: Hops(%d, %d) = %d after Switch, NewPaths says %d", chain, step, s, d, got, want)
+					}
+					same = same && q.Hops(s, d) == oldHops[d][s]
+					sameReached = sameReached && (reached[d] == nil || !reached[d][s] || q.Hops(s, d) == oldHops[d][s])
+				}
+				// A finished search is kept exactly when no hop count
+				// changed; one partly run, only if those of the racks
+				// it reached did not.
+				if q.moved != nil && finished[d] && q.Kept(d) != same {
+					t.Fatalf("chain %d step %d: Kept(%d) = %v for a finished search; hop counts the same %v", chain, step, d, q.Kept(d), same)
+				}
+				if q.Kept(d) && (!asked[d] || !sameReached) {
+					t.Fatalf("chain %d step %d: Kept(%d), but searched %v, hop counts of the racks reached the same %v", chain, step, d, asked[d], sameReached)
+				}
+				if q.Kept(d) {
+					kept++
+					if !finished[d] {
+						keptPartial++
+					}
+				} else if asked[d] {
+					dropped++
+				}
+			}
+			for k, h := range old {
+				if q.Kept(k[1]) && !q.Moved(k[0]) && !reflect.DeepEqual(q.Next(k[0], k[1]), h) {
+					t.Fatalf("chain %d step %d: kept destination %d, unmoved rack %d: Next %v, was %v", chain, step, k[1], k[0], q.Next(k[0], k[1]), h)
+				}
+			}
+		}
+	}
+	if keptPartial == 0 || kept == keptPartial || dropped == 0 {
+		t.Fatalf("kept %d searches (%d partly run), dropped %d: the test needs each", kept, keptPartial, dropped)
+	}
+	t.Logf("kept %d searches (%d partly run), dropped %d", kept, keptPartial, dropped)
+}
+
+// clonePaths copies p and its searches.
+func clonePaths(p *Paths) *Paths {
+	q := *p
+	q.dests = make([]*dest, len(p.dests))
+	for d, dd := range p.dests {
+		if dd != nil {
+			c := &dest{sr: Search{Dist: slices.Clone(dd.sr.Dist), queue: slices.Clone(dd.sr.queue), head: dd.sr.head},
+				next: slices.Clone(dd.next), known: slices.Clone(dd.known)}
+			q.dests[d] = c
+		}
+	}
+	q.spare = nil
+	return &q
+}

@@ -1,0 +1,83 @@
+package scheduler
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+)
+
+// TestEdgeRouterCarriesSearches routes random demand over chains of
+// circuit maps, each a few circuits away from the last, with one router
+// kept along the chain (its searches carried over) and a new router per
+// map: loads and users must be the same to the bit.
+func TestEdgeRouterCarriesSearches(t *testing.T) {
+	const racks, ups = 14, 4
+	tests := []struct {
+		name    string
+		changes int
+		simplex bool
+		shared  bool // an uplink may be on two circuits
+	}{
+		{"one circuit at a time", 1, false, false},
+		{"a few circuits", 3, false, false},
+		{"simplex", 2, true, false},
+		{"many", 20, false, false},
+		{"uplinks on two circuits", 2, false, true},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(uint64(i), 11))
+			kept := newEdgeRouter(racks, ups)
+			var cs []circuit.Circuit
+			used := func(u circuit.Uplink) bool {
+				return slices.ContainsFunc(cs, func(c circuit.Circuit) bool { return c.A == u || c.B == u })
+			}
+			for step := 0; step < 60; step++ {
+				for n := tt.changes; n > 0; n-- {
+					if len(cs) > 0 && rng.IntN(3) == 0 {
+						x := rng.IntN(len(cs))
+						cs = slices.Delete(slices.Clone(cs), x, x+1)
+						continue
+					}
+					a := circuit.Uplink{Rack: rng.IntN(racks), Port: rng.IntN(ups)}
+					b := circuit.Uplink{Rack: rng.IntN(racks), Port: rng.IntN(ups)}
+					if a.Rack != b.Rack && (tt.shared || !used(a) && !used(b)) {
+						cs = append(slices.Clone(cs), circuit.Circuit{A: a, B: b, Simplex: tt.simplex && rng.IntN(2) == 0})
+					}
+				}
+				dem := map[[2]int]float64{}
+				for k := rng.IntN(2 * racks); k > 0; k-- {
+					dem[[2]int{rng.IntN(racks), rng.IntN(racks)}] = float64(1 + rng.IntN(100))
+				}
+				cfg := circuit.Config{Circuits: cs}
+				kept.demand(dem)
+				kept.route(cfg)
+				fresh := newEdgeRouter(racks, ups)
+				fresh.demand(dem)
+				fresh.route(cfg)
+				if !reflect.DeepEqual(loadsOf(kept), loadsOf(fresh)) {
+					t.Fatalf("step %d: loads %v with searches carried over, %v routed afresh", step, loadsOf(kept), loadsOf(fresh))
+				}
+			}
+			if kept.carried == 0 {
+				t.Fatal("no search carried over: the test compares nothing")
+			}
+			t.Logf("%d searches carried over", kept.carried)
+		})
+	}
+}
+
+// loadsOf lists a router's loaded uplinks with their bytes and users.
+func loadsOf(er *edgeRouter) []string {
+	var out []string
+	for e := range er.loads {
+		if er.loads[e] != 0 || len(er.users[e]) > 0 {
+			out = append(out, fmt.Sprint(e, er.loads[e], er.users[e]))
+		}
+	}
+	return out
+}
