@@ -103,7 +103,7 @@ func TestSwitchSkipsOnlyUnmovedFlows(t *testing.T) {
 					t.Fatalf("job %d: phases %v-%v skipping unmoved flows, %v-%v looking at every flow", ji, got.jobs[ji].Start, got.jobs[ji].End, js.Start, js.End)
 				}
 			}
-			if got.Stats != want.Stats {
+			if !reflect.DeepEqual(got.Stats, want.Stats) {
 				t.Errorf("stats %+v skipping unmoved flows, %+v looking at every flow", got.Stats, want.Stats)
 			}
 			if !reflect.DeepEqual(gotDs, wantDs) {
