@@ -235,6 +235,15 @@ func linksOf(qd []qdiscReading, t0, end int64) ([]fidelity.Link, uint64) {
 	return links, drops
 }
 
+// since is a counter's growth from pre to post; a counter that went
+// back (the OCS process restarted with new maps) counts from zero.
+func since(post, pre uint64) uint64 {
+	if post < pre {
+		return post
+	}
+	return post - pre
+}
+
 // readOCS fetches the port counters (the difference since the workers
 // started) and the events of the run from the lab's event log.
 func (r *recorder) readOCS(ctx context.Context, t0, end int64) (*fidelity.OCS, []ocs.Event, error) {
@@ -250,11 +259,11 @@ func (r *recorder) readOCS(ctx context.Context, t0, end int64) (*fidelity.OCS, [
 	o.UplinkBytes = map[string]uint64{}
 	for _, c := range post {
 		b := pre[c.Iface]
-		o.UplinkBytes[c.Uplink.String()] += c.FwdBytes - b.FwdBytes
-		o.DarkBytes += c.DarkBytes - b.DarkBytes
-		o.DarkPackets += c.DarkPackets - b.DarkPackets
-		o.UnpatchedBytes += c.UnpatchedBytes - b.UnpatchedBytes
-		o.UnpatchedPackets += c.UnpatchedPackets - b.UnpatchedPackets
+		o.UplinkBytes[c.Uplink.String()] += since(c.FwdBytes, b.FwdBytes)
+		o.DarkBytes += since(c.DarkBytes, b.DarkBytes)
+		o.DarkPackets += since(c.DarkPackets, b.DarkPackets)
+		o.UnpatchedBytes += since(c.UnpatchedBytes, b.UnpatchedBytes)
+		o.UnpatchedPackets += since(c.UnpatchedPackets, b.UnpatchedPackets)
 	}
 	data, err := os.ReadFile(fabric.LabFile(r.s.Name, "ocs-events.jsonl"))
 	if err != nil {

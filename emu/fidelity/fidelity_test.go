@@ -131,6 +131,8 @@ func TestJudgeLossOCSLatenessAccuracy(t *testing.T) {
 		{"15% of the bytes on the other uplink", Inputs{OCS: &OCS{UplinkBytes: map[string]uint64{"tor0:0": 130e6, "tor0:1": 70e6}},
 			ModelUplinkBytes: map[string]float64{"tor0:0": 100e6, "tor0:1": 100e6}}, "paths against the model", Warn},
 		{"no model", Inputs{OCS: &OCS{}}, "paths against the model", NA},
+		{"the model put nothing on circuits, the kernel did", Inputs{OCS: &OCS{UplinkBytes: map[string]uint64{"tor0:0": 100e6}},
+			ModelUplinkBytes: map[string]float64{}}, "paths against the model", Fail},
 		{"on time", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 200e3}}}}, "phase lateness", Pass},
 		{"3 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 200e3}, {LatenessNs: 3e6}}}}, "phase lateness", Warn},
 		{"8 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 8e6}}}}, "phase lateness", Fail},

@@ -31,37 +31,48 @@ const (
 	INCSlotBytes   = 1440
 )
 
-// incTreeRates returns, for every INC segment in comp whose tree cannot
-// move as fast as the shares just computed give one of its segments, the
-// tree's common rate; nil if there is none to hold back.
+// incTreeRates returns the common rate of every INC tree in comp (its
+// slowest segment's share, capped by its window) for all their segments,
+// if any tree cannot move as fast as the shares just computed give one of
+// its segments; nil if none. Once one tree is held back, every tree is
+// fixed at its rate, so the capacity it frees goes to the other flows only
+// and no tree's segments drift apart in the pass that shares it.
 func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]float64 {
+	var order []int32 // trees in the order comp meets them: deterministic
 	var trees map[int32][]*flow
 	for _, fl := range comp {
 		if fl.inc && fl.grpRes >= 0 && !fl.done {
 			if trees == nil {
 				trees = map[int32][]*flow{}
 			}
+			if trees[fl.grpRes] == nil {
+				order = append(order, fl.grpRes)
+			}
 			trees[fl.grpRes] = append(trees[fl.grpRes], fl)
 		}
 	}
-	var fixed map[*flow]float64
-	for _, segs := range trees {
+	hold := false
+	rates := make([]float64, len(order))
+	for i, g := range order {
+		segs := trees[g]
 		rate := math.Inf(1)
 		for _, fl := range segs {
 			rate = math.Min(rate, fl.rate)
 		}
 		rtt := s.incTreeRTT(segs, queue)
 		rate = math.Min(rate, INCWindowSlots*INCSlotBytes/(float64(rtt)/1e9))
+		rates[i] = rate
 		for _, fl := range segs {
-			if fl.rate > rate*(1+1e-9) {
-				if fixed == nil {
-					fixed = map[*flow]float64{}
-				}
-				for _, g := range segs {
-					fixed[g] = rate
-				}
-				break
-			}
+			hold = hold || fl.rate > rate*(1+1e-9)
+		}
+	}
+	if !hold {
+		return nil
+	}
+	fixed := map[*flow]float64{}
+	for i, g := range order {
+		for _, fl := range trees[g] {
+			fixed[fl] = rates[i]
 		}
 	}
 	return fixed

@@ -68,3 +68,37 @@ func TestINCTreeSharesByHand(t *testing.T) {
 		})
 	}
 }
+
+// Every segment of every tree moves at its tree's one rate, also when
+// two trees and TCP flows share the core and one tree is held back by
+// its window while the other is not.
+func TestINCTreesMoveAsOne(t *testing.T) {
+	s := scen(t, "fabric: {kind: eps, racks: 3, servers_per_rack: 3, rates: {server: 80Mbit}, eps: {oversubscription: 3}}\n")
+	jobs := []plan.Job{
+		{Name: "a", Pattern: "ps", Workers: []string{"r0s0", "r1s0", "r2s0"}, INC: true, Aggregator: "tor0", Bytes: 50e6, Iterations: 1},
+		{Name: "b", Pattern: "ps", Workers: []string{"r1s2", "r2s2"}, INC: true, Aggregator: "tor2", Bytes: 80e6, Iterations: 1},
+		{Name: "t", Pattern: "ps", Workers: []string{"r0s1", "r2s1"}, PS: "r1s1", Bytes: 60e6, Iterations: 1},
+	}
+	for _, qMs := range []float64{0.5, 5, 50} {
+		q := int64(qMs * 1e6)
+		sim := New(s.Fabric, jobs, Options{ASAP: true, TCP: &TCPModel{
+			RTTExponent: 1.5, BaseRTTNs: 100e3, QueueNs: func(scenario.Rate) int64 { return q }}})
+		for _, at := range []int64{1, 1e9, 3e9, 6e9} {
+			sim.RunUntil(at)
+			rate := map[int]float64{}
+			for _, fl := range sim.flows {
+				if fl.done || !fl.inc {
+					continue
+				}
+				r, ok := rate[fl.job]
+				if !ok {
+					rate[fl.job] = fl.rate
+					continue
+				}
+				if math.Abs(fl.rate-r) > 1e-9*r {
+					t.Errorf("queue %v ms, t %d ns: tree %s's segments at %.6f and %.6f MB/s", qMs, at, sim.jobs[fl.job].j.Name, r/1e6, fl.rate/1e6)
+				}
+			}
+		}
+	}
+}

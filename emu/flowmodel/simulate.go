@@ -164,11 +164,11 @@ func (s *Sim) Result() *record.Run {
 	run.PortsReconfigured = s.Stats.PortsReconfigured
 	run.OCSBytes = s.Stats.OCSBytes
 	run.CircuitHopBytes = s.Stats.CircuitHopBytes
+	if s.Stats.UplinkBytes != nil {
+		run.UplinkBytes = map[string]float64{} // an OCS fabric: empty when nothing crossed a circuit
+	}
 	for i, b := range s.Stats.UplinkBytes {
 		if b > 0 {
-			if run.UplinkBytes == nil {
-				run.UplinkBytes = map[string]float64{}
-			}
 			run.UplinkBytes[circuit.Uplink{Rack: i / s.f.UplinksPerToR, Port: i % s.f.UplinksPerToR}.String()] = b
 		}
 	}

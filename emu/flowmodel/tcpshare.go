@@ -177,8 +177,9 @@ func (s *Sim) shareByRTT(comp []*flow, rq []int32) {
 func (s *Sim) waterfillWeighted(comp []*flow, rq []int32, fixed map[*flow]float64) {
 	openW := make(map[int32]float64, len(rq))
 	open := s.startFill(comp, rq)
-	for fl, rate := range fixed {
-		if fl.frozen {
+	for _, fl := range comp { // comp's order: the sums below stay deterministic
+		rate, ok := fixed[fl]
+		if !ok || fl.frozen {
 			continue
 		}
 		fl.frozen, fl.rate = true, rate
