@@ -42,7 +42,7 @@ func (b *ljfBase) circuits(l *loop) circuit.Config {
 			b.ring[c.A.Rack*f.UplinksPerToR+c.A.Port] = c
 		}
 		b.p = &ports{}
-		b.idle = map[circuit.Circuit]bool{}
+		b.idle.c = map[circuit.Circuit]bool{}
 		b.stuck, b.done = map[[2]int]bool{}, map[[2]int]bool{}
 	}
 	p := b.p
@@ -55,15 +55,15 @@ func (b *ljfBase) circuits(l *loop) circuit.Config {
 	load := func(pr [2]int) float64 {
 		return max(dem[[2]int{pr[0], pr[1]}], dem[[2]int{pr[1], pr[0]}])
 	}
-	idle := b.idle
-	clear(idle)
+	idle := &b.idle
+	idle.reset(f.Racks)
 	busy := l.sim.BusyUplinks() // circuits under flows in progress are never evicted
 	for _, c := range l.prev.Circuits {
 		if inRing(c) || !p.claim(c) {
 			continue
 		}
 		if load(pair(c.A.Rack, c.B.Rack)) == 0 && !busy[c.A] && !busy[c.B] {
-			idle[c] = true
+			idle.add(c)
 		}
 	}
 	perSlot := bytesPerSlot(f, l.slot) * l.s.Scheduler.BottleneckOr()
@@ -186,7 +186,7 @@ type ljfBase struct {
 	er    *edgeRouter       // kept from slot to slot: its searches carry over
 	// scratch of one slot
 	p           *ports
-	idle        map[circuit.Circuit]bool
+	idle        idleSet
 	stuck, done map[[2]int]bool
 	over        [][2]int
 }
@@ -549,20 +549,20 @@ func (er *edgeRouter) edge(e int32) [2]int { return [2]int{int(e) / er.ups, int(
 
 // connectOrEvict adds a circuit between racks a and b, taking the ports of
 // an idle circuit at a rack that has none free.
-func (p *ports) connectOrEvict(a, b int, idle map[circuit.Circuit]bool) bool {
+func (p *ports) connectOrEvict(a, b int, idle *idleSet) bool {
 	if p.connect(a, b) {
 		return true
 	}
 	for tries := 0; tries < 2; tries++ {
 		evicted := false
 		for _, r := range []int{a, b} {
-			if p.hasFree(r) {
+			if idle.at[r] == 0 || p.hasFree(r) {
 				continue
 			}
 			for i, c := range p.cfg.Circuits {
-				if (c.A.Rack == r || c.B.Rack == r) && idle[c] {
+				if (c.A.Rack == r || c.B.Rack == r) && idle.c[c] {
 					p.release(i)
-					delete(idle, c)
+					idle.remove(c)
 					evicted = true
 					break
 				}
@@ -576,6 +576,32 @@ func (p *ports) connectOrEvict(a, b int, idle map[circuit.Circuit]bool) bool {
 		}
 	}
 	return false
+}
+
+// idleSet is a slot's idle circuits, and how many each rack has (a rack
+// with none is not searched for one).
+type idleSet struct {
+	c  map[circuit.Circuit]bool
+	at []int
+}
+
+func (s *idleSet) reset(racks int) {
+	clear(s.c)
+	s.at = append(s.at[:0], make([]int, racks)...)
+}
+
+func (s *idleSet) add(c circuit.Circuit) {
+	if !s.c[c] {
+		s.c[c] = true
+		s.at[c.A.Rack]++
+		s.at[c.B.Rack]++
+	}
+}
+
+func (s *idleSet) remove(c circuit.Circuit) {
+	delete(s.c, c)
+	s.at[c.A.Rack]--
+	s.at[c.B.Rack]--
 }
 
 func (p *ports) hasFree(r int) bool {
