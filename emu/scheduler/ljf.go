@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
@@ -33,6 +34,7 @@ import (
 // existing circuits over several hops, and circuits are never torn down
 // for nothing; fcfs refits every slot.
 func (b *ljfBase) circuits(l *loop) circuit.Config {
+	defer func(t0 time.Time) { ljfNanos.Add(int64(time.Since(t0))) }(time.Now())
 	f := l.s.Fabric
 	if b.ports == nil {
 		b.ports = newPorts(f)
@@ -127,8 +129,9 @@ func (b *ljfBase) circuits(l *loop) circuit.Config {
 	return circuit.Config{Circuits: slices.Clone(p.cfg.Circuits)} // p is reused
 }
 
-// ljfRounds counts ljf's route-and-add rounds, for the scale benchmark.
-var ljfRounds atomic.Int64
+// ljfRounds counts ljf's route-and-add rounds, and ljfNanos the time
+// spent choosing circuits, for the scale benchmark.
+var ljfRounds, ljfNanos atomic.Int64
 
 // baseCirculant is ljf's base topology over uplinks ports per ToR: the
 // base ring (offset 1), then circuits from every rack r to r+k for
