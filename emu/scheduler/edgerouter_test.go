@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -91,4 +93,36 @@ func loadsOf(er *edgeRouter) []string {
 		}
 	}
 	return out
+}
+
+// TestLJFReplayKeepsPlans plans paper 000's setup (small) with ljf, its
+// router replaying pairs' spreads and routing every pair afresh: the
+// plans must be the same to the byte.
+func TestLJFReplayKeepsPlans(t *testing.T) {
+	for _, d := range Paper000Designs {
+		if d.Scheduler != "ljf" {
+			continue
+		}
+		for _, racks := range []int{16, 32} {
+			t.Run(fmt.Sprintf("%s/%d racks", d.Name, racks), func(t *testing.T) {
+				s := Paper000(Paper000Options{Jobs: 10 * racks, Racks: racks, ArrivalsPerSlot: float64(racks) / 3,
+					Seed: 3, Scheduler: d.Scheduler, INC: d.INC})
+				plans := map[bool][]byte{}
+				for _, replay := range []bool{false, true} {
+					ljfReplay = replay
+					p, err := Plan(s)
+					ljfReplay = true
+					if err != nil {
+						t.Fatal(err)
+					}
+					if plans[replay], err = json.Marshal(p); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !bytes.Equal(plans[false], plans[true]) {
+					t.Fatal("plans differ with spreads replayed")
+				}
+			})
+		}
+	}
 }

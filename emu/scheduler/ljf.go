@@ -133,6 +133,10 @@ func (b *ljfBase) circuits(l *loop) circuit.Config {
 // spent choosing circuits, for the scale benchmark.
 var ljfRounds, ljfNanos atomic.Int64
 
+// ljfReplay lets edgeRouter replay spreads (fresh); tests turn it off to
+// compare the plans.
+var ljfReplay = true
+
 // baseCirculant is ljf's base topology over uplinks ports per ToR: the
 // base ring (offset 1), then circuits from every rack r to r+k for
 // further offsets k growing geometrically up to racks/2, two ports per
@@ -341,7 +345,7 @@ func (er *edgeRouter) route(cfg circuit.Config) {
 	er.searched = keep
 	for i, pr := range er.pairs {
 		ps := &er.spreads[pr[0]*er.racks+pr[1]]
-		if er.fresh(ps, pr[1], er.dem[i]) {
+		if ljfReplay && er.fresh(ps, pr[1], er.dem[i]) {
 			er.replay(pr, ps.puts)
 			er.replayed++
 			continue
