@@ -198,8 +198,9 @@ type ljfBase struct {
 	over        [][2]int
 }
 
-// copyFrom makes q a copy of p's state in q's storage. p's free keys (a
-// fabric's (rack, ocs) pairs) are q's too: ports never drop one.
+// copyFrom makes q a copy of p's state in q's storage. q's free keys are
+// p's: every (rack, ocs) pair of the fabric, which newPorts lists and no
+// change drops or adds.
 func (q *ports) copyFrom(p *ports) {
 	q.layout = p.layout
 	if q.free == nil {
