@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -12,8 +14,9 @@ import (
 
 // TestEdgeRouterCarriesSearches routes random demand over chains of
 // circuit maps, each a few circuits away from the last, with one router
-// kept along the chain (its searches carried over) and a new router per
-// map: loads and users must be the same to the bit.
+// kept along the chain (its searches and, for demand kept from map to
+// map as in ljf's rounds, pairs' spreads carried over) and a new router
+// per map: loads and users must be the same to the bit.
 func TestEdgeRouterCarriesSearches(t *testing.T) {
 	const racks, ups = 14, 4
 	tests := []struct {
@@ -21,22 +24,27 @@ func TestEdgeRouterCarriesSearches(t *testing.T) {
 		changes int
 		simplex bool
 		shared  bool // an uplink may be on two circuits
+		keep    int  // steps a demand is kept for
 	}{
-		{"one circuit at a time", 1, false, false},
-		{"a few circuits", 3, false, false},
-		{"simplex", 2, true, false},
-		{"many", 20, false, false},
-		{"uplinks on two circuits", 2, false, true},
+		{"one circuit at a time", 1, false, false, 1},
+		{"a few circuits", 3, false, false, 1},
+		{"simplex", 2, true, false, 1},
+		{"many", 20, false, false, 1},
+		{"uplinks on two circuits", 2, false, true, 1},
+		{"demand kept, one circuit at a time", 1, false, false, 8},
+		{"demand kept, a few circuits", 3, false, false, 8},
+		{"demand kept, simplex", 2, true, false, 8},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(uint64(i), 11))
 			kept := newEdgeRouter(racks, ups)
 			var cs []circuit.Circuit
+			var dem map[[2]int]float64
 			used := func(u circuit.Uplink) bool {
 				return slices.ContainsFunc(cs, func(c circuit.Circuit) bool { return c.A == u || c.B == u })
 			}
-			for step := 0; step < 60; step++ {
+			for step := 0; step < 60*tt.keep; step++ {
 				for n := tt.changes; n > 0; n-- {
 					if len(cs) > 0 && rng.IntN(3) == 0 {
 						x := rng.IntN(len(cs))
@@ -49,9 +57,11 @@ func TestEdgeRouterCarriesSearches(t *testing.T) {
 						cs = append(slices.Clone(cs), circuit.Circuit{A: a, B: b, Simplex: tt.simplex && rng.IntN(2) == 0})
 					}
 				}
-				dem := map[[2]int]float64{}
-				for k := rng.IntN(2 * racks); k > 0; k-- {
-					dem[[2]int{rng.IntN(racks), rng.IntN(racks)}] = float64(1 + rng.IntN(100))
+				if step%tt.keep == 0 {
+					dem = map[[2]int]float64{}
+					for k := rng.IntN(2 * racks); k > 0; k-- {
+						dem[[2]int{rng.IntN(racks), rng.IntN(racks)}] = float64(1 + rng.IntN(100))
+					}
 				}
 				cfg := circuit.Config{Circuits: cs}
 				kept.demand(dem)
@@ -66,7 +76,10 @@ func TestEdgeRouterCarriesSearches(t *testing.T) {
 			if kept.carried == 0 {
 				t.Fatal("no search carried over: the test compares nothing")
 			}
-			t.Logf("%d searches carried over", kept.carried)
+			if tt.keep > 1 && kept.replayed == 0 {
+				t.Fatal("no spread replayed: the test compares nothing")
+			}
+			t.Logf("%d searches carried over, %d spreads replayed", kept.carried, kept.replayed)
 		})
 	}
 }
@@ -80,4 +93,36 @@ func loadsOf(er *edgeRouter) []string {
 		}
 	}
 	return out
+}
+
+// TestLJFReplayKeepsPlans plans paper 000's setup (small) with ljf, its
+// router replaying pairs' spreads and routing every pair afresh: the
+// plans must be the same to the byte.
+func TestLJFReplayKeepsPlans(t *testing.T) {
+	for _, d := range Paper000Designs {
+		if d.Scheduler != "ljf" {
+			continue
+		}
+		for _, racks := range []int{16, 32} {
+			t.Run(fmt.Sprintf("%s/%d racks", d.Name, racks), func(t *testing.T) {
+				s := Paper000(Paper000Options{Jobs: 10 * racks, Racks: racks, ArrivalsPerSlot: float64(racks) / 3,
+					Seed: 3, Scheduler: d.Scheduler, INC: d.INC})
+				plans := map[bool][]byte{}
+				for _, replay := range []bool{false, true} {
+					ljfReplay = replay
+					p, err := Plan(s)
+					ljfReplay = true
+					if err != nil {
+						t.Fatal(err)
+					}
+					if plans[replay], err = json.Marshal(p); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !bytes.Equal(plans[false], plans[true]) {
+					t.Fatal("plans differ with spreads replayed")
+				}
+			})
+		}
+	}
 }

@@ -1,10 +1,11 @@
 package scheduler
 
 import (
-	"maps"
 	"math"
 	"slices"
 	"sort"
+	"sync/atomic"
+	"time"
 
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
@@ -33,41 +34,53 @@ import (
 // existing circuits over several hops, and circuits are never torn down
 // for nothing; fcfs refits every slot.
 func (b *ljfBase) circuits(l *loop) circuit.Config {
+	defer func(t0 time.Time) { ljfNanos.Add(int64(time.Since(t0))) }(time.Now())
 	f := l.s.Fabric
 	if b.ports == nil {
 		b.ports = newPorts(f)
 		b.ports.baseCirculant(f.Racks, l.s.Scheduler.BaseUplinks)
-		b.ring = map[circuit.Circuit]bool{}
+		b.ring = make([]circuit.Circuit, f.Racks*f.UplinksPerToR)
 		for _, c := range b.ports.cfg.Circuits {
-			b.ring[c] = true
+			b.ring[c.A.Rack*f.UplinksPerToR+c.A.Port] = c
 		}
+		b.p = &ports{}
+		b.idle.c = map[circuit.Circuit]bool{}
+		b.stuck, b.done = map[[2]int]bool{}, map[[2]int]bool{}
 	}
-	p, ring := b.ports.clone(), b.ring
+	p := b.p
+	p.copyFrom(b.ports)
+	inRing := func(c circuit.Circuit) bool {
+		u := c.A.Rack*f.UplinksPerToR + c.A.Port
+		return c.A.Port >= 0 && c.A.Port < f.UplinksPerToR && u >= 0 && u < len(b.ring) && b.ring[u] == c
+	}
 	dem := l.sim.ActiveRackDemand()
 	load := func(pr [2]int) float64 {
 		return max(dem[[2]int{pr[0], pr[1]}], dem[[2]int{pr[1], pr[0]}])
 	}
-	idle := map[circuit.Circuit]bool{}
+	idle := &b.idle
+	idle.reset(f.Racks)
 	busy := l.sim.BusyUplinks() // circuits under flows in progress are never evicted
 	for _, c := range l.prev.Circuits {
-		if ring[c] || !p.claim(c) {
+		if inRing(c) || !p.claim(c) {
 			continue
 		}
 		if load(pair(c.A.Rack, c.B.Rack)) == 0 && !busy[c.A] && !busy[c.B] {
-			idle[c] = true
+			idle.add(c)
 		}
 	}
 	perSlot := bytesPerSlot(f, l.slot) * l.s.Scheduler.BottleneckOr()
-	stuck := map[[2]int]bool{} // uplinks no new circuit can relieve
+	stuck := b.stuck // uplinks no new circuit can relieve
+	clear(stuck)
 	if b.er == nil {
 		b.er = newEdgeRouter(f.Racks, f.UplinksPerToR)
 	}
 	er := b.er
 	er.demand(dem)
 	for iter := 0; iter < maxLJFRounds; iter++ {
+		ljfRounds.Add(1)
 		er.route(p.cfg)
 		loads := func(e [2]int) float64 { return er.loads[e[0]*er.ups+e[1]] }
-		var over [][2]int
+		over := b.over[:0]
 		for _, id := range er.touched {
 			if e := er.edge(id); er.loads[id] > perSlot && !stuck[e] {
 				over = append(over, e)
@@ -81,8 +94,10 @@ func (b *ljfBase) circuits(l *loop) circuit.Config {
 		})
 		// One new circuit per overloaded uplink and round, for the
 		// largest demand crossing it; then route again.
+		b.over = over
 		added := 0
-		done := map[[2]int]bool{}
+		done := b.done
+		clear(done)
 		for _, e := range over {
 			us := er.users[e[0]*er.ups+e[1]]
 			sort.Slice(us, func(i, j int) bool {
@@ -111,8 +126,16 @@ func (b *ljfBase) circuits(l *loop) circuit.Config {
 			break
 		}
 	}
-	return p.cfg
+	return circuit.Config{Circuits: slices.Clone(p.cfg.Circuits)} // p is reused
 }
+
+// ljfRounds counts ljf's route-and-add rounds, and ljfNanos the time
+// spent choosing circuits, for the scale benchmark.
+var ljfRounds, ljfNanos atomic.Int64
+
+// ljfReplay lets edgeRouter replay spreads (fresh); tests turn it off to
+// compare the plans.
+var ljfReplay = true
 
 // baseCirculant is ljf's base topology over uplinks ports per ToR: the
 // base ring (offset 1), then circuits from every rack r to r+k for
@@ -163,21 +186,34 @@ func circulantOffsets(racks, uplinks int) []int {
 }
 
 // ljfBase is one ljf plan's base topology, built at its first slot:
-// every slot starts from a copy.
+// every slot starts from a copy (in p, whose storage slots reuse).
 type ljfBase struct {
 	ports *ports
-	ring  map[circuit.Circuit]bool
-	er    *edgeRouter // kept from slot to slot: its searches carry over
+	ring  []circuit.Circuit // the base's circuit on each uplink (rack*ups+port) its A end
+	er    *edgeRouter       // kept from slot to slot: its searches carry over
+	// scratch of one slot
+	p           *ports
+	idle        idleSet
+	stuck, done map[[2]int]bool
+	over        [][2]int
 }
 
-// clone copies the ports' state, so the copy can change on its own.
-func (p *ports) clone() *ports {
-	q := &ports{layout: p.layout, free: make(map[[2]int][]int, len(p.free)), count: maps.Clone(p.count)}
-	for k, v := range p.free {
-		q.free[k] = slices.Clone(v)
+// copyFrom makes q a copy of p's state in q's storage. q's free keys are
+// p's: every (rack, ocs) pair of the fabric, which newPorts lists and no
+// change drops or adds.
+func (q *ports) copyFrom(p *ports) {
+	q.layout = p.layout
+	if q.free == nil {
+		q.free, q.count = make(map[[2]int][]int, len(p.free)), make(map[[2]int]int, len(p.count))
 	}
-	q.cfg.Circuits = slices.Clone(p.cfg.Circuits)
-	return q
+	for k, v := range p.free {
+		q.free[k] = append(q.free[k][:0], v...)
+	}
+	clear(q.count)
+	for k, v := range p.count {
+		q.count[k] = v
+	}
+	q.cfg.Circuits = append(q.cfg.Circuits[:0], p.cfg.Circuits...)
 }
 
 // maxLJFRounds bounds ljf's route-and-add rounds per slot.
@@ -218,6 +254,30 @@ type edgeRouter struct {
 	share, next   []float64
 	front, nfront []int32
 	hops          []hop
+	// A pair's spread, kept per pair (src*racks+dst) and replayed while
+	// nothing it read changed: not its bytes, the search towards its
+	// destination (distGen: the last route that started or dropped it)
+	// nor the ways out of a rack it left (outGen: the last route that
+	// changed them). ljf's rounds add a few circuits each.
+	gen             int32
+	spreads         []pairSpread
+	distGen, outGen []int32
+	prevOut         []hop
+	prevOutAt       []int32
+	replayed        int // spreads replayed, for tests
+}
+
+// pairSpread is one pair's spread: the bytes it put on each uplink, in
+// order, and when (route gen) for how many bytes.
+type pairSpread struct {
+	gen  int32
+	d    float64
+	puts []put
+}
+
+type put struct {
+	e   int32
+	per float64
 }
 
 type hop struct{ port, via int32 }
@@ -227,7 +287,9 @@ func newEdgeRouter(racks, ups int) *edgeRouter {
 		loads: make([]float64, racks*ups), users: make([][][2]int, racks*ups),
 		share: make([]float64, racks), next: make([]float64, racks),
 		outAt: make([]int32, racks+1), inAt: make([]int32, racks+1),
-		via: make([]int32, racks*ups), nvia: make([]int32, racks*ups)}
+		via: make([]int32, racks*ups), nvia: make([]int32, racks*ups),
+		spreads: make([]pairSpread, racks*racks), distGen: make([]int32, racks), outGen: make([]int32, racks),
+		prevOutAt: make([]int32, racks+1)}
 	for i := range er.via {
 		er.via[i], er.nvia[i] = -1, -1
 	}
@@ -253,12 +315,14 @@ func (er *edgeRouter) demand(dem map[[2]int]float64) {
 // leaves as they are (routing.Search.Carry) go on over cfg: ljf's rounds
 // and slots change a few circuits at a time.
 func (er *edgeRouter) route(cfg circuit.Config) {
+	er.gen++
 	for _, e := range er.touched {
 		er.loads[e], er.users[e] = 0, er.users[e][:0]
 	}
 	er.touched = er.touched[:0]
 	added, removed, ok := er.diff(cfg)
 	er.graph(cfg)
+	er.stampOut()
 	keep := er.searched[:0]
 	for _, d := range er.searched {
 		sr := &er.dist[d]
@@ -277,14 +341,72 @@ func (er *edgeRouter) route(cfg circuit.Config) {
 		}
 		er.spare = append(er.spare, sr.Dist)
 		sr.Dist = nil
+		er.distGen[d] = er.gen
 	}
 	er.searched = keep
 	for i, pr := range er.pairs {
-		dist := er.distTo(pr[0], pr[1])
-		if dist[pr[0]] < 0 {
+		ps := &er.spreads[pr[0]*er.racks+pr[1]]
+		if ljfReplay && er.fresh(ps, pr[1], er.dem[i]) {
+			er.replay(pr, ps.puts)
+			er.replayed++
 			continue
 		}
-		er.spread(pr, er.dem[i], dist)
+		dist := er.distTo(pr[0], pr[1])
+		if dist[pr[0]] < 0 {
+			ps.gen = 0
+			continue
+		}
+		ps.gen, ps.d, ps.puts = er.gen, er.dem[i], er.spread(pr, er.dem[i], dist, ps.puts[:0])
+		er.replay(pr, ps.puts)
+	}
+}
+
+// fresh reports whether ps is the spread of d bytes towards dst over the
+// current graph: built since the search towards dst last changed, for
+// the same bytes, and no rack it leaves has changed its ways out since.
+// Every rack a spread leaves (all but dst) puts bytes on an uplink of
+// its own, so puts names them all. A carried search keeps its hop counts,
+// and a rack joining it (Carry) comes no nearer than the farthest rack
+// queued, which was no nearer than the source when it was reached: never
+// a next hop of the spread.
+func (er *edgeRouter) fresh(ps *pairSpread, dst int, d float64) bool {
+	if ps.gen == 0 || ps.d != d || er.distGen[dst] > ps.gen {
+		return false
+	}
+	for _, p := range ps.puts {
+		if er.outGen[int(p.e)/er.ups] > ps.gen {
+			return false
+		}
+	}
+	return true
+}
+
+// stampOut marks the racks whose ways out (port and rack, in order)
+// differ from the last graph's, and keeps this graph for the next.
+func (er *edgeRouter) stampOut() {
+	for r := 0; r < er.racks; r++ {
+		a := er.prevOut[er.prevOutAt[r]:er.prevOutAt[r+1]]
+		b := er.out[er.outAt[r]:er.outAt[r+1]]
+		if !slices.Equal(a, b) {
+			er.outGen[r] = er.gen
+		}
+	}
+	er.prevOut = append(er.prevOut[:0], er.out...)
+	copy(er.prevOutAt, er.outAt)
+}
+
+// replay adds a pair's puts to the loads and users.
+func (er *edgeRouter) replay(pr [2]int, puts []put) {
+	for _, p := range puts {
+		e := p.e
+		u := er.users[e]
+		if len(u) == 0 {
+			er.touched = append(er.touched, e)
+		}
+		if len(u) == 0 || u[len(u)-1] != pr {
+			er.users[e] = append(u, pr)
+		}
+		er.loads[e] += p.per
 	}
 }
 
@@ -390,8 +512,9 @@ func (er *edgeRouter) distTo(s, d int) []int32 {
 }
 
 // spread sends d bytes of pair pr down the shortest paths, hop count by
-// hop count, splitting evenly at every rack over its next hops.
-func (er *edgeRouter) spread(pr [2]int, d float64, dist []int32) {
+// hop count, splitting evenly at every rack over its next hops, and
+// appends what it puts on each uplink to puts.
+func (er *edgeRouter) spread(pr [2]int, d float64, dist []int32, puts []put) []put {
 	src, dst := int32(pr[0]), int32(pr[1])
 	front := append(er.front[:0], src)
 	nfront := er.nfront[:0]
@@ -413,15 +536,7 @@ func (er *edgeRouter) spread(pr [2]int, d float64, dist []int32) {
 			er.hops = hops
 			per := x / float64(len(hops))
 			for _, h := range hops {
-				e := cur*int32(er.ups) + h.port
-				u := er.users[e]
-				if len(u) == 0 {
-					er.touched = append(er.touched, e)
-				}
-				if len(u) == 0 || u[len(u)-1] != pr {
-					er.users[e] = append(u, pr)
-				}
-				er.loads[e] += per
+				puts = append(puts, put{cur*int32(er.ups) + h.port, per})
 				if er.next[h.via] == 0 {
 					nfront = append(nfront, h.via)
 				}
@@ -434,6 +549,7 @@ func (er *edgeRouter) spread(pr [2]int, d float64, dist []int32) {
 		front, nfront = nfront, front
 	}
 	er.front, er.nfront = front, nfront
+	return puts
 }
 
 // edge is the (rack, port) of directed uplink e.
@@ -441,20 +557,20 @@ func (er *edgeRouter) edge(e int32) [2]int { return [2]int{int(e) / er.ups, int(
 
 // connectOrEvict adds a circuit between racks a and b, taking the ports of
 // an idle circuit at a rack that has none free.
-func (p *ports) connectOrEvict(a, b int, idle map[circuit.Circuit]bool) bool {
+func (p *ports) connectOrEvict(a, b int, idle *idleSet) bool {
 	if p.connect(a, b) {
 		return true
 	}
 	for tries := 0; tries < 2; tries++ {
 		evicted := false
 		for _, r := range []int{a, b} {
-			if p.hasFree(r) {
+			if idle.at[r] == 0 || p.hasFree(r) {
 				continue
 			}
 			for i, c := range p.cfg.Circuits {
-				if (c.A.Rack == r || c.B.Rack == r) && idle[c] {
+				if (c.A.Rack == r || c.B.Rack == r) && idle.c[c] {
 					p.release(i)
-					delete(idle, c)
+					idle.remove(c)
 					evicted = true
 					break
 				}
@@ -468,6 +584,32 @@ func (p *ports) connectOrEvict(a, b int, idle map[circuit.Circuit]bool) bool {
 		}
 	}
 	return false
+}
+
+// idleSet is a slot's idle circuits, and how many each rack has (a rack
+// with none is not searched for one).
+type idleSet struct {
+	c  map[circuit.Circuit]bool
+	at []int
+}
+
+func (s *idleSet) reset(racks int) {
+	clear(s.c)
+	s.at = append(s.at[:0], make([]int, racks)...)
+}
+
+func (s *idleSet) add(c circuit.Circuit) {
+	if !s.c[c] {
+		s.c[c] = true
+		s.at[c.A.Rack]++
+		s.at[c.B.Rack]++
+	}
+}
+
+func (s *idleSet) remove(c circuit.Circuit) {
+	delete(s.c, c)
+	s.at[c.A.Rack]--
+	s.at[c.B.Rack]--
 }
 
 func (p *ports) hasFree(r int) bool {

@@ -20,7 +20,11 @@ import (
 // the scale. For each of paper 000's four designs it prints plan and
 // simulate time (wall clock, and the process's CPU time), the memory
 // allocated and the peak live heap, and the same per 1,000 flows: cost
-// that follows the work stays flat there. Goal (issue 15): 4x plans and
+// that follows the work stays flat there. The ljf designs also print
+// their route-and-add rounds (ljfRounds), each of which routes the slot's
+// demand over the whole fabric, and the wall clock spent choosing
+// circuits (ljfNanos) per round and 64 racks: flat if ljf's cost follows
+// its rounds times the fabric. Goal (issue 15): 4x plans and
 // simulates in at most 5 s per design.
 //
 //	go test -run '^$' -bench FlowModelScale -benchtime 1x ./emu/scheduler
@@ -32,12 +36,14 @@ func BenchmarkFlowModelScale(b *testing.B) {
 					Seed: 1, Scheduler: d.Scheduler, INC: d.INC})
 				var planT, simT, cpu []time.Duration
 				var allocMB, peakMB float64
-				var flows, slots int
+				var flows, slots, rounds int
+				var ljfT []time.Duration
 				for i := 0; i < b.N; i++ {
 					runtime.GC()
 					var before, after runtime.MemStats
 					runtime.ReadMemStats(&before)
 					peak := sampleHeap()
+					r0, l0 := ljfRounds.Load(), ljfNanos.Load()
 					c0 := cpuTime()
 					t0 := time.Now()
 					p, err := Plan(s)
@@ -45,6 +51,8 @@ func BenchmarkFlowModelScale(b *testing.B) {
 						b.Fatal(err)
 					}
 					t1 := time.Now()
+					rounds = int(ljfRounds.Load() - r0)
+					ljfT = append(ljfT, time.Duration(ljfNanos.Load()-l0))
 					if _, err := flowmodel.Simulate(p, s); err != nil {
 						b.Fatal(err)
 					}
@@ -64,9 +72,13 @@ func BenchmarkFlowModelScale(b *testing.B) {
 				b.ReportMetric(allocMB, "alloc-MB")
 				b.ReportMetric(peakMB, "peak-MB")
 				b.ReportMetric(float64(flows), "flows")
-				fmt.Printf("  %dx (%3d racks, %4d jobs) %-10s plan %6.0f ms, simulate %5.0f ms, total %6.0f ms (CPU %6.0f ms); allocated %5.0f MB, peak heap %4.0f MB; %6d flows, %3d slots; per 1,000 flows %5.1f ms, %5.1f MB\n",
+				b.ReportMetric(float64(rounds), "ljf-rounds")
+				ljfMS := float64(med(ljfT).Microseconds()) / 1e3
+				b.ReportMetric(ljfMS, "ljf-ms")
+				fmt.Printf("  %dx (%3d racks, %4d jobs) %-10s plan %6.0f ms, simulate %5.0f ms, total %6.0f ms (CPU %6.0f ms); allocated %5.0f MB, peak heap %4.0f MB; %6d flows, %3d slots, ljf %4d rounds (%.2f a slot) in %4.0f ms (%5.1f µs a round and 64 racks); per 1,000 flows %5.1f ms, %5.1f MB\n",
 					x, 64*x, 1400*x, d.Name, float64(pl.Microseconds())/1e3, float64(sm.Microseconds())/1e3, ms, cpuMS,
-					allocMB, peakMB, flows, slots, ms/float64(flows)*1e3, allocMB/float64(flows)*1e3)
+					allocMB, peakMB, flows, slots, rounds, float64(rounds)/float64(slots), ljfMS,
+					ljfMS*1e3/float64(max(rounds, 1))/float64(x), ms/float64(flows)*1e3, allocMB/float64(flows)*1e3)
 			})
 		}
 	}

@@ -106,9 +106,10 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 	if pol.setup != nil {
 		pol.setup(l)
 	}
-	incUse := map[string][]int{} // ToR -> INC jobs holding it
-	busy := map[string]int{}     // server -> active job using it
-	active := map[int]bool{}     // admitted, not yet known to be finished
+	incUse := map[string][]int{}  // ToR -> INC jobs holding it
+	busy := map[string]int{}      // server -> active job using it
+	active := map[int]bool{}      // admitted, not yet known to be finished
+	reserved := map[string]bool{} // servers of waiting jobs, per slot (kept to reuse its storage)
 	for k := 0; ; k++ {
 		if k >= MaxSlots {
 			return nil, fmt.Errorf("plan exceeds %d slots of %v", MaxSlots, s.Scheduler.Slot)
@@ -139,7 +140,7 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 			}
 			incUse[tor] = keep
 		}
-		reserved := map[string]bool{}
+		clear(reserved)
 		var admitted []int
 		if pol.largestFirst {
 			arrived := func(ji int) bool { return jobs[ji].ArrivalNs < t+slot }
