@@ -418,8 +418,8 @@ func (er *edgeRouter) diff(cfg circuit.Config) (added, removed []routing.Edge, o
 	ok = true
 	used := er.nused[:0]
 	set := func(from circuit.Uplink, to int) {
-		if from.Port < 0 || from.Port >= er.ups || from.Rack < 0 || from.Rack >= er.racks {
-			ok = false
+		if from.Port < 0 || from.Port >= er.ups || from.Rack < 0 || from.Rack >= er.racks || to < 0 || to >= er.racks {
+			ok = false // not a circuit of this fabric: search afresh (Carry would index past it)
 			return
 		}
 		u := int32(from.Rack*er.ups + from.Port)
