@@ -227,19 +227,22 @@ func (c *Controller) attach() error {
 			links = append(links, port(i))
 		}
 		c.switches = append(c.switches, sw)
+		for _, l := range links {
+			if err := sw.Attach(h, l); err != nil {
+				return fmt.Errorf("ocs%d: %w", k, err)
+			}
+		}
 		// Ports without shaper, loss rule or capture hand frames straight
-		// to the ToR uplink's ingress (dataplane/fastport).
+		// to the ToR uplink's ingress (dataplane/fastport). Only now that
+		// the program is on the ports: fastport.Off (a loss rule or
+		// capture being added) finds the flags through it, so a flag set
+		// before would escape it.
 		n, _ := c.lab.Topo.Node(names.OCSName(k))
 		why, err := sw.SyncFast(h, n.NS, links)
 		if err != nil {
 			return fmt.Errorf("ocs%d: %w", k, err)
 		}
 		c.countFast(n.Name, links, why)
-		for _, l := range links {
-			if err := sw.Attach(h, l); err != nil {
-				return fmt.Errorf("ocs%d: %w", k, err)
-			}
-		}
 	}
 	c.cur = configFromEdges(edges)
 	c.live, c.liveDark = c.cur, c.dark
