@@ -42,6 +42,24 @@ func TestArmedSwitchesResolve(t *testing.T) {
 		cfg string // "fwd", "dark" or "unpatched"
 		at  time.Duration
 	}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	// Every switch word armed: 14 passed switches, then the latest
+	// passed in word 15.
+	var lastWins []sw
+	for i := range Generations - 2 {
+		lastWins = append(lastWins, sw{[]string{"fwd", "dark"}[i%2], -ms(30 - i)})
+	}
+	lastWins = append(lastWins, sw{"unpatched", -ms(1)})
+	// Every word armed, the latest passed in word 1, the higher words
+	// earlier or ahead, word 15 the earliest.
+	firstWins := []sw{{"unpatched", -ms(1)}}
+	for i := range Generations - 2 {
+		if i%3 == 2 {
+			firstWins = append(firstWins, sw{"fwd", time.Hour + ms(i)})
+		} else {
+			firstWins = append(firstWins, sw{"dark", -ms(2 + i)})
+		}
+	}
 	cases := []struct {
 		name  string
 		armed []sw
@@ -53,8 +71,10 @@ func TestArmedSwitchesResolve(t *testing.T) {
 		{"latest passed wins", []sw{{"dark", -2 * time.Millisecond}, {"unpatched", -time.Millisecond}}, "unpatched"},
 		{"armed out of order", []sw{{"unpatched", -time.Millisecond}, {"dark", -2 * time.Millisecond}}, "unpatched"},
 		{"passed then ahead", []sw{{"dark", -time.Millisecond}, {"unpatched", time.Hour}}, "dark"},
-		{"every slot armed", []sw{{"dark", -6 * time.Millisecond}, {"unpatched", -5 * time.Millisecond}, {"fwd", -4 * time.Millisecond},
+		{"seven armed, two ahead", []sw{{"dark", -6 * time.Millisecond}, {"unpatched", -5 * time.Millisecond}, {"fwd", -4 * time.Millisecond},
 			{"unpatched", -3 * time.Millisecond}, {"dark", -2 * time.Millisecond}, {"fwd", time.Hour}, {"unpatched", 2 * time.Hour}}, "dark"},
+		{"every word armed, latest in word 15", lastWins, "unpatched"},
+		{"every word armed, higher words earlier", firstWins, "unpatched"},
 	}
 	cfgs := map[string]map[uint32]Entry{
 		"fwd":       {port: {Peer: peer}, peer: {Peer: port}},
