@@ -199,6 +199,9 @@ func (g *Gen) Free() (gen uint32, retry uint64, ok bool) {
 func (g *Gen) Arm(gen uint32, at uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.mem == nil {
+		return errClosed
+	}
 	if gen >= Generations || gen == g.cur || g.armed(gen) {
 		return fmt.Errorf("generation %d is in use or armed", gen)
 	}
@@ -218,11 +221,12 @@ func (g *Gen) Arm(gen uint32, at uint64) error {
 
 // Commit records every armed switch whose instant is at or before now (a
 // monotonic time already reached): the kernel has made them, reading the
-// same clock. The newest becomes the generation in use.
+// same clock. The newest becomes the generation in use. After Close it
+// does nothing.
 func (g *Gen) Commit(now uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for {
+	for g.mem != nil {
 		i := g.due(now)
 		if i == 0 {
 			return
@@ -255,11 +259,15 @@ func (g *Gen) due(now uint64) int {
 // Cancel disarms every switch more than guard ahead of now and returns
 // the cut: switches at or before it stay armed. A switch whose instant
 // passed while it was being disarmed (the thread was held up) is armed
-// again and kept, as the kernel may have made it.
+// again and kept, as the kernel may have made it. After Close it
+// disarms nothing.
 func (g *Gen) Cancel(guard uint64) (cut uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	cut = Monotonic() + guard
+	if g.mem == nil {
+		return cut
+	}
 	var cleared []uint64
 	for i := 1; i < Generations; i++ {
 		if w := g.armd[i]; w != 0 && w>>genBits > cut {
@@ -282,8 +290,14 @@ func (g *Gen) Cancel(guard uint64) (cut uint64) {
 	return cut
 }
 
-// Close releases this process's reference to the meta map.
+// errClosed: the Gen was closed, its meta value is no longer mapped.
+var errClosed = errors.New("generation switch closed")
+
+// Close releases this process's reference to the meta map; Arm fails and
+// Commit and Cancel do nothing after it.
 func (g *Gen) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.mem != nil {
 		_ = unix.Munmap(g.mem)
 		g.mem = nil

@@ -254,6 +254,22 @@ func TestGenRing(t *testing.T) {
 	}
 }
 
+// TestGenClosed: after Close the meta value is unmapped; Arm fails and
+// Commit and Cancel leave it alone instead of touching freed memory.
+func TestGenClosed(t *testing.T) {
+	g := newGen(t)
+	x, _, _ := g.Free()
+	if err := g.Arm(x, ahead(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if err := g.Arm((x+1)%Generations, ahead(-time.Millisecond)); err == nil {
+		t.Error("arm after close succeeded")
+	}
+	g.Commit(Monotonic())
+	g.Cancel(0)
+}
+
 // TestRecoverGen: a restarted process takes over the newest switch whose
 // instant has passed and disarms the ones ahead.
 func TestRecoverGen(t *testing.T) {

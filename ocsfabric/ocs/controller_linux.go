@@ -303,6 +303,9 @@ func configFromEdges(e map[circuit.Uplink]circuit.Uplink) circuit.Config {
 // in the kernel.
 func (c *Controller) Close() {
 	c.StopSchedule()
+	// A reconfiguration still running (an API handler) finishes first:
+	// it writes through the switches and the generation switch.
+	c.mu.Lock()
 	if c.routes != nil {
 		c.routes.stop()
 	}
@@ -315,6 +318,7 @@ func (c *Controller) Close() {
 	if c.gen != nil {
 		c.gen.Close()
 	}
+	c.mu.Unlock()
 	c.evMu.Lock()
 	if c.evFile != nil {
 		c.evFile.Close()
