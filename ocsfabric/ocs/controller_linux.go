@@ -109,6 +109,9 @@ type Controller struct {
 	schedMu sync.Mutex
 	sched   context.CancelFunc
 	schedWG sync.WaitGroup
+	// stageAhead is the schedule's stageAhead; tests lengthen it to have
+	// slots armed long before their instant.
+	stageAhead time.Duration
 }
 
 // New attaches to the OCS switches of a deployed lab. If an earlier OCS
@@ -126,6 +129,7 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 	c := &Controller{
 		lab: lab, layout: circuit.LayoutOf(f), log: log.With("lab", lab.Topo.Lab), delay: f.ReconfigDelay.D(),
 		ifindex: map[circuit.Uplink]uint32{}, dark: map[circuit.Uplink]uint64{}, subs: map[chan Event]bool{},
+		stageAhead: stageAhead,
 	}
 	if o.EventPath != "" {
 		fh, err := os.OpenFile(o.EventPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
