@@ -180,7 +180,9 @@ func indexOf(s []string, v string) int {
 // Sync sets the flags of links in m from Check: on where nothing needs
 // the port's egress, off elsewhere. Ports it set on are checked once more
 // afterwards and turned off if something appeared meanwhile. It returns
-// why each slow port is slow ("" for the fast ones).
+// why each slow port is slow ("" for the fast ones). On error it turns
+// every port of links off: one set on but never checked again must not
+// stay fast.
 func Sync(m *ebpf.Map, h *netlink.Handle, ns string, links []netlink.Link) ([]string, error) {
 	why, err := Check(h, ns, links)
 	if err != nil {
@@ -195,7 +197,7 @@ func Sync(m *ebpf.Map, h *netlink.Handle, ns string, links []netlink.Link) ([]st
 			err = del(m, l)
 		}
 		if err != nil {
-			return nil, err
+			return nil, errors.Join(err, delAll(m, links))
 		}
 	}
 	again, err := Check(h, ns, on)
@@ -209,7 +211,7 @@ func Sync(m *ebpf.Map, h *netlink.Handle, ns string, links []netlink.Link) ([]st
 		}
 		if why[i] = again[j]; why[i] != "" {
 			if err := del(m, l); err != nil {
-				return nil, err
+				return nil, errors.Join(err, delAll(m, links))
 			}
 		}
 		j++

@@ -1,11 +1,14 @@
 package inc
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/ocsemu/ocsemu/dataplane/fastport"
 )
 
 // Band gives INC packets a band of their own at every shaped port of
@@ -51,11 +54,23 @@ const (
 	bandOther = 0x20
 )
 
-func band(h *netlink.Handle, ln netlink.Link, t *netlink.Tbf) error {
+func band(h *netlink.Handle, ln netlink.Link, t *netlink.Tbf) (err error) {
 	idx := ln.Attrs().Index
 	rate := t.Rate // bytes/s
 	root := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: idx, Handle: netlink.MakeHandle(1, 0), Parent: netlink.HANDLE_ROOT})
 	root.Defcls = bandOther
+	// Between the tbf's removal and the htb the port has no root qdisc,
+	// so a fast-port Refresh or Sync there may set it fast and frames
+	// would bypass the htb: turn it slow before and again after, as loss
+	// rules and captures do (dataplane/fastport).
+	if err := fastport.Off(h, ln); err != nil {
+		return fmt.Errorf("slow the port: %w", err)
+	}
+	defer func() {
+		if oerr := fastport.Off(h, ln); oerr != nil {
+			err = errors.Join(err, fmt.Errorf("slow the port: %w", oerr))
+		}
+	}()
 	// A qdisc of another kind cannot replace the tbf in place.
 	if err := h.QdiscDel(t); err != nil {
 		return fmt.Errorf("remove the tbf: %w", err)

@@ -6,10 +6,10 @@
 // The program is assembled in Go (cilium/ebpf's asm), so no BPF toolchain
 // is needed on the user's machine. Its maps:
 //
-//   - meta: the generation in use and a short queue of armed switches
-//     (instant, generation), Generations u64 words (Gen). The program uses
-//     the generation of the latest armed switch whose instant has passed
-//     by bpf_ktime_get_ns(). A whole configuration is written into a free
+//   - meta: the switch committed last (the generation in use) and a short
+//     queue of armed switches, each (instant, generation), Generations u64
+//     words (Gen). The program uses the generation of the latest switch
+//     whose instant has passed by bpf_ktime_get_ns(). A whole configuration is written into a free
 //     generation first and takes effect atomically, at a kernel-timed
 //     instant; up to Generations-1 are staged ahead. One meta map is
 //     shared by every OCS switch of a lab and by the ToRs' path programs

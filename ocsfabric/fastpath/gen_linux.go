@@ -32,23 +32,31 @@ const reuseGuard = uint64(100 * time.Microsecond)
 var ErrOldMeta = errors.New("the lab's generation switch has an older layout (deployed by an older emu): redeploy the lab")
 
 // Gen is the generation switch of a lab: the meta map every program
-// reads. Its value is Generations u64 words: word 0 the generation in use,
-// words 1.. the armed switches, each instant<<genBits | generation (0:
-// none). A program uses the generation of the latest armed switch whose
-// instant has passed by bpf_ktime_get_ns(), else word 0's (SelectGen).
+// reads. Its value is Generations u64 words, each instant<<genBits |
+// generation: word 0 the switch committed last (the generation in use),
+// words 1.. the armed switches (0: none). A program uses the generation
+// of the latest switch whose instant has passed by bpf_ktime_get_ns(),
+// among the armed ones and word 0 (SelectGen).
 //
 // A configuration is written whole into a Free generation, then Arm
 // stores its switch in one aligned 8-byte write into the memory-mapped
 // value (no syscall); Commit records switches that have passed. Every
 // store is a single atomic word, and each word read by a program is
-// consistent on its own, so no frame sees half a switch.
+// consistent on its own, so no frame sees half a switch. Commit stores
+// word 0 before it clears the switch word, and a program reads the
+// switch words before word 0: a program that finds a committed switch's
+// word cleared finds word 0 holding that switch or a later one, never the
+// generation it replaced. This relies on stores being seen in program
+// order and loads not being reordered with loads (x86-64, the machine
+// the emulator runs on; the BPF JIT keeps the loads in order).
 type Gen struct {
 	mu   sync.Mutex
 	meta *ebpf.Map
-	mem  []byte   // the meta value, memory-mapped
+	mem  []byte   // the meta value, memory-mapped; nil once closed
 	cur  uint32   // generation in use (word 0)
+	done uint64   // instant of word 0's switch
 	armd []uint64 // armd[i] mirrors word i (1..): instant<<genBits | gen
-	// retired[g]: the instant g stopped being used (see reuseGuard).
+	// retired[g]: when g stopped being used (see reuseGuard).
 	retired [Generations]uint64
 	last    uint32 // generation armed last: Free goes round from it
 }
@@ -83,6 +91,7 @@ func openGen(m *ebpf.Map) (*Gen, error) {
 	}
 	g := &Gen{meta: m, mem: mem, armd: make([]uint64, Generations)}
 	g.cur = uint32(g.load(0) & (Generations - 1))
+	g.done = g.load(0) >> genBits
 	for i := 1; i < Generations; i++ {
 		g.armd[i] = g.load(i)
 	}
@@ -184,16 +193,19 @@ func (g *Gen) Free() (gen uint32, retry uint64, ok bool) {
 
 // Arm tells every program to use generation gen from monotonic time at
 // (ns; 0 or past: at once). One word write: every OCS port and ToR
-// switches at the same instant.
+// switches at the same instant. An instant at or before the committed
+// switch's (word 0) is stored just after it, so that it still wins over
+// word 0 (SelectGen).
 func (g *Gen) Arm(gen uint32, at uint64) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.mem == nil {
+		return errClosed
+	}
 	if gen >= Generations || gen == g.cur || g.armed(gen) {
 		return fmt.Errorf("generation %d is in use or armed", gen)
 	}
-	if at == 0 {
-		at = 1 // "already due"
-	}
+	at = max(at, g.done+1)
 	if at >= 1<<(64-genBits) {
 		return fmt.Errorf("switch instant %d out of range", at)
 	}
@@ -209,22 +221,27 @@ func (g *Gen) Arm(gen uint32, at uint64) error {
 
 // Commit records every armed switch whose instant is at or before now (a
 // monotonic time already reached): the kernel has made them, reading the
-// same clock. The newest becomes the generation in use.
+// same clock. The newest becomes the generation in use. After Close it
+// does nothing.
 func (g *Gen) Commit(now uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for {
+	for g.mem != nil {
 		i := g.due(now)
 		if i == 0 {
 			return
 		}
 		w := g.armd[i]
 		// Word 0 first: until the switch word is cleared, both say the
-		// same generation.
-		g.retired[g.cur] = w >> genBits
-		g.cur = uint32(w & (Generations - 1))
-		atomic.StoreUint64(g.word(0), uint64(g.cur))
+		// same generation (see Gen).
+		old := g.cur
+		g.cur, g.done = uint32(w&(Generations-1)), w>>genBits
+		atomic.StoreUint64(g.word(0), w)
 		g.store(i, 0)
+		// A frame may have chosen the old generation up to now, not
+		// only up to the instant: a late or at-once switch is committed
+		// after it.
+		g.retired[old] = max(g.done, Monotonic())
 	}
 }
 
@@ -242,11 +259,15 @@ func (g *Gen) due(now uint64) int {
 // Cancel disarms every switch more than guard ahead of now and returns
 // the cut: switches at or before it stay armed. A switch whose instant
 // passed while it was being disarmed (the thread was held up) is armed
-// again and kept, as the kernel may have made it.
+// again and kept, as the kernel may have made it. After Close it
+// disarms nothing.
 func (g *Gen) Cancel(guard uint64) (cut uint64) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	cut = Monotonic() + guard
+	if g.mem == nil {
+		return cut
+	}
 	var cleared []uint64
 	for i := 1; i < Generations; i++ {
 		if w := g.armd[i]; w != 0 && w>>genBits > cut {
@@ -269,8 +290,14 @@ func (g *Gen) Cancel(guard uint64) (cut uint64) {
 	return cut
 }
 
-// Close releases this process's reference to the meta map.
+// errClosed: the Gen was closed, its meta value is no longer mapped.
+var errClosed = errors.New("generation switch closed")
+
+// Close releases this process's reference to the meta map; Arm fails and
+// Commit and Cancel do nothing after it.
 func (g *Gen) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	if g.mem != nil {
 		_ = unix.Munmap(g.mem)
 		g.mem = nil
@@ -283,12 +310,13 @@ func (g *Gen) Close() {
 // SelectGen assembles the choice of generation every program makes. ptr
 // points to the meta value, now holds bpf_ktime_get_ns(); it leaves the
 // generation in gen: that of the latest armed switch whose instant has
-// passed, else word 0's. best and tmp are clobbered; label prefixes the
-// labels it uses. A loop unrolled over the Generations-1 switch words,
-// each read once.
+// passed, unless word 0's committed switch is as late or later. best and
+// tmp are clobbered; label prefixes the labels it uses. A loop unrolled
+// over the Generations-1 switch words, each read once, then word 0, read
+// last (see Gen for why that order).
 func SelectGen(ptr, now, gen, best, tmp, instant asm.Register, label string) asm.Instructions {
 	ins := asm.Instructions{
-		asm.LoadMem(gen, ptr, 0, asm.DWord),
+		asm.Mov.Imm(gen, 0),
 		asm.Mov.Imm(best, 0),
 	}
 	for i := 1; i < Generations; i++ {
@@ -304,5 +332,13 @@ func SelectGen(ptr, now, gen, best, tmp, instant asm.Register, label string) asm
 			asm.Mov.Reg(gen, tmp),
 		)
 	}
-	return append(ins, asm.And.Imm(gen, Generations-1).WithSymbol(fmt.Sprintf("%s%d", label, Generations)))
+	end := label + "_end"
+	return append(ins,
+		asm.LoadMem(tmp, ptr, 0, asm.DWord).WithSymbol(fmt.Sprintf("%s%d", label, Generations)),
+		asm.Mov.Reg(instant, tmp),
+		asm.RSh.Imm(instant, genBits),
+		asm.JLT.Reg(instant, best, end),
+		asm.Mov.Reg(gen, tmp),
+		asm.And.Imm(gen, Generations-1).WithSymbol(end),
+	)
 }

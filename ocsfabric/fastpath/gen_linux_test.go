@@ -42,6 +42,24 @@ func TestArmedSwitchesResolve(t *testing.T) {
 		cfg string // "fwd", "dark" or "unpatched"
 		at  time.Duration
 	}
+	ms := func(n int) time.Duration { return time.Duration(n) * time.Millisecond }
+	// Every switch word armed: 14 passed switches, then the latest
+	// passed in word 15.
+	var lastWins []sw
+	for i := range Generations - 2 {
+		lastWins = append(lastWins, sw{[]string{"fwd", "dark"}[i%2], -ms(30 - i)})
+	}
+	lastWins = append(lastWins, sw{"unpatched", -ms(1)})
+	// Every word armed, the latest passed in word 1, the higher words
+	// earlier or ahead, word 15 the earliest.
+	firstWins := []sw{{"unpatched", -ms(1)}}
+	for i := range Generations - 2 {
+		if i%3 == 2 {
+			firstWins = append(firstWins, sw{"fwd", time.Hour + ms(i)})
+		} else {
+			firstWins = append(firstWins, sw{"dark", -ms(2 + i)})
+		}
+	}
 	cases := []struct {
 		name  string
 		armed []sw
@@ -53,8 +71,10 @@ func TestArmedSwitchesResolve(t *testing.T) {
 		{"latest passed wins", []sw{{"dark", -2 * time.Millisecond}, {"unpatched", -time.Millisecond}}, "unpatched"},
 		{"armed out of order", []sw{{"unpatched", -time.Millisecond}, {"dark", -2 * time.Millisecond}}, "unpatched"},
 		{"passed then ahead", []sw{{"dark", -time.Millisecond}, {"unpatched", time.Hour}}, "dark"},
-		{"every slot armed", []sw{{"dark", -6 * time.Millisecond}, {"unpatched", -5 * time.Millisecond}, {"fwd", -4 * time.Millisecond},
+		{"seven armed, two ahead", []sw{{"dark", -6 * time.Millisecond}, {"unpatched", -5 * time.Millisecond}, {"fwd", -4 * time.Millisecond},
 			{"unpatched", -3 * time.Millisecond}, {"dark", -2 * time.Millisecond}, {"fwd", time.Hour}, {"unpatched", 2 * time.Hour}}, "dark"},
+		{"every word armed, latest in word 15", lastWins, "unpatched"},
+		{"every word armed, higher words earlier", firstWins, "unpatched"},
 	}
 	cfgs := map[string]map[uint32]Entry{
 		"fwd":       {port: {Peer: peer}, peer: {Peer: port}},
@@ -66,10 +86,7 @@ func TestArmedSwitchesResolve(t *testing.T) {
 			s := newSwitch(t)
 			apply(t, s, cfgs["fwd"])
 			for _, a := range tc.armed {
-				g, _, ok := s.gen.Free()
-				if !ok {
-					t.Fatal("no free generation")
-				}
+				g := free(t, s.gen)
 				if err := s.Write(g, cfgs[a.cfg]); err != nil {
 					t.Fatal(err)
 				}
@@ -104,10 +121,61 @@ func TestArmedSwitchesResolve(t *testing.T) {
 			if got := outcome(); got != tc.want {
 				t.Errorf("after commit: frame was %s, want %s", got, tc.want)
 			}
-			if w := words(t, s.gen); w[0] != uint64(s.gen.Cur()) {
+			if w := words(t, s.gen); w[0]&(Generations-1) != uint64(s.gen.Cur()) {
 				t.Errorf("word 0 is %d, generation in use %d", w[0], s.gen.Cur())
 			}
 		})
+	}
+}
+
+// free returns a Free generation, waiting out a reuse guard if need be.
+func free(t *testing.T, g *Gen) uint32 {
+	t.Helper()
+	x, _, ok := g.Free()
+	if !ok {
+		time.Sleep(time.Duration(reuseGuard))
+		x, _, ok = g.Free()
+	}
+	if !ok {
+		t.Fatal("no free generation")
+	}
+	return x
+}
+
+// TestCommitSeenMidway runs the program on the words as a frame may read
+// them while Commit records two passed switches: the earlier one's word
+// read before Commit cleared it, the later one's after, and word 0, read
+// last, holding the later switch. The frame must take the later one.
+func TestCommitSeenMidway(t *testing.T) {
+	const port, peer = 5, 6
+	s := newSwitch(t)
+	apply(t, s, map[uint32]Entry{port: {Peer: peer}, peer: {Peer: port}})
+	early := free(t, s.gen)
+	if err := s.Write(early, map[uint32]Entry{port: {Peer: peer}, peer: {Peer: port}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.gen.Arm(early, ahead(-2*time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	late := free(t, s.gen)
+	if err := s.Write(late, map[uint32]Entry{port: {}, peer: {}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.gen.Arm(late, ahead(-time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	w := words(t, s.gen)
+	s.gen.Commit(Monotonic())
+	if s.gen.Cur() != late {
+		t.Fatalf("generation %d in use after commit, want %d", s.gen.Cur(), late)
+	}
+	for i := 1; i < Generations; i++ {
+		if w[i]&(Generations-1) == uint64(early) {
+			s.gen.store(i, w[i]) // the earlier switch's word, as read before its clear
+		}
+	}
+	if ret := run(t, s, port); ret == actRedirect {
+		t.Error("frame forwarded by the earlier switch's generation, want the later switch's (unpatched)")
 	}
 }
 
@@ -149,38 +217,57 @@ func TestGenRing(t *testing.T) {
 		}
 	}
 
-	// Two passed switches commit in order; the newest is in use.
+	// Two passed switches commit in order; the newest is in use. The
+	// second was armed late: x, which it replaces, counts as used until
+	// the commit, not until the switch's nominal instant.
 	x, _, _ := g.Free()
 	_ = g.Arm(x, ahead(-2*time.Millisecond))
 	y, _, _ := g.Free()
-	at := ahead(0)
-	_ = g.Arm(y, at)
-	g.Commit(Monotonic())
-	if g.Cur() != y || g.Pending() != 0 || words(t, g)[0] != uint64(y) {
+	_ = g.Arm(y, ahead(-time.Millisecond))
+	before := Monotonic()
+	g.Commit(before)
+	at := Monotonic()
+	if g.Cur() != y || g.Pending() != 0 || words(t, g)[0]&(Generations-1) != uint64(y) {
 		t.Fatalf("after two passed switches: generation %d in use, want %d", g.Cur(), y)
 	}
-	// Fill every other generation: only x, replaced at `at`, is left,
-	// from at+reuseGuard on.
+	// Fill every other generation: only 0 and x, replaced by the
+	// commit, are left, from the commit+reuseGuard on.
 	for {
 		z, _, ok := g.Free()
 		if !ok {
 			break
 		}
-		if z == x {
+		if z == x || z == 0 {
 			if Monotonic() < at+reuseGuard {
-				t.Fatalf("generation %d handed out %v after it was replaced", x, time.Duration(Monotonic()-at))
+				t.Fatalf("generation %d handed out %v after it was replaced", z, time.Duration(Monotonic()-at))
 			}
 			t.Skip("the machine was too slow to test the reuse guard")
 		}
 		_ = g.Arm(z, far)
 	}
-	if _, retry, _ := g.Free(); retry != at+reuseGuard {
-		t.Fatalf("retry %d, want %d (the replaced generation's guard)", retry, at+reuseGuard)
+	if _, retry, _ := g.Free(); retry < before+reuseGuard || retry > at+reuseGuard {
+		t.Fatalf("retry %d, want the replaced generation's guard from the commit, %d..%d", retry, before+reuseGuard, at+reuseGuard)
 	}
 	time.Sleep(time.Duration(at + reuseGuard - Monotonic()))
-	if z, _, ok := g.Free(); !ok || z != x {
-		t.Fatalf("after the guard: free %d (ok %v), want %d", z, ok, x)
+	if z, _, ok := g.Free(); !ok || z != x && z != 0 {
+		t.Fatalf("after the guard: free %d (ok %v), want 0 or %d", z, ok, x)
 	}
+}
+
+// TestGenClosed: after Close the meta value is unmapped; Arm fails and
+// Commit and Cancel leave it alone instead of touching freed memory.
+func TestGenClosed(t *testing.T) {
+	g := newGen(t)
+	x, _, _ := g.Free()
+	if err := g.Arm(x, ahead(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	g.Close()
+	if err := g.Arm((x+1)%Generations, ahead(-time.Millisecond)); err == nil {
+		t.Error("arm after close succeeded")
+	}
+	g.Commit(Monotonic())
+	g.Cancel(0)
 }
 
 // TestRecoverGen: a restarted process takes over the newest switch whose
@@ -201,7 +288,7 @@ func TestRecoverGen(t *testing.T) {
 	if r.Cur() != 2 || r.Pending() != 0 {
 		t.Errorf("recovered: generation %d in use, %d pending; want 2, 0", r.Cur(), r.Pending())
 	}
-	if w := words(t, g); w[0] != 2 || w[1] != 0 || w[2] != 0 || w[3] != 0 {
+	if w := words(t, g); w[0]&(Generations-1) != 2 || w[1] != 0 || w[2] != 0 || w[3] != 0 {
 		t.Errorf("words after recovery: %v", w)
 	}
 }

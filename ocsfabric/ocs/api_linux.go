@@ -253,7 +253,8 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 }
 
 // Serve answers the API on a unix socket (mode 0600: root only) until ctx
-// is cancelled.
+// is cancelled; it returns once the requests in flight have finished (or
+// 2 s passed), so the controller can be closed after it.
 func Serve(ctx context.Context, c *Controller, socket string) error {
 	_ = os.Remove(socket)
 	ln, err := net.Listen("unix", socket)
@@ -265,7 +266,9 @@ func Serve(ctx context.Context, c *Controller, socket string) error {
 		return err
 	}
 	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	shut := make(chan struct{})
 	go func() {
+		defer close(shut)
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -274,6 +277,9 @@ func Serve(ctx context.Context, c *Controller, socket string) error {
 	err = srv.Serve(ln)
 	_ = os.Remove(socket)
 	if errors.Is(err, http.ErrServerClosed) {
+		// Serve returns as Shutdown begins; Shutdown returns once the
+		// handlers are done.
+		<-shut
 		return nil
 	}
 	return err

@@ -109,6 +109,9 @@ type Controller struct {
 	schedMu sync.Mutex
 	sched   context.CancelFunc
 	schedWG sync.WaitGroup
+	// stageAhead is the schedule's stageAhead; tests lengthen it to have
+	// slots armed long before their instant.
+	stageAhead time.Duration
 }
 
 // New attaches to the OCS switches of a deployed lab. If an earlier OCS
@@ -126,6 +129,7 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 	c := &Controller{
 		lab: lab, layout: circuit.LayoutOf(f), log: log.With("lab", lab.Topo.Lab), delay: f.ReconfigDelay.D(),
 		ifindex: map[circuit.Uplink]uint32{}, dark: map[circuit.Uplink]uint64{}, subs: map[chan Event]bool{},
+		stageAhead: stageAhead,
 	}
 	if o.EventPath != "" {
 		fh, err := os.OpenFile(o.EventPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
@@ -227,19 +231,22 @@ func (c *Controller) attach() error {
 			links = append(links, port(i))
 		}
 		c.switches = append(c.switches, sw)
+		for _, l := range links {
+			if err := sw.Attach(h, l); err != nil {
+				return fmt.Errorf("ocs%d: %w", k, err)
+			}
+		}
 		// Ports without shaper, loss rule or capture hand frames straight
-		// to the ToR uplink's ingress (dataplane/fastport).
+		// to the ToR uplink's ingress (dataplane/fastport). Only now that
+		// the program is on the ports: fastport.Off (a loss rule or
+		// capture being added) finds the flags through it, so a flag set
+		// before would escape it.
 		n, _ := c.lab.Topo.Node(names.OCSName(k))
 		why, err := sw.SyncFast(h, n.NS, links)
 		if err != nil {
 			return fmt.Errorf("ocs%d: %w", k, err)
 		}
 		c.countFast(n.Name, links, why)
-		for _, l := range links {
-			if err := sw.Attach(h, l); err != nil {
-				return fmt.Errorf("ocs%d: %w", k, err)
-			}
-		}
 	}
 	c.cur = configFromEdges(edges)
 	c.live, c.liveDark = c.cur, c.dark
@@ -300,6 +307,9 @@ func configFromEdges(e map[circuit.Uplink]circuit.Uplink) circuit.Config {
 // in the kernel.
 func (c *Controller) Close() {
 	c.StopSchedule()
+	// A reconfiguration still running (an API handler) finishes first:
+	// it writes through the switches and the generation switch.
+	c.mu.Lock()
 	if c.routes != nil {
 		c.routes.stop()
 	}
@@ -312,6 +322,7 @@ func (c *Controller) Close() {
 	if c.gen != nil {
 		c.gen.Close()
 	}
+	c.mu.Unlock()
 	c.evMu.Lock()
 	if c.evFile != nil {
 		c.evFile.Close()

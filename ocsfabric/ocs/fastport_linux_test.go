@@ -13,6 +13,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 	"github.com/ocsemu/ocsemu/dataplane/fastport"
+	"github.com/ocsemu/ocsemu/dataplane/inc"
 	"github.com/ocsemu/ocsemu/dataplane/loss"
 	"github.com/ocsemu/ocsemu/dataplane/loss/inject"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
@@ -279,4 +280,28 @@ func TestFastPortsKeepEgressFeatures(t *testing.T) {
 		}
 	}
 	t.Logf("shaped lab: tbf bytes %v -> %v", b0, b1)
+}
+
+// TestBandLeavesPortSlow: inc.Band swaps a shaped port's tbf for an
+// htb, leaving the port briefly without a root qdisc, where a fast-port
+// Refresh may set it fast. Band turns it slow again once the htb is on.
+// The flag is set by hand here, as such a Refresh would.
+func TestBandLeavesPortSlow(t *testing.T) {
+	lab, _, _ := startOCS(t, "pbd", "{kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: unlimited, uplink: 1Gbit}}")
+	p := pathPorts(t, lab.Topo)[0] // tor0's shaped uplink
+	h, l := portLink(t, lab, p)
+	m, err := fastport.Find(h, l)
+	if err != nil || m == nil {
+		t.Fatalf("%s: flag map %v, %v", p, m, err)
+	}
+	defer m.Close()
+	if err := m.Put(uint32(l.Attrs().Index), uint32(1)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := inc.Band(h); err != nil || n == 0 {
+		t.Fatalf("band: %d ports, %v", n, err)
+	}
+	if fast(t, lab, p) {
+		t.Errorf("%s fast after its tbf was replaced by the INC htb", p)
+	}
 }

@@ -111,19 +111,21 @@ func (p *torPaths) setupToR(c *Controller, table routing.Table, rack, maxHops in
 	if err := tor.WriteLocal(servers); err != nil {
 		return err
 	}
+	for _, l := range attach {
+		if err := tor.Attach(h, l); err != nil {
+			return err
+		}
+	}
 	// Server ports and uplinks without shaper, loss rule or capture take
-	// frames straight into their peers (dataplane/fastport).
+	// frames straight into their peers (dataplane/fastport). Only once
+	// the program is on the ports, whose fresh flag map says slow:
+	// fastport.Off finds the flags through the attached program.
 	n, _ := t.Node(node)
 	why, err := tor.SyncFast(h, n.NS, attach)
 	if err != nil {
 		return err
 	}
 	c.countFast(node, attach, why)
-	for _, l := range attach {
-		if err := tor.Attach(h, l); err != nil {
-			return err
-		}
-	}
 	for _, l := range egress {
 		if err := tor.AttachEgress(h, l); err != nil {
 			return err

@@ -149,7 +149,7 @@ func (c *Controller) stageSlot(ctx context.Context, cfg circuit.Config, delay ti
 		c.mu.Lock()
 		c.commitLocked()
 		gen, retry, ok := c.gen.Free()
-		if ok && (len(c.armed) == 0 || at-int64(fastpath.Monotonic()) <= int64(stageAhead)) {
+		if ok && (len(c.armed) == 0 || at-int64(fastpath.Monotonic()) <= int64(c.stageAhead)) {
 			ev, t, unreach, err := c.stageLocked(gen, cfg, delay, at, "slot", slot)
 			c.mu.Unlock()
 			if err != nil {
@@ -160,7 +160,7 @@ func (c *Controller) stageSlot(ctx context.Context, cfg circuit.Config, delay ti
 			return nil
 		}
 		c.mu.Unlock()
-		wake := at - int64(stageAhead)
+		wake := at - int64(c.stageAhead)
 		if !ok {
 			wake = int64(retry)
 		}

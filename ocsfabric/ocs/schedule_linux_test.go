@@ -94,7 +94,8 @@ func TestScheduleStagedAhead(t *testing.T) {
 
 // TestStopDisarmsStagedSlot stops a schedule while its next slot is
 // armed in the kernel: that slot never takes effect, and the current
-// slot's circuits stay past its instant.
+// slot's circuits stay past its instant. Slots are staged a whole slot
+// ahead here, so the second is armed well before the stop.
 func TestStopDisarmsStagedSlot(t *testing.T) {
 	lab, ctl, _ := startOCS(t, "stgstop", "{kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}")
 	hs := fabrictest.Hosts(lab)
@@ -102,6 +103,7 @@ func TestStopDisarmsStagedSlot(t *testing.T) {
 	first := []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor2:0", "tor3:0")}
 	second := []circuit.Circuit{c("tor0:0", "tor2:0"), c("tor1:0", "tor3:0")}
 	const slotLen = 300 * time.Millisecond
+	ctl.SetStageAhead(2 * slotLen)
 	evs, stop := ctl.Subscribe()
 	defer stop()
 	if err := ctl.StartSchedule(ocs.Schedule{Cycles: 1, Slots: []ocs.Slot{
@@ -115,10 +117,17 @@ func TestStopDisarmsStagedSlot(t *testing.T) {
 			break
 		}
 	}
+	waitFor(t, "the second slot is not armed", slotLen/2, func() bool { return ctl.ArmedAhead() == 1 })
 	ctl.StopSchedule()
-	got, _ := slotEvents(t, evs)
+	if late := time.Duration(int64(fastpath.Monotonic()) - firstEv.Scheduled); late > slotLen {
+		t.Skipf("stopped %v after the first slot, past the second's instant: the machine was too slow", late)
+	}
+	got, end := slotEvents(t, evs)
 	if len(got) != 0 {
 		t.Errorf("the disarmed slot was logged: %+v", got)
+	}
+	if end.Slot != 1 {
+		t.Errorf("schedule ended after %d slots, want 1: the armed second slot was not disarmed", end.Slot)
 	}
 	// Past the second slot's instant the first slot's circuits still carry.
 	waitFor(t, "the second slot's instant does not pass", time.Minute, func() bool {
@@ -136,8 +145,9 @@ func TestStopDisarmsStagedSlot(t *testing.T) {
 }
 
 // TestRestartDuringSchedule: a second OCS process takes over while a
-// schedule's next slot is armed in the kernel. It keeps the slot in
-// effect and disarms the one ahead, whose schedule it does not run.
+// schedule's next slot is armed in the kernel (staged a whole slot
+// ahead here). It keeps the slot in effect and disarms the one ahead,
+// whose schedule it does not run.
 func TestRestartDuringSchedule(t *testing.T) {
 	lab, ctl, _ := startOCS(t, "stgrst", "{kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}")
 	hs := fabrictest.Hosts(lab)
@@ -145,6 +155,7 @@ func TestRestartDuringSchedule(t *testing.T) {
 	first := []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor2:0", "tor3:0")}
 	second := []circuit.Circuit{c("tor0:0", "tor2:0"), c("tor1:0", "tor3:0")}
 	const slotLen = 500 * time.Millisecond
+	ctl.SetStageAhead(2 * slotLen)
 	evs, stop := ctl.Subscribe()
 	defer stop()
 	if err := ctl.StartSchedule(ocs.Schedule{Cycles: 1, Slots: []ocs.Slot{
@@ -158,11 +169,19 @@ func TestRestartDuringSchedule(t *testing.T) {
 			break
 		}
 	}
+	waitFor(t, "the second slot is not armed", slotLen/2, func() bool { return ctl.ArmedAhead() == 1 })
 	ctl2, err := ocs.New(context.Background(), lab, ocs.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ctl2.Close()
+	// Checked before the old process stops, which disarms it too.
+	if late := time.Duration(int64(fastpath.Monotonic()) - firstEv.Scheduled); late > slotLen {
+		t.Skipf("took over %v after the first slot, past the second's instant: the machine was too slow", late)
+	}
+	if n := ctl2.PendingSwitches(); n != 0 {
+		t.Errorf("taken over: %d switches still armed, want the second slot disarmed", n)
+	}
 	ctl.StopSchedule() // the old process is gone: it writes nothing more
 	if got := ctl2.Config(); len(circuit.Dark(got, circuit.Config{Circuits: first})) != 0 {
 		t.Errorf("taken over: circuits %v, want the slot in effect %v", got.Circuits, first)
