@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
@@ -92,32 +93,49 @@ func TestScheduleStagedAhead(t *testing.T) {
 	}
 }
 
+// twoSlots is a lab running a two-slot schedule staged a whole slot
+// ahead, once its first slot took effect and its second is armed.
+type twoSlots struct {
+	lab           *fabric.Lab
+	ctl           *ocs.Controller
+	first, second []circuit.Circuit
+	firstEv       ocs.Event
+	evs           <-chan ocs.Event
+}
+
+func startTwoSlots(t *testing.T, name string, slotLen time.Duration) *twoSlots {
+	t.Helper()
+	lab, ctl, _ := startOCS(t, name, "{kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}")
+	c := func(a, z string) circuit.Circuit { return circuit.Circuit{A: up(t, a), B: up(t, z)} }
+	ts := &twoSlots{lab: lab, ctl: ctl,
+		first:  []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor2:0", "tor3:0")},
+		second: []circuit.Circuit{c("tor0:0", "tor2:0"), c("tor1:0", "tor3:0")}}
+	ctl.SetStageAhead(2 * slotLen)
+	evs, stop := ctl.Subscribe()
+	t.Cleanup(stop)
+	ts.evs = evs
+	if err := ctl.StartSchedule(ocs.Schedule{Cycles: 1, Slots: []ocs.Slot{
+		{Circuits: ts.first, Duration: scenarioDuration(slotLen)}, {Circuits: ts.second, Duration: scenarioDuration(slotLen)}}}); err != nil {
+		t.Fatal(err)
+	}
+	for ev := range evs {
+		if ev.Kind == "slot" {
+			ts.firstEv = ev
+			break
+		}
+	}
+	waitFor(t, "the second slot is not armed", slotLen/2, func() bool { return ctl.ArmedAhead() == 1 })
+	return ts
+}
+
 // TestStopDisarmsStagedSlot stops a schedule while its next slot is
 // armed in the kernel: that slot never takes effect, and the current
 // slot's circuits stay past its instant. Slots are staged a whole slot
 // ahead here, so the second is armed well before the stop.
 func TestStopDisarmsStagedSlot(t *testing.T) {
-	lab, ctl, _ := startOCS(t, "stgstop", "{kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}")
-	hs := fabrictest.Hosts(lab)
-	c := func(a, z string) circuit.Circuit { return circuit.Circuit{A: up(t, a), B: up(t, z)} }
-	first := []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor2:0", "tor3:0")}
-	second := []circuit.Circuit{c("tor0:0", "tor2:0"), c("tor1:0", "tor3:0")}
 	const slotLen = 300 * time.Millisecond
-	ctl.SetStageAhead(2 * slotLen)
-	evs, stop := ctl.Subscribe()
-	defer stop()
-	if err := ctl.StartSchedule(ocs.Schedule{Cycles: 1, Slots: []ocs.Slot{
-		{Circuits: first, Duration: scenarioDuration(slotLen)}, {Circuits: second, Duration: scenarioDuration(slotLen)}}}); err != nil {
-		t.Fatal(err)
-	}
-	var firstEv ocs.Event
-	for ev := range evs {
-		if ev.Kind == "slot" {
-			firstEv = ev
-			break
-		}
-	}
-	waitFor(t, "the second slot is not armed", slotLen/2, func() bool { return ctl.ArmedAhead() == 1 })
+	ts := startTwoSlots(t, "stgstop", slotLen)
+	ctl, evs, first, firstEv, hs := ts.ctl, ts.evs, ts.first, ts.firstEv, fabrictest.Hosts(ts.lab)
 	ctl.StopSchedule()
 	if late := time.Duration(int64(fastpath.Monotonic()) - firstEv.Scheduled); late > slotLen {
 		t.Skipf("stopped %v after the first slot, past the second's instant: the machine was too slow", late)
@@ -149,27 +167,9 @@ func TestStopDisarmsStagedSlot(t *testing.T) {
 // ahead here). It keeps the slot in effect and disarms the one ahead,
 // whose schedule it does not run.
 func TestRestartDuringSchedule(t *testing.T) {
-	lab, ctl, _ := startOCS(t, "stgrst", "{kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}")
-	hs := fabrictest.Hosts(lab)
-	c := func(a, z string) circuit.Circuit { return circuit.Circuit{A: up(t, a), B: up(t, z)} }
-	first := []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor2:0", "tor3:0")}
-	second := []circuit.Circuit{c("tor0:0", "tor2:0"), c("tor1:0", "tor3:0")}
 	const slotLen = 500 * time.Millisecond
-	ctl.SetStageAhead(2 * slotLen)
-	evs, stop := ctl.Subscribe()
-	defer stop()
-	if err := ctl.StartSchedule(ocs.Schedule{Cycles: 1, Slots: []ocs.Slot{
-		{Circuits: first, Duration: scenarioDuration(slotLen)}, {Circuits: second, Duration: scenarioDuration(slotLen)}}}); err != nil {
-		t.Fatal(err)
-	}
-	var firstEv ocs.Event
-	for ev := range evs {
-		if ev.Kind == "slot" {
-			firstEv = ev
-			break
-		}
-	}
-	waitFor(t, "the second slot is not armed", slotLen/2, func() bool { return ctl.ArmedAhead() == 1 })
+	ts := startTwoSlots(t, "stgrst", slotLen)
+	lab, ctl, first, firstEv, hs := ts.lab, ts.ctl, ts.first, ts.firstEv, fabrictest.Hosts(ts.lab)
 	ctl2, err := ocs.New(context.Background(), lab, ocs.Options{})
 	if err != nil {
 		t.Fatal(err)
