@@ -321,6 +321,8 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 		// bpf_redirect_peer works on ingress only.
 		ins = append(ins, asm.Mov.Imm(asm.R2, 0), asm.FnRedirect.Call(), asm.Return())
 	} else {
+		// A server of the own rack: "local" found its port fast already.
+		ins = append(ins, asm.JEq.Imm(asm.R7, int32(cfg.Rack), "peer"))
 		ins = append(ins, fastport.Redirect(fast, asm.R1, -28, "out")...)
 	}
 	// Headers not all in the linear part: pull them in and parse. Shorter
@@ -377,6 +379,10 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, ok),
 		asm.Ja.Label("hop"),
+		// r1: the ifindex of a fast port
+		asm.Mov.Imm(asm.R2, 0).WithSymbol("peer"),
+		asm.FnRedirectPeer.Call(),
+		asm.Return(),
 	)
 }
 
