@@ -216,17 +216,25 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 	}
 	ins := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
+		// The headers, by direct packet access (r2: data); when they are
+		// not all in the linear part, "short" pulls them in.
+		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word),
+		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, hdrLen),
+		asm.JGT.Reg(asm.R4, asm.R3, "short"),
 		// IPv4 without options, TTL > 1.
-		asm.LoadAbs(offEtherType, asm.Half),
-		asm.JNE.Imm(asm.R0, unix.ETH_P_IP, ok),
-		asm.LoadAbs(offVerIHL, asm.Byte),
-		asm.JNE.Imm(asm.R0, 0x45, ok),
-		asm.LoadAbs(offTTL, asm.Byte),
-		asm.JLE.Imm(asm.R0, 1, ok),
-		asm.LoadAbs(offDst, asm.Word),
-		asm.Mov.Reg(asm.R7, asm.R0),
-		asm.LoadAbs(offSrc, asm.Word),
-		asm.Mov.Reg32(asm.R8, asm.R0),
+		asm.LoadMem(asm.R1, asm.R2, offEtherType, asm.Half).WithSymbol("parse"),
+		asm.JNE.Imm(asm.R1, int32(ntohs(unix.ETH_P_IP)), ok),
+		asm.LoadMem(asm.R1, asm.R2, offVerIHL, asm.Byte),
+		asm.JNE.Imm(asm.R1, 0x45, ok),
+		asm.LoadMem(asm.R1, asm.R2, offTTL, asm.Byte),
+		asm.JLE.Imm(asm.R1, 1, ok),
+		// r7 = destination, r8 = source, in host order.
+		asm.LoadMem(asm.R7, asm.R2, offDst, asm.Word),
+		asm.HostTo(asm.BE, asm.R7, asm.Word),
+		asm.LoadMem(asm.R8, asm.R2, offSrc, asm.Word),
+		asm.HostTo(asm.BE, asm.R8, asm.Word),
 		// r8 = routing.FlowHash(src, dst), in 32-bit arithmetic.
 		asm.Mul.Imm32(asm.R8, imm32(routing.HashMul1)),
 		asm.Xor.Reg32(asm.R8, asm.R7),
@@ -313,20 +321,26 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 		// bpf_redirect_peer works on ingress only.
 		ins = append(ins, asm.Mov.Imm(asm.R2, 0), asm.FnRedirect.Call(), asm.Return())
 	} else {
+		// A server of the own rack: "local" found its port fast already.
+		ins = append(ins, asm.JEq.Imm(asm.R7, int32(cfg.Rack), "peer"))
 		ins = append(ins, fastport.Redirect(fast, asm.R1, -28, "out")...)
 	}
-	// headers not in the linear part: pull them in, then rewrite
+	// Headers not all in the linear part: pull them in and parse. Shorter
+	// frames, or none to pull, go to the kernel, as when LD_ABS loads
+	// failed.
 	ins = append(ins,
-		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("pull"),
+		asm.LoadMem(asm.R1, asm.R6, 0, asm.Word).WithSymbol("short"), // skb->len
+		asm.JLT.Imm(asm.R1, hdrLen, ok),
+		asm.Mov.Reg(asm.R1, asm.R6),
 		asm.Mov.Imm(asm.R2, hdrLen),
 		asm.FnSkbPullData.Call(),
-		asm.JNE.Imm(asm.R0, 0, "shot"),
+		asm.JNE.Imm(asm.R0, 0, ok),
 		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word),
 		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
 		asm.Mov.Reg(asm.R4, asm.R2),
 		asm.Add.Imm(asm.R4, hdrLen),
-		asm.JGT.Reg(asm.R4, asm.R3, "shot"),
-		asm.Ja.Label("write"),
+		asm.JGT.Reg(asm.R4, asm.R3, ok),
+		asm.Ja.Label("parse"),
 	)
 	ins = append(ins,
 		// a ToR's router address: rack = low 16 bits, no host byte
@@ -365,22 +379,27 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, ok),
 		asm.Ja.Label("hop"),
+		// r1: the ifindex of a fast port
+		asm.Mov.Imm(asm.R2, 0).WithSymbol("peer"),
+		asm.FnRedirectPeer.Call(),
+		asm.Return(),
 	)
 }
 
 // rewrite writes the hop's Ethernet addresses (r9: the hop, r6 ctx) and,
 // on ingress, decrements the TTL and patches the header checksum as IP
-// forwarding does (ip_decrease_ttl), by direct packet access. Headers
-// outside the linear part go to "pull", which brings them in and comes
-// back to "write". Clobbers r1-r4.
+// forwarding does (ip_decrease_ttl), by direct packet access. The parse
+// left the headers in the linear part and nothing since changed the
+// frame; the bounds check is the verifier's (failing it: the kernel).
+// Clobbers r1-r4.
 func rewrite(egress bool) asm.Instructions {
 	ins := asm.Instructions{
 		asm.LoadMem(asm.R2, asm.R6, skbData, asm.Word).WithSymbol("hop"),
 		asm.LoadMem(asm.R3, asm.R6, skbDataEnd, asm.Word),
 		asm.Mov.Reg(asm.R4, asm.R2),
 		asm.Add.Imm(asm.R4, hdrLen),
-		asm.JGT.Reg(asm.R4, asm.R3, "pull"),
-		asm.LoadMem(asm.R1, asm.R9, 0, asm.Word).WithSymbol("write"),
+		asm.JGT.Reg(asm.R4, asm.R3, "ok"),
+		asm.LoadMem(asm.R1, asm.R9, 0, asm.Word),
 		asm.StoreMem(asm.R2, 0, asm.R1, asm.Word),
 		asm.LoadMem(asm.R1, asm.R9, 4, asm.Word),
 		asm.StoreMem(asm.R2, 4, asm.R1, asm.Word),
@@ -403,6 +422,9 @@ func rewrite(egress bool) asm.Instructions {
 		asm.StoreMem(asm.R2, offCsum, asm.R1, asm.Half).WithSymbol("csum"),
 	)
 }
+
+// ntohs is a 16-bit constant as a load from the frame reads it.
+func ntohs(v uint16) uint16 { return binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, v)) }
 
 // imm32 is a 32-bit constant as the signed immediate BPF encodes.
 func imm32(v uint32) int32 { return int32(v) }

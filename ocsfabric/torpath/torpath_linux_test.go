@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
@@ -313,4 +314,148 @@ func TestMakeBeforeBreak(t *testing.T) {
 	check("dark period", monoclock.Now())
 	_ = monoclock.SleepUntil(t.Context(), ch.LitUntil)
 	check("after it", monoclock.Now())
+}
+
+// TestParseEdgeCases runs both variants on frames at the edges of the
+// parse: truncated, not IPv4 (VLAN tag, IPv6, ARP), IPv4 with options
+// or of another version, TTL at its limit. What goes to the kernel must
+// leave the program unchanged.
+func TestParseEdgeCases(t *testing.T) {
+	skipUnlessRoot(t)
+	const racks, self = 4, 1
+	tor, gen := newToR(t, Config{Rack: self, Racks: racks, MaxHops: 2})
+	next := map[int][]routing.Hop{2: {{Uplink: 0, Via: 2}, {Uplink: 1, Via: 3}}}
+	rs, err := Routes(racks, Choices(next), []uint32{11, 12}, topo.ToRMAC, self, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install(t, tor, gen, rs) // rack 0 and 3: unreachable
+	src, dst := topo.ServerAddr(self, 3), topo.ServerAddr(2, 1)
+	want, _ := routing.Pick(next[2], routing.AddrHash(src, dst))
+	base := func() []byte { return frame(src, dst, 64) }
+	with := func(f func([]byte) []byte) []byte { return f(base()) }
+	vlan := with(func(b []byte) []byte {
+		tagged := append([]byte{}, b[:12]...)
+		tagged = append(tagged, 0x81, 0x00, 0, 5)
+		return append(tagged, b[12:]...)
+	})
+	options := with(func(b []byte) []byte {
+		b[14] = 0x46
+		return b
+	})
+	cases := []struct {
+		name        string
+		pkt         []byte
+		in, eg      uint32
+		redirection bool // the frame takes want's hop
+	}{
+		{"IPv4 to another rack", base(), actRedirect, actRedirect, true},
+		{"headers only", base()[:hdrLen], actRedirect, actRedirect, true},
+		// BPF_PROG_TEST_RUN refuses IPv4 frames shorter than their
+		// header: short frames of other types.
+		{"ARP, one byte short", with(func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b[:hdrLen-1] }), actOK, actOK, false},
+		{"Ethernet only", with(func(b []byte) []byte { b[12], b[13] = 0x88, 0xb5; return b[:14] }), actOK, actOK, false},
+		{"ARP", with(func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b }), actOK, actOK, false},
+		{"short ARP", with(func(b []byte) []byte { b[12], b[13] = 0x08, 0x06; return b[:20] }), actOK, actOK, false},
+		{"VLAN-tagged IPv4", vlan, actOK, actOK, false},
+		{"IPv6 ethertype", with(func(b []byte) []byte { b[12], b[13] = 0x86, 0xdd; return b }), actOK, actOK, false},
+		{"IHL 6", options, actOK, actOK, false},
+		{"IHL 15", with(func(b []byte) []byte { b[14] = 0x4f; return b }), actOK, actOK, false},
+		{"version 6 in an IPv4 frame", with(func(b []byte) []byte { b[14] = 0x65; return b }), actOK, actOK, false},
+		{"TTL 1", frame(src, dst, 1), actOK, actOK, false},
+		{"TTL 0", frame(src, dst, 0), actOK, actOK, false},
+		{"TTL 2", frame(src, dst, 2), actRedirect, actRedirect, true},
+		{"own rack", frame(src, topo.ServerAddr(self, 0), 64), actOK, actOK, false},
+		{"unreachable rack", frame(src, topo.ServerAddr(3, 0), 64), actShot, actShot, false},
+	}
+	for _, c := range cases {
+		for _, v := range []struct {
+			name string
+			prog *ebpf.Program
+			want uint32
+		}{{"ingress", tor.prog, c.in}, {"egress", tor.egress, c.eg}} {
+			out := make([]byte, len(c.pkt)+64)
+			ret, err := v.prog.Run(&ebpf.RunOptions{Data: c.pkt, DataOut: out})
+			if err != nil {
+				t.Fatalf("%s, %s: test run: %v", c.name, v.name, err)
+			}
+			out = out[:len(c.pkt)]
+			if ret != v.want {
+				t.Errorf("%s, %s: action %d, want %d", c.name, v.name, ret, v.want)
+				continue
+			}
+			switch {
+			case c.redirection:
+				if got := net.HardwareAddr(out[0:6]).String(); got != topo.ToRMAC(want.Via).String() {
+					t.Errorf("%s, %s: dst MAC %s, want via tor%d", c.name, v.name, got, want.Via)
+				}
+			case ret == actOK && string(out) != string(c.pkt):
+				t.Errorf("%s, %s: frame changed on its way to the kernel:\n% x\n% x", c.name, v.name, c.pkt, out)
+			}
+		}
+	}
+}
+
+// BenchmarkProgram times the programs per frame (BPF_PROG_TEST_RUN, the
+// kernel's own loop over one skb) on a frame the egress variant
+// redirects to another rack (the ingress one would decrement the TTL
+// of that skb down to 1 and leave it), on one the ingress program leaves
+// to the kernel (not IPv4), and a program that only returns: what the
+// test run itself costs.
+func BenchmarkProgram(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root to load BPF programs")
+	}
+	gen, err := fastpath.NewGen()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gen.Close()
+	const racks, self = 4, 1
+	tor, err := New(Config{Rack: self, Racks: racks, MaxHops: 2}, gen)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tor.Close()
+	next := map[int][]routing.Hop{2: {{Uplink: 0, Via: 2}, {Uplink: 1, Via: 3}}}
+	rs, err := Routes(racks, Choices(next), []uint32{11, 12}, topo.ToRMAC, self, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, _, _ := gen.Free()
+	if err := tor.Write(g, rs); err != nil {
+		b.Fatal(err)
+	}
+	if err := gen.Arm(g, 0); err != nil {
+		b.Fatal(err)
+	}
+	gen.Commit(fastpath.Monotonic())
+	for _, ifi := range []uint32{11, 12} {
+		if err := tor.fast.Put(ifi, uint32(1)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	empty, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{asm.Mov.Imm(asm.R0, actOK), asm.Return()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer empty.Close()
+	fwd := frame(topo.ServerAddr(self, 0), topo.ServerAddr(2, 0), 64)
+	arp := frame(topo.ServerAddr(self, 0), topo.ServerAddr(2, 0), 64)
+	arp[12], arp[13] = 0x08, 0x06
+	for _, c := range []struct {
+		name string
+		prog *ebpf.Program
+		pkt  []byte
+		want uint32
+	}{{"egress redirect", tor.egress, fwd, actRedirect}, {"ingress to kernel", tor.prog, arp, actOK}, {"empty", empty, fwd, actOK}} {
+		b.Run(c.name, func(b *testing.B) {
+			ret, d, err := c.prog.Benchmark(c.pkt, b.N, nil)
+			if err != nil || ret != c.want {
+				b.Fatalf("action %d, want %d: %v", ret, c.want, err)
+			}
+			b.ReportMetric(float64(d.Nanoseconds()), "ns/frame")
+		})
+	}
 }
