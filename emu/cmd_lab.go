@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/fastport"
 	"github.com/ocsemu/ocsemu/dataplane/kcheck"
 	"github.com/ocsemu/ocsemu/dataplane/loss/inject"
 	"github.com/ocsemu/ocsemu/dataplane/names"
@@ -303,8 +305,10 @@ func (a *app) execCmd() *cobra.Command {
 		Short: "Run a command inside a node's network namespace",
 		Long: `exec runs a command in a node's namespace, like ip netns exec. The node is a
 short name (r0s1, tor2, ocs0, eps) or lab.node; --lab is needed only when
-more than one lab is deployed.`,
-		Example: "  sudo emu exec r0s0 -- ping -c 3 10.0.1.1\n  sudo emu exec quickstart.tor0 -- ip route",
+more than one lab is deployed. A capture (tcpdump, tshark, dumpcap) first
+makes the node's fast ports slow, so that it sees what they send
+(docs/ocs.md, fast ports).`,
+		Example: "  sudo emu exec r0s0 -- ping -c 3 10.0.1.1\n  sudo emu exec quickstart.tor0 -- ip route\n  sudo emu exec tor0 -- tcpdump -n -i up0",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 1 {
@@ -334,11 +338,38 @@ more than one lab is deployed.`,
 			if _, ok := topo.Build(st.Spec).Node(node); !ok {
 				return fmt.Errorf("lab %q has no node %q (see `emu inspect %s`)", labName, node, labName)
 			}
-			return execIn(names.NSName(labName, node), args[1:])
+			ns := names.NSName(labName, node)
+			if isCapture(args[1:]) {
+				// A packet socket sees what a port sends only if the frames
+				// pass its egress: fast ports skip it (docs/ocs.md).
+				n, err := fastport.OffAll(ns)
+				if err != nil {
+					return fmt.Errorf("turn %s's ports slow for the capture: %w", node, err)
+				}
+				if n > 0 {
+					fmt.Fprintf(os.Stderr, "emu: %d ports of %s made slow so that the capture sees what they send; they stay slow until the OCS restarts (emu ocs serve)\n", n, node)
+				}
+			}
+			return execIn(ns, args[1:])
 		},
 	}
 	cmd.Flags().StringVarP(&labName, "lab", "l", "", "lab the node belongs to")
 	return cmd
+}
+
+// isCapture reports whether a command line runs a tool that opens packet
+// sockets to capture traffic (tcpdump, Wireshark's tools), also behind a
+// wrapper (timeout 5 tcpdump ..., sh -c "tcpdump ...").
+func isCapture(argv []string) bool {
+	for _, a := range argv {
+		for _, w := range strings.Fields(a) {
+			switch filepath.Base(w) {
+			case "tcpdump", "tshark", "dumpcap", "wireshark", "termshark":
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // execIn replaces this process with argv inside a network namespace. The

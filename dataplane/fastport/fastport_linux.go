@@ -298,6 +298,43 @@ func RefreshNS(ns, iface string) error {
 	return withPort(ns, iface, func(h *netlink.Handle, l netlink.Link) error { return Refresh(h, ns, l) })
 }
 
+// OffAll turns every port of namespace ns slow (Off on each link), for a
+// packet capture started by hand there; it returns how many ports have a
+// flag map (an OCS or ToR namespace). They stay slow until the OCS
+// restarts or a loss rule or capture on the port is removed (Refresh).
+func OffAll(ns string) (int, error) {
+	fd, err := netns.Open(ns)
+	if err != nil {
+		return 0, err
+	}
+	defer unix.Close(fd)
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(fd))
+	if err != nil {
+		return 0, fmt.Errorf("netlink handle in %s: %w", ns, err)
+	}
+	defer h.Close()
+	links, err := nlsafe.Retry(h.LinkList)
+	if err != nil {
+		return 0, fmt.Errorf("list links of %s: %w", ns, err)
+	}
+	n := 0
+	var errs []error
+	for _, l := range links {
+		m, err := Find(h, l)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if m == nil {
+			continue
+		}
+		n++
+		errs = append(errs, del(m, l))
+		m.Close()
+	}
+	return n, errors.Join(errs...)
+}
+
 // withPort runs fn with a handle in ns and the port.
 func withPort(ns, iface string, fn func(*netlink.Handle, netlink.Link) error) error {
 	fd, err := netns.Open(ns)

@@ -1,0 +1,57 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+)
+
+// A tcpdump run with `emu exec` in a ToR sees what the ToR's fast uplink
+// sends: emu exec turns the node's ports slow first. Without that, the
+// echo requests leave up0 by bpf_redirect_peer, past the packet socket.
+func TestExecCaptureSeesFastPortEgress(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	if _, err := exec.LookPath("tcpdump"); err != nil {
+		t.Skip("tcpdump is not installed (scripts/install installs it)")
+	}
+	bin := buildEmu(t)
+	lab := fabrictest.UniqueLab("fpx")
+	f := filepath.Join(t.TempDir(), "s.yaml")
+	os.WriteFile(f, []byte("name: "+lab+"\nfabric: {kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: unlimited, uplink: unlimited}}\n"), 0o644)
+	t.Cleanup(func() {
+		run(t, bin, "destroy", lab)
+		fabrictest.AssertGone(t, lab)
+	})
+	if out, err := run(t, bin, "deploy", f); err != nil {
+		t.Fatalf("deploy: %v\n%s", err, out)
+	}
+	if out, err := run(t, bin, "ocs", "connect", "--lab", lab, "tor0:0", "tor1:0"); err != nil {
+		t.Fatalf("connect: %v\n%s", err, out)
+	}
+	td := exec.Command(bin, "exec", lab+".tor0", "--", "timeout", "5", "tcpdump", "-l", "-n", "-c", "6", "-i", "up0", "icmp")
+	var out strings.Builder
+	td.Stdout, td.Stderr = &out, &out
+	if err := td.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // tcpdump opens its socket
+	if o, err := run(t, bin, "exec", lab+".r0s0", "--", "ping", "-c", "3", "-i", "0.2", "10.0.1.1"); err != nil {
+		t.Fatalf("ping: %v\n%s", err, o)
+	}
+	td.Wait()
+	got := out.String()
+	if !strings.Contains(got, "ports of tor0 made slow") {
+		t.Errorf("emu exec did not say it made tor0's ports slow:\n%s", got)
+	}
+	if n := strings.Count(got, "ICMP echo request"); n != 3 {
+		t.Errorf("tcpdump on tor0's up0 saw %d of 3 echo requests it sent:\n%s", n, got)
+	}
+	if n := strings.Count(got, "ICMP echo reply"); n != 3 {
+		t.Errorf("tcpdump on tor0's up0 saw %d of 3 echo replies it received:\n%s", n, got)
+	}
+}
