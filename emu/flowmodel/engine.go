@@ -119,6 +119,7 @@ type resource struct {
 	mark   int32
 	remCap float64
 	open   int
+	openW  float64 // the open flows' weights (fill)
 }
 
 type flow struct {
@@ -151,7 +152,7 @@ type flow struct {
 
 	// The TCP-aware model's state (tcpaware.go, tcpshare.go).
 	ssGen  int32   // slow start's generation: a restart after an RTO drops older ramps
-	weight float64 // share weight under RTT-biased sharing
+	weight float64 // share weight (fill): 1, or under RTT-biased sharing its RTT's
 }
 
 // jobState is one job's progress. Its phases form a graph (plan.Job.Preds):
@@ -495,7 +496,7 @@ func (s *Sim) startPhase(ji, q int) {
 	grp := int32(-1)
 	for _, pf := range fls {
 		js.bytes[q] += pf.Bytes
-		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now,
+		fl := &flow{job: ji, phase: q, src: pf.Src, dst: pf.Dst, remaining: pf.Bytes, last: s.now, weight: 1,
 			srcRack: plan.Rack(pf.Src), dstRack: plan.Rack(pf.Dst), upRes: -1, downRes: -1, capRes: -1, ssRes: -1, grpRes: -1}
 		_, srcToR := names.ParseToR(pf.Src)
 		_, dstToR := names.ParseToR(pf.Dst)

@@ -94,11 +94,50 @@ func (s *Sim) waterfill(comp []*flow, rq []int32) {
 		s.shareByRTT(comp, rq) // the TCP-aware model (tcpshare.go)
 		return
 	}
+	s.fill(comp, rq, nil)
+}
+
+// fill is progressive filling with per-flow weights (1 unless the
+// TCP-aware model set them): repeatedly take the resource with the
+// smallest remaining capacity per unit of open weight, fix every open flow
+// through it at its weight times that level, and take those rates off the
+// other resources. With every weight 1 that level is the fair share, and
+// the arithmetic is max-min's exactly. Flows in fixed get their rate
+// there (if startFill leaves them open) before the others share what is
+// left.
+func (s *Sim) fill(comp []*flow, rq []int32, fixed map[*flow]float64) {
 	open := s.startFill(comp, rq)
+	for _, fl := range comp { // comp's order: the sums below stay deterministic
+		rate, ok := fixed[fl]
+		if !ok || fl.frozen {
+			continue
+		}
+		fl.frozen, fl.rate = true, rate
+		open--
+		for _, r := range fl.res {
+			o := &s.res[r]
+			o.open--
+			if !math.IsInf(o.remCap, 1) {
+				o.remCap = math.Max(0, o.remCap-rate)
+			}
+		}
+	}
+	for _, r := range rq {
+		s.res[r].openW = 0
+	}
+	for _, fl := range comp {
+		if fl.frozen {
+			continue
+		}
+		for _, r := range fl.res {
+			s.res[r].openW += fl.weight
+		}
+	}
+	level := func(r int32) float64 { return s.res[r].remCap / s.res[r].openW }
 	h := shareHeap{}
 	for _, r := range rq {
 		if res := &s.res[r]; res.open > 0 && !math.IsInf(res.remCap, 1) {
-			h = append(h, shareItem{res.remCap / float64(res.open), r})
+			h = append(h, shareItem{level(r), r})
 		}
 	}
 	heap.Init(&h)
@@ -108,26 +147,27 @@ func (s *Sim) waterfill(comp []*flow, rq []int32) {
 		if res.open == 0 {
 			continue
 		}
-		share := res.remCap / float64(res.open)
-		if share > it.share*(1+1e-12)+1e-9 { // stale entry
-			heap.Push(&h, shareItem{share, it.r})
+		lv := level(it.r)
+		if lv > it.share*(1+1e-12)+1e-9 { // stale entry
+			heap.Push(&h, shareItem{lv, it.r})
 			continue
 		}
-		share = math.Max(share, 0)
+		lv = math.Max(lv, 0)
 		for _, fl := range res.flows {
 			if fl.mark != s.mark || fl.frozen {
 				continue
 			}
 			fl.frozen = true
-			fl.rate = share
+			fl.rate = lv * fl.weight
 			open--
 			for _, r2 := range fl.res {
 				o := &s.res[r2]
 				o.open--
+				o.openW -= fl.weight
 				if !math.IsInf(o.remCap, 1) {
-					o.remCap -= share
+					o.remCap -= fl.rate
 					if o.open > 0 && r2 != it.r {
-						heap.Push(&h, shareItem{o.remCap / float64(o.open), r2})
+						heap.Push(&h, shareItem{level(r2), r2})
 					}
 				}
 			}

@@ -1,7 +1,6 @@
 package flowmodel
 
 import (
-	"container/heap"
 	"math"
 
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -145,7 +144,7 @@ func (s *Sim) shareByRTT(comp []*flow, rq []int32) {
 	for _, fl := range comp {
 		fl.weight = 1
 	}
-	s.waterfillWeighted(comp, rq, nil)
+	s.fill(comp, rq, nil)
 	queue := make(map[int32]float64, len(rq))
 	for _, r := range rq {
 		queue[r] = float64(s.queueNs(r, s.saturatedNow(r)))
@@ -162,88 +161,8 @@ func (s *Sim) shareByRTT(comp []*flow, rq []int32) {
 		}
 		fl.weight = math.Pow(rtt/base, -s.opt.TCP.RTTExponent)
 	}
-	s.waterfillWeighted(comp, rq, nil)
+	s.fill(comp, rq, nil)
 	if fixed := s.incTreeRates(comp, queue); len(fixed) > 0 {
-		s.waterfillWeighted(comp, rq, fixed)
-	}
-}
-
-// waterfillWeighted is waterfill (maxmin.go) with per-flow weights:
-// repeatedly take the resource with the smallest remaining capacity per
-// unit of open weight, fix every open flow through it at its weight times
-// that level, and take those rates off the other resources. Flows in
-// fixed get their rate there (if startFill leaves them open) before the
-// others share what is left.
-func (s *Sim) waterfillWeighted(comp []*flow, rq []int32, fixed map[*flow]float64) {
-	openW := make(map[int32]float64, len(rq))
-	open := s.startFill(comp, rq)
-	for _, fl := range comp { // comp's order: the sums below stay deterministic
-		rate, ok := fixed[fl]
-		if !ok || fl.frozen {
-			continue
-		}
-		fl.frozen, fl.rate = true, rate
-		open--
-		for _, r := range fl.res {
-			o := &s.res[r]
-			o.open--
-			if !math.IsInf(o.remCap, 1) {
-				o.remCap = math.Max(0, o.remCap-rate)
-			}
-		}
-	}
-	for _, fl := range comp {
-		if fl.frozen {
-			continue
-		}
-		for _, r := range fl.res {
-			openW[r] += fl.weight
-		}
-	}
-	level := func(r int32) float64 { return s.res[r].remCap / openW[r] }
-	h := shareHeap{}
-	for _, r := range rq {
-		if res := &s.res[r]; res.open > 0 && !math.IsInf(res.remCap, 1) {
-			h = append(h, shareItem{level(r), r})
-		}
-	}
-	heap.Init(&h)
-	for open > 0 && h.Len() > 0 {
-		it := heap.Pop(&h).(shareItem)
-		res := &s.res[it.r]
-		if res.open == 0 {
-			continue
-		}
-		lv := level(it.r)
-		if lv > it.share*(1+1e-12)+1e-9 { // stale entry
-			heap.Push(&h, shareItem{lv, it.r})
-			continue
-		}
-		lv = math.Max(lv, 0)
-		for _, fl := range res.flows {
-			if fl.mark != s.mark || fl.frozen {
-				continue
-			}
-			fl.frozen = true
-			fl.rate = lv * fl.weight
-			open--
-			for _, r2 := range fl.res {
-				o := &s.res[r2]
-				o.open--
-				openW[r2] -= fl.weight
-				if !math.IsInf(o.remCap, 1) {
-					o.remCap -= fl.rate
-					if o.open > 0 && r2 != it.r {
-						heap.Push(&h, shareItem{level(r2), r2})
-					}
-				}
-			}
-		}
-	}
-	for _, fl := range comp {
-		if !fl.frozen {
-			fl.rate = math.Inf(1)
-			fl.frozen = true
-		}
+		s.fill(comp, rq, fixed)
 	}
 }
