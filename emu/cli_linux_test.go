@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/scenarios"
 )
 
 // buildEmu compiles the emu binary once per test run.
@@ -23,6 +25,44 @@ func buildEmu(t testing.TB) string {
 		t.Fatalf("build emu: %v\n%s", err, out)
 	}
 	return bin
+}
+
+// scenarioAs writes the embedded scenario file under the lab name lab,
+// with each pair of edits (old, new: the first occurrence replaced) made
+// after, into a file of the test's own and returns its path.
+func scenarioAs(t *testing.T, file, lab string, edits ...string) string {
+	t.Helper()
+	data, err := scenarios.Files.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := regexp.MustCompile(`(?m)^name: .*$`).ReplaceAllString(string(data), "name: "+lab)
+	if body == string(data) {
+		t.Fatalf("%s: no top-level name to replace", file)
+	}
+	for i := 0; i+1 < len(edits); i += 2 {
+		next := strings.Replace(body, edits[i], edits[i+1], 1)
+		if next == body {
+			t.Fatalf("%s: %q not found to replace", file, edits[i])
+		}
+		body = next
+	}
+	path := filepath.Join(t.TempDir(), lab+".yaml")
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// leaveNothing fails the test if a namespace of lab is left when it
+// ends, and destroys the lab then.
+func leaveNothing(t *testing.T, bin, lab string) {
+	t.Cleanup(func() {
+		if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
+			run(t, bin, "destroy", lab)
+			t.Errorf("namespaces left behind: %v", left)
+		}
+	})
 }
 
 func run(t testing.TB, bin string, args ...string) (string, error) {

@@ -9,9 +9,6 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
-	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/dataplane/netns"
-	"github.com/ocsemu/ocsemu/scenarios"
 	"github.com/ocsemu/ocsemu/workers"
 )
 
@@ -47,26 +44,14 @@ const dagPlan = `{"plan_version": 2, "scenario": "LAB", "scheduler": "hand-writt
 func TestCLIRunTaskGraph(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	bin := buildEmu(t)
-	data, err := scenarios.Files.ReadFile("paper003.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	lab := fabrictest.UniqueLab("dag")
+	scen := scenarioAs(t, "paper003.yaml", lab)
 	dir := t.TempDir()
-	scen := filepath.Join(dir, lab+".yaml")
-	if err := os.WriteFile(scen, []byte(strings.Replace(string(data), "name: paper003\n", "name: "+lab+"\n", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	planFile := filepath.Join(dir, "dag.json")
 	if err := os.WriteFile(planFile, []byte(strings.Replace(dagPlan, "LAB", lab, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
-			run(t, bin, "destroy", lab)
-			t.Errorf("namespaces left behind: %v", left)
-		}
-	})
+	leaveNothing(t, bin, lab)
 	out, err := run(t, bin, "run", scen, "--plan", planFile, "--results", filepath.Join(dir, "results"))
 	if err != nil {
 		t.Fatalf("emu run: %v\n%s", err, out)
@@ -166,26 +151,12 @@ func TestCLIRunTaskGraph(t *testing.T) {
 func TestCLIRunPaper004(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	bin := buildEmu(t)
-	data, err := scenarios.Files.ReadFile("paper004.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, sched := range []string{"topox", "static"} {
 		t.Run(sched, func(t *testing.T) {
 			lab := fabrictest.UniqueLab("p004")
-			body := strings.Replace(string(data), "\nname: paper004\n", "\nname: "+lab+"\n", 1)
-			body = strings.Replace(body, "iterations: 2", "iterations: 1", 1)
+			scen := scenarioAs(t, "paper004.yaml", lab, "iterations: 2", "iterations: 1")
 			dir := t.TempDir()
-			scen := filepath.Join(dir, "s.yaml")
-			if err := os.WriteFile(scen, []byte(body), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() {
-				if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
-					run(t, bin, "destroy", lab)
-					t.Errorf("namespaces left behind: %v", left)
-				}
-			})
+			leaveNothing(t, bin, lab)
 			// The lab check's TCP transfer crosses the 1 Mbit/s control network: keep it short.
 			out, err := run(t, bin, "run", scen, "--scheduler", sched, "--duration", "300ms", "--results", filepath.Join(dir, "results"))
 			if err != nil {

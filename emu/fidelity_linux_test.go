@@ -18,22 +18,6 @@ import (
 	"github.com/ocsemu/ocsemu/scenarios"
 )
 
-// defaultScenarioAs is the default scenario `emu run` uses, under a lab
-// name of the test's own (the embedded name may be in use elsewhere).
-func defaultScenarioAs(t *testing.T, lab string) string {
-	t.Helper()
-	data, err := scenarios.Files.ReadFile(scenarios.Default)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := regexp.MustCompile(`(?m)^name: .*$`).ReplaceAllString(string(data), "name: "+lab)
-	path := filepath.Join(t.TempDir(), lab+".yaml")
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
 // runDefault runs the default scenario under a unique lab and checks what
 // every run must leave: the data file (readable, with the verdict and
 // every phase), fidelity.json, attribution.csv, the HTML report showing
@@ -42,7 +26,7 @@ func runDefault(t *testing.T, bin, prefix string) (string, *report.RunData) {
 	t.Helper()
 	lab := fabrictest.UniqueLab(prefix)
 	results := t.TempDir()
-	out, err := run(t, bin, "run", defaultScenarioAs(t, lab), "--results", results, "--duration", "300ms")
+	out, err := run(t, bin, "run", scenarioAs(t, scenarios.Default, lab), "--results", results, "--duration", "300ms")
 	if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
 		t.Errorf("namespaces left behind: %v", left)
 	}

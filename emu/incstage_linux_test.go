@@ -9,9 +9,6 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
-	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/dataplane/netns"
-	"github.com/ocsemu/ocsemu/scenarios"
 	"github.com/ocsemu/ocsemu/workers"
 )
 
@@ -24,34 +21,18 @@ import (
 func TestCLIRunINCPerStage(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	bin := buildEmu(t)
-	data, err := scenarios.Files.ReadFile("plan-demo.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	planData, err := os.ReadFile("../docs/example-inc.json")
 	if err != nil {
 		t.Fatal(err)
 	}
 	lab := fabrictest.UniqueLab("incst")
+	scen := scenarioAs(t, "plan-demo.yaml", lab)
 	dir := t.TempDir()
-	scen := filepath.Join(dir, lab+".yaml")
-	body := strings.Replace(string(data), "\nname: plan-demo\n", "\nname: "+lab+"\n", 1)
-	if body == string(data) {
-		t.Fatal("scenario name not found to replace")
-	}
-	if err := os.WriteFile(scen, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	planFile := filepath.Join(dir, "inc.json")
 	if err := os.WriteFile(planFile, []byte(strings.Replace(string(planData), `"scenario": "plan-demo"`, `"scenario": "`+lab+`"`, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
-			run(t, bin, "destroy", lab)
-			t.Errorf("namespaces left behind: %v", left)
-		}
-	})
+	leaveNothing(t, bin, lab)
 	out, err := run(t, bin, "run", scen, "--plan", planFile, "--results", filepath.Join(dir, "results"))
 	if err != nil {
 		t.Fatalf("emu run: %v\n%s", err, out)

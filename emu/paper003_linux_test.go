@@ -7,9 +7,6 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
-	"github.com/ocsemu/ocsemu/dataplane/names"
-	"github.com/ocsemu/ocsemu/dataplane/netns"
-	"github.com/ocsemu/ocsemu/scenarios"
 )
 
 // `emu run` of the scaled paper 003 scenario completes on namespaces:
@@ -20,24 +17,10 @@ import (
 func TestCLIRunPaper003(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	bin := buildEmu(t)
-	data, err := scenarios.Files.ReadFile("paper003.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
 	lab := fabrictest.UniqueLab("p003")
-	text := strings.Replace(string(data), "name: paper003\n", "name: "+lab+"\n", 1)
-	text = strings.Replace(text, "iterations: 5", "iterations: 2", 1)
+	scen := scenarioAs(t, "paper003.yaml", lab, "iterations: 5", "iterations: 2")
 	dir := t.TempDir()
-	scen := filepath.Join(dir, lab+".yaml")
-	if err := os.WriteFile(scen, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
-			run(t, bin, "destroy", lab)
-			t.Errorf("namespaces left behind: %v", left)
-		}
-	})
+	leaveNothing(t, bin, lab)
 	out, err := run(t, bin, "run", scen, "--results", filepath.Join(dir, "results"))
 	if err != nil {
 		t.Fatalf("emu run paper003: %v\n%s", err, out)

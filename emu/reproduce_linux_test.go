@@ -10,7 +10,6 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
-	"github.com/ocsemu/ocsemu/scenarios"
 )
 
 // The scaled paper scenarios run on namespaces, each design in turn
@@ -29,21 +28,9 @@ func TestCLIRunPaperScenarios(t *testing.T) {
 	} {
 		for _, sched := range tc.scheds {
 			t.Run(tc.file+"/"+sched, func(t *testing.T) {
-				data, err := scenarios.Files.ReadFile(tc.file)
-				if err != nil {
-					t.Fatal(err)
-				}
 				lab := fabrictest.UniqueLab("schp")
-				body := strings.Replace(string(data), "\nname: "+strings.TrimSuffix(tc.file, ".yaml")+"\n", "\nname: "+lab+"\n", 1)
-				if body == string(data) {
-					t.Fatal("scenario name not found to replace")
-				}
-				dir := t.TempDir()
-				scen := filepath.Join(dir, "s.yaml")
-				if err := os.WriteFile(scen, []byte(body), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				results := filepath.Join(dir, "results")
+				scen := scenarioAs(t, tc.file, lab)
+				results := filepath.Join(t.TempDir(), "results")
 				t.Cleanup(func() { run(t, bin, "destroy", lab) })
 				out, err := run(t, bin, "run", scen, "--scheduler", sched, "--results", results)
 				if err != nil {
