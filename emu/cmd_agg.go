@@ -83,12 +83,10 @@ func (a *app) aggServeCmd() *cobra.Command {
 // serveAgg serves the engine's UDP port and its control socket until ctx
 // ends.
 func serveAgg(ctx context.Context, e *inc.Engine, sock string, opt inc.ServeOptions, a *app) error {
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{Port: inc.Port})
+	conn, err := inc.Listen()
 	if err != nil {
-		return fmt.Errorf("aggregator: %w", err)
+		return err
 	}
-	_ = conn.SetReadBuffer(8 << 20)
-	_ = conn.SetWriteBuffer(8 << 20)
 	_ = os.Remove(sock) // a dead aggregator's; the lab's state directory is ours
 	ln, err := net.Listen("unix", sock)
 	if err != nil {

@@ -38,13 +38,11 @@ func aggregators(b *testing.B, lab *fabric.Lab) ([]*wire.Engine, []int) {
 		}
 		var conn *net.UDPConn
 		if err := netns.Do(names.NSName(lab.Topo.Lab, names.ToRName(r)), func() (err error) {
-			conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: wire.Port})
+			conn, err = wire.Listen()
 			return err
 		}); err != nil {
 			b.Fatal(err)
 		}
-		_ = conn.SetReadBuffer(8 << 20)
-		_ = conn.SetWriteBuffer(8 << 20)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		tid := make(chan int)

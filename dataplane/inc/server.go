@@ -35,6 +35,19 @@ type ServeOptions struct {
 	Src netip.Addr
 }
 
+// Listen opens the aggregator's UDP port (Port) in the calling thread's
+// network namespace, with socket buffers deep enough for a window of
+// every job's slots.
+func Listen() (*net.UDPConn, error) {
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{Port: Port})
+	if err != nil {
+		return nil, fmt.Errorf("aggregator: %w", err)
+	}
+	_ = conn.SetReadBuffer(8 << 20)
+	_ = conn.SetWriteBuffer(8 << 20)
+	return conn, nil
+}
+
 // Serve runs an engine on a UDP socket until ctx ends. With Batch > 1 it
 // reads and writes up to Batch datagrams per system call (x/net/ipv4
 // ReadBatch and WriteBatch, recvmmsg and sendmmsg on Linux); with Batch 1

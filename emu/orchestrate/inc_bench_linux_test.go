@@ -116,13 +116,11 @@ func serveAggregators(b *testing.B, lab *fabric.Lab) []*inc.Engine {
 		}
 		var conn *net.UDPConn
 		if err := netns.Do(names.NSName(lab.Topo.Lab, names.ToRName(r)), func() (err error) {
-			conn, err = net.ListenUDP("udp4", &net.UDPAddr{Port: inc.Port})
+			conn, err = inc.Listen()
 			return err
 		}); err != nil {
 			b.Fatal(err)
 		}
-		_ = conn.SetReadBuffer(8 << 20)
-		_ = conn.SetWriteBuffer(8 << 20)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
