@@ -120,40 +120,11 @@ func (r *rank) connectDAG(ctx context.Context) error {
 		}()
 	}
 	go func() {
-		if len(recv) == 0 {
-			errc <- nil
-			return
-		}
-		_ = ln.(*net.TCPListener).SetDeadline(time.Now().Add(30 * time.Second))
-		need := map[int]bool{}
-		for _, k := range recv {
-			need[k] = true
-		}
-		for len(need) > 0 {
-			c, err := ln.Accept()
-			if err != nil {
-				errc <- fmt.Errorf("accept (still waiting for %d transfers' senders): %w", len(need), err)
-				return
-			}
-			var hdr [4]byte
-			_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-			if _, err := io.ReadFull(c, hdr[:]); err != nil {
-				c.Close()
-				continue
-			}
-			_ = c.SetReadDeadline(time.Time{})
-			k := int(binary.BigEndian.Uint32(hdr[:]))
-			if !need[k] {
-				c.Close()
-				continue
-			}
-			delete(need, k)
-			tune(c)
+		errc <- acceptGreeted(ln, recv, func(h uint32) int { return int(h) }, "transfers", func(k int, c net.Conn) {
 			inMu.Lock()
 			r.dag.in[k] = c
 			inMu.Unlock()
-		}
-		errc <- nil
+		})
 	}()
 	go func() {
 		for _, k := range send {

@@ -417,6 +417,20 @@ func (r *rank) connect(ctx context.Context) error {
 }
 
 func (r *rank) acceptPeers(ln net.Listener, want []int) error {
+	id := func(h uint32) int {
+		if p := int(int32(h)); p != PSRank {
+			return p
+		}
+		return r.ps
+	}
+	return acceptGreeted(ln, want, id, "ranks", func(p int, c net.Conn) { r.comm.Conns[p] = c })
+}
+
+// acceptGreeted accepts connections on ln until one has greeted with each
+// of want (a 4-byte big-endian word that id maps to it), and hands each
+// to keep; a connection that greets with nothing wanted is closed. what
+// names the ids in the error ("ranks", "transfers").
+func acceptGreeted(ln net.Listener, want []int, id func(uint32) int, what string, keep func(int, net.Conn)) error {
 	if len(want) == 0 {
 		return nil
 	}
@@ -428,7 +442,7 @@ func (r *rank) acceptPeers(ln net.Listener, want []int) error {
 	for len(need) > 0 {
 		c, err := ln.Accept()
 		if err != nil {
-			return fmt.Errorf("accept (still waiting for ranks %v): %w", keysOf(need), err)
+			return fmt.Errorf("accept (still waiting for %s %v): %w", what, keysOf(need), err)
 		}
 		var hdr [4]byte
 		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
@@ -437,17 +451,14 @@ func (r *rank) acceptPeers(ln net.Listener, want []int) error {
 			continue
 		}
 		_ = c.SetReadDeadline(time.Time{})
-		p := int(int32(binary.BigEndian.Uint32(hdr[:])))
-		if p == PSRank {
-			p = r.ps
-		}
+		p := id(binary.BigEndian.Uint32(hdr[:]))
 		if !need[p] {
 			c.Close()
 			continue
 		}
 		delete(need, p)
 		tune(c)
-		r.comm.Conns[p] = c
+		keep(p, c)
 	}
 	return nil
 }
