@@ -8,7 +8,6 @@ import (
 
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 
-	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
@@ -19,14 +18,7 @@ import (
 func TestExclusiveServers(t *testing.T) {
 	for _, d := range Paper000Designs {
 		s := Paper000(Paper000Options{Jobs: 150, Seed: 2, Scheduler: d.Scheduler, INC: d.INC})
-		p, err := Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		run, err := flowmodel.Simulate(p, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		p, run := planAndSimulate(t, s)
 		span := map[string][2]int64{}
 		for _, j := range run.Jobs {
 			span[j.Job] = [2]int64{j.StartNs, j.EndNs}
@@ -83,17 +75,7 @@ func TestLJFReconfiguresLessThanFCFS(t *testing.T) {
 		count := map[string]int{}
 		for _, sched := range []string{"ljf", "fcfs"} {
 			s := Paper000(Paper000Options{Jobs: 300, Seed: 3, Scheduler: sched, INC: inc})
-			p, err := Plan(s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := plan.Check(p, s); err != nil {
-				t.Fatal(err)
-			}
-			run, err := flowmodel.Simulate(p, s)
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, run := planAndSimulate(t, s)
 			count[sched] = run.Reconfigurations
 		}
 		t.Logf("INC %v: reconfigurations ljf %d, fcfs %d", inc, count["ljf"], count["fcfs"])
@@ -154,17 +136,7 @@ scheduler: {name: interleave, slot: 10ms}
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := Plan(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := plan.Check(p, s); err != nil {
-		t.Fatal(err)
-	}
-	run, err := flowmodel.Simulate(p, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, run := planAndSimulate(t, s)
 	starts := map[string]int64{}
 	for _, j := range run.Jobs {
 		starts[j.Job] = j.StartNs
@@ -292,14 +264,7 @@ scheduler: {name: ljf, slot: 100ms, exclusive_servers: true, order: `+order+`}
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Plan(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		run, err := flowmodel.Simulate(p, s)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, run := planAndSimulate(t, s)
 		start := map[string]int64{}
 		for _, j := range run.Jobs {
 			start[j.Job] = j.StartNs

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 func parse(t testing.TB, text string) *scenario.Scenario {
@@ -94,4 +96,23 @@ jobs:
 		text += "]}\n"
 	}
 	return parse(t, text)
+}
+
+// planAndSimulate plans s with its scheduler, checks the plan against s
+// and runs it through the (ideal) flow model.
+func planAndSimulate(t *testing.T, s *scenario.Scenario) (*plan.Plan, *record.Run) {
+	t.Helper()
+	name := s.Scheduler.Name
+	p, err := Plan(s)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if err := plan.Check(p, s); err != nil {
+		t.Fatalf("%s: plan does not check: %v", name, err)
+	}
+	run, err := flowmodel.Simulate(p, s)
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return p, run
 }

@@ -28,17 +28,7 @@ func TestPlansCheckAndPredictThemselves(t *testing.T) {
 					t.Fatal(err)
 				}
 				s.Scheduler.Name = sched
-				p, err := Plan(s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := plan.Check(p, s); err != nil {
-					t.Fatalf("plan does not check: %v", err)
-				}
-				run, err := flowmodel.Simulate(p, s)
-				if err != nil {
-					t.Fatal(err)
-				}
+				p, run := planAndSimulate(t, s)
 				// Equal up to float rounding: rates are recomputed at
 				// slightly different points, and each completion is
 				// rounded up to the nanosecond.

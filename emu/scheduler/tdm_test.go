@@ -162,17 +162,7 @@ func TestTDMHandCase(t *testing.T) {
 			}
 			for _, sched := range []string{"tdm", "notdm"} {
 				s.Scheduler.Name = sched
-				p, err := Plan(s)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := plan.Check(p, s); err != nil {
-					t.Fatalf("%s: %v", sched, err)
-				}
-				run, err := flowmodel.Simulate(p, s)
-				if err != nil {
-					t.Fatal(err)
-				}
+				p, run := planAndSimulate(t, s)
 				for si, st := range run.Stages {
 					got := st.EndNs - st.StartNs
 					want := p.Stages[si].PredictedNs

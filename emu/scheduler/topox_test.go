@@ -54,17 +54,7 @@ fabric: {kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 1, ocs: {swi
 func TestTopoXScenarioJobs(t *testing.T) {
 	s := manyJobs(t, 8, 10, "topox")
 	s.Scheduler.Slot = 1e6
-	p, err := Plan(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := plan.Check(p, s); err != nil {
-		t.Fatalf("plan does not check: %v", err)
-	}
-	run, err := flowmodel.Simulate(p, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	p, run := planAndSimulate(t, s)
 	if d := run.MakespanNs - p.Predicted.MakespanNs; d < -1000 || d > 1000 {
 		t.Errorf("simulated makespan %d, topox predicted %d", run.MakespanNs, p.Predicted.MakespanNs)
 	}
@@ -79,17 +69,7 @@ func TestPlan100Jobs16Pods(t *testing.T) {
 	for _, sched := range []string{"oddl", "topox"} {
 		s := manyJobs(t, 16, 100, sched)
 		s.Scheduler.Slot = 1e6
-		p, err := Plan(s)
-		if err != nil {
-			t.Fatalf("%s: %v", sched, err)
-		}
-		if err := plan.Check(p, s); err != nil {
-			t.Fatalf("%s: plan does not check: %v", sched, err)
-		}
-		run, err := flowmodel.Simulate(p, s)
-		if err != nil {
-			t.Fatalf("%s: %v", sched, err)
-		}
+		p, run := planAndSimulate(t, s)
 		if d := run.MakespanNs - p.Predicted.MakespanNs; d < -1000 || d > 1000 {
 			t.Errorf("%s: simulated makespan %d, predicted %d", sched, run.MakespanNs, p.Predicted.MakespanNs)
 		}
