@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
-	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
@@ -115,14 +114,9 @@ func (l *Lab) Handle(node string) (*netlink.Handle, error) {
 	if !ok {
 		return nil, fmt.Errorf("lab %q has no node %q", l.Topo.Lab, node)
 	}
-	fd, err := netns.Open(n.NS)
+	h, err := netns.Handle(n.NS)
 	if err != nil {
-		return nil, err
-	}
-	defer unix.Close(fd)
-	h, err := netlink.NewHandleAt(vnetns.NsHandle(fd))
-	if err != nil {
-		return nil, fmt.Errorf("netlink handle for %s: %w", node, err)
+		return nil, fmt.Errorf("node %s: %w", node, err)
 	}
 	if l.handles == nil {
 		l.handles = map[string]*netlink.Handle{}

@@ -30,7 +30,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
-	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/netns"
@@ -303,14 +302,9 @@ func RefreshNS(ns, iface string) error {
 // flag map (an OCS or ToR namespace). They stay slow until the OCS
 // restarts or a loss rule or capture on the port is removed (Refresh).
 func OffAll(ns string) (int, error) {
-	fd, err := netns.Open(ns)
+	h, err := netns.Handle(ns)
 	if err != nil {
 		return 0, err
-	}
-	defer unix.Close(fd)
-	h, err := netlink.NewHandleAt(vnetns.NsHandle(fd))
-	if err != nil {
-		return 0, fmt.Errorf("netlink handle in %s: %w", ns, err)
 	}
 	defer h.Close()
 	links, err := nlsafe.Retry(h.LinkList)
@@ -337,14 +331,9 @@ func OffAll(ns string) (int, error) {
 
 // withPort runs fn with a handle in ns and the port.
 func withPort(ns, iface string, fn func(*netlink.Handle, netlink.Link) error) error {
-	fd, err := netns.Open(ns)
+	h, err := netns.Handle(ns)
 	if err != nil {
 		return err
-	}
-	defer unix.Close(fd)
-	h, err := netlink.NewHandleAt(vnetns.NsHandle(fd))
-	if err != nil {
-		return fmt.Errorf("netlink handle in %s: %w", ns, err)
 	}
 	defer h.Close()
 	l, err := nlsafe.Retry1(h.LinkByName, iface)

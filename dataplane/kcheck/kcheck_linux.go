@@ -22,7 +22,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
-	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/netns"
@@ -187,14 +186,7 @@ func missing(err error) error {
 }
 
 func handles(a, b string) (*netlink.Handle, *netlink.Handle, error) {
-	open := func(n string) (*netlink.Handle, error) {
-		fd, err := netns.Open(n)
-		if err != nil {
-			return nil, err
-		}
-		defer unix.Close(fd)
-		return netlink.NewHandleAt(vnetns.NsHandle(fd))
-	}
+	open := netns.Handle
 	hA, err := open(a)
 	if err != nil {
 		return nil, nil, err

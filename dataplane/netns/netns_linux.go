@@ -17,6 +17,7 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
+	vnetns "github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
@@ -196,6 +197,21 @@ func Open(name string) (int, error) {
 		return -1, fmt.Errorf("open netns %q: %w", name, err)
 	}
 	return fd, nil
+}
+
+// Handle opens a netlink handle working in the named namespace. The
+// caller closes it.
+func Handle(name string) (*netlink.Handle, error) {
+	fd, err := Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer unix.Close(fd)
+	h, err := netlink.NewHandleAt(vnetns.NsHandle(fd))
+	if err != nil {
+		return nil, fmt.Errorf("netlink handle in %s: %w", name, err)
+	}
+	return h, nil
 }
 
 // Inode identifies a namespace; processes inside it show the same inode
