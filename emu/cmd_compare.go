@@ -11,6 +11,7 @@ import (
 
 func (a *app) compareCmd() *cobra.Command {
 	out := report.CompareFile
+	var repeat bool
 	cmd := &cobra.Command{
 		Use:   "compare RUN RUN...",
 		Short: "Compare two or more run directories: a table here and an offline HTML page",
@@ -22,10 +23,21 @@ and measured, the prediction's circuit reconfigurations and the mean signed
 error of each phase kind. It also writes an HTML page (compare.html in the
 current directory, or -o PATH) with the table and a bar chart of the
 makespans; the page needs no network. Every argument must be a complete
-run directory; what is missing is named.`,
-		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html",
+run directory; what is missing is named.
+
+With --repeat the runs must be runs of one plan (as emu run --repeat makes):
+it prints each phase's measured median and range against the three models
+and how far single runs scatter, and writes no page.`,
+		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html\n  emu compare --repeat results/quickstart/2026*",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if repeat {
+				t, err := report.RepeatRuns(args)
+				if err != nil {
+					return err
+				}
+				return t.WriteText(cmd.OutOrStdout())
+			}
 			t, err := report.CompareRuns(args)
 			if err != nil {
 				return err
@@ -45,5 +57,6 @@ run directory; what is missing is named.`,
 		},
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", out, "where to write the HTML page")
+	cmd.Flags().BoolVar(&repeat, "repeat", false, "the runs are repeats of one plan: summarise them phase by phase (median, range, the models' errors)")
 	return cmd
 }

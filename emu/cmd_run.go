@@ -19,6 +19,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/report"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
 )
 
@@ -54,6 +55,7 @@ func (a *app) runCmd() *cobra.Command {
 	var dur time.Duration
 	var out string
 	var pcap pcapFlags
+	var repeat int
 	cmd := &cobra.Command{
 		Use:   "run [scenario.yaml | embedded-name]",
 		Short: "Deploy a scenario, check it end to end, print a summary, destroy it",
@@ -84,94 +86,23 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 			if err := pcap.check(t, out); err != nil {
 				return err
 			}
-			// The results directory is made, and the plan read, checked and
-			// predicted, before anything touches the kernel. Each run gets
-			// its own directory; without --results the records live in a
-			// temporary one that is removed afterwards.
-			dir := ""
-			start := time.Now()
-			if out != "" {
-				if dir, err = newRunDir(out, s.Name, start); err != nil {
-					return err
-				}
-				if err := writeScenario(dir, s); err != nil {
-					return err
-				}
-			} else if len(s.Jobs) > 0 || planFile != "" {
-				if dir, err = os.MkdirTemp("", "emu-run-"); err != nil {
-					return fmt.Errorf("records directory: %w", err)
-				}
-				defer os.RemoveAll(dir)
+			o := runOpts{keep: keep, verify: verify, realtime: realtime, planFile: planFile, dur: dur, out: out, pcap: &pcap}
+			if repeat < 1 || repeat > maxRepeat {
+				return fmt.Errorf("--repeat %d: want 1 to %d runs", repeat, maxRepeat)
 			}
-			var prepared *preparedRun
-			if len(s.Jobs) > 0 || planFile != "" {
-				if prepared, err = a.preparePlan(s, planFile, dir); err != nil {
-					return err
-				}
-				prepared.temp = out == ""
-			}
-			if out != "" {
-				sched := s.Scheduler.Name
-				if prepared != nil {
-					sched = prepared.plan.Scheduler
-				}
-				if err := writeRunMeta(dir, s, planFile, sched, start); err != nil {
-					return err
-				}
-			}
-			sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
-			t0 := time.Now()
-			lab, err := a.deploy(cmd.Context(), s, src)
-			if err != nil {
+			if repeat == 1 {
+				_, err := a.runOnce(cmd.Context(), s, src, t, o)
 				return err
 			}
-			sum.DeploySec = time.Since(t0).Seconds()
-			a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
-			stopPcap, runErr := a.startPcap(cmd.Context(), &pcap, dir)
-			if runErr == nil {
-				runErr = a.checkLab(cmd.Context(), lab, sum, dur)
+			switch {
+			case out == "":
+				return errors.New("--repeat needs --results: the set is summarised from the runs' directories")
+			case keep:
+				return errors.New("--repeat and --keep do not go together: each run deploys the lab afresh")
+			case len(s.Jobs) == 0 && planFile == "":
+				return fmt.Errorf("--repeat: scenario %s has no jobs, so there is no phase to repeat", s.Name)
 			}
-			if runErr == nil && prepared != nil {
-				runErr = a.runJobs(cmd.Context(), lab, s, prepared, verify, realtime)
-			}
-			runErr = errors.Join(runErr, stopPcap())
-			lab.Close()
-			if keep {
-				a.progress("--keep: lab %q stays up; remove it with `emu destroy %s`", s.Name, s.Name)
-			} else {
-				t1 := time.Now()
-				if err := fabric.Destroy(context.WithoutCancel(cmd.Context()), s.Name, a.log); err != nil {
-					runErr = errors.Join(runErr, err)
-				}
-				sum.DestroySec = time.Since(t1).Seconds()
-				left, _ := netns.List(names.LabPrefix(s.Name))
-				sum.Leftovers = len(left)
-				if len(left) > 0 {
-					runErr = errors.Join(runErr, fmt.Errorf("%d namespaces left behind, e.g. %s", len(left), left[0]))
-				}
-				a.progress("lab destroyed in %.2fs", sum.DestroySec)
-			}
-			printSummary(sum)
-			if prepared != nil && prepared.fidelity != nil {
-				fmt.Println(verdictLine(prepared.fidelity.Verdict))
-			}
-			if r, err := kcheck.Load(); err != nil || r.VethGbps <= 0 {
-				fmt.Println("   hint        run `emu doctor` once: it measures this machine, so emu can warn when a scenario asks for more than it can carry")
-			}
-			if out != "" {
-				if err := writeSummary(dir, sum); err != nil {
-					runErr = errors.Join(runErr, err)
-				}
-				if runErr == nil && prepared != nil {
-					if page, err := report.Write(dir); err != nil {
-						a.log.Warn("no report written", "err", err)
-					} else {
-						a.progress("report: %s (open it in a browser; `emu report` rewrites it)", page)
-					}
-				}
-				a.progress("results in %s (also %s)", dir, filepath.Join(out, s.Name, "latest"))
-			}
-			return runErr
+			return a.runRepeated(cmd.Context(), s, src, t, o, repeat)
 		},
 	}
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab up afterwards")
@@ -184,8 +115,160 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
 	cmd.Flags().BoolVar(&a.incCC, "inc-cc", false, "INC workers run congestion control (ATP-style window; docs/inc.md)")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")
+	cmd.Flags().IntVar(&repeat, "repeat", 1, "run the scenario this many times (each deployed afresh) and summarise the set: each phase's median and range against the models (docs/fidelity.md)")
 	pcap.add(cmd)
 	return cmd
+}
+
+// runOpts are emu run's flags that shape one run.
+type runOpts struct {
+	keep, verify, realtime bool
+	planFile               string
+	dur                    time.Duration
+	out                    string
+	pcap                   *pcapFlags
+}
+
+// runOnce deploys s, checks it, runs its jobs, destroys it and writes the
+// run's directory (returned; empty without --results).
+func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *topo.Topology, o runOpts) (string, error) {
+	keep, verify, realtime, planFile, dur, out, pcap := o.keep, o.verify, o.realtime, o.planFile, o.dur, o.out, o.pcap
+	var err error
+	// The results directory is made, and the plan read, checked and
+	// predicted, before anything touches the kernel. Each run gets
+	// its own directory; without --results the records live in a
+	// temporary one that is removed afterwards.
+	dir := ""
+	start := time.Now()
+	if out != "" {
+		if dir, err = newRunDir(out, s.Name, start); err != nil {
+			return dir, err
+		}
+		if err := writeScenario(dir, s); err != nil {
+			return dir, err
+		}
+	} else if len(s.Jobs) > 0 || planFile != "" {
+		if dir, err = os.MkdirTemp("", "emu-run-"); err != nil {
+			return "", fmt.Errorf("records directory: %w", err)
+		}
+		defer os.RemoveAll(dir)
+	}
+	var prepared *preparedRun
+	if len(s.Jobs) > 0 || planFile != "" {
+		if prepared, err = a.preparePlan(s, planFile, dir); err != nil {
+			return dir, err
+		}
+		prepared.temp = out == ""
+	}
+	if out != "" {
+		sched := s.Scheduler.Name
+		if prepared != nil {
+			sched = prepared.plan.Scheduler
+		}
+		if err := writeRunMeta(dir, s, planFile, sched, start); err != nil {
+			return dir, err
+		}
+	}
+	sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
+	t0 := time.Now()
+	lab, err := a.deploy(ctx, s, src)
+	if err != nil {
+		return dir, err
+	}
+	sum.DeploySec = time.Since(t0).Seconds()
+	a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
+	stopPcap, runErr := a.startPcap(ctx, pcap, dir)
+	if runErr == nil {
+		runErr = a.checkLab(ctx, lab, sum, dur)
+	}
+	if runErr == nil && prepared != nil {
+		runErr = a.runJobs(ctx, lab, s, prepared, verify, realtime)
+	}
+	runErr = errors.Join(runErr, stopPcap())
+	lab.Close()
+	if keep {
+		a.progress("--keep: lab %q stays up; remove it with `emu destroy %s`", s.Name, s.Name)
+	} else {
+		t1 := time.Now()
+		if err := fabric.Destroy(context.WithoutCancel(ctx), s.Name, a.log); err != nil {
+			runErr = errors.Join(runErr, err)
+		}
+		sum.DestroySec = time.Since(t1).Seconds()
+		left, _ := netns.List(names.LabPrefix(s.Name))
+		sum.Leftovers = len(left)
+		if len(left) > 0 {
+			runErr = errors.Join(runErr, fmt.Errorf("%d namespaces left behind, e.g. %s", len(left), left[0]))
+		}
+		a.progress("lab destroyed in %.2fs", sum.DestroySec)
+	}
+	printSummary(sum)
+	if prepared != nil && prepared.fidelity != nil {
+		fmt.Println(verdictLine(prepared.fidelity.Verdict))
+	}
+	if r, err := kcheck.Load(); err != nil || r.VethGbps <= 0 {
+		fmt.Println("   hint        run `emu doctor` once: it measures this machine, so emu can warn when a scenario asks for more than it can carry")
+	}
+	if out != "" {
+		if err := writeSummary(dir, sum); err != nil {
+			runErr = errors.Join(runErr, err)
+		}
+		if runErr == nil && prepared != nil {
+			if page, err := report.Write(dir); err != nil {
+				a.log.Warn("no report written", "err", err)
+			} else {
+				a.progress("report: %s (open it in a browser; `emu report` rewrites it)", page)
+			}
+		}
+		a.progress("results in %s (also %s)", dir, filepath.Join(out, s.Name, "latest"))
+	}
+	return dir, runErr
+}
+
+// maxRepeat bounds --repeat: 20 quickstart runs take about a minute.
+const maxRepeat = 50
+
+// runRepeated runs s n times, each deployed afresh into its own run
+// directory, then summarises the set into <results>/<lab>/repeat-<time>/
+// (repeat.txt, repeat.json, repeat.csv). It stops at the first failed
+// run; the runs before it keep their directories.
+func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string, t *topo.Topology, o runOpts, n int) error {
+	start := time.Now()
+	var dirs []string
+	for i := 1; i <= n; i++ {
+		a.progress("run %d of %d", i, n)
+		dir, err := a.runOnce(ctx, s, src, t, o)
+		if err != nil {
+			return fmt.Errorf("run %d of %d: %w", i, n, err)
+		}
+		dirs = append(dirs, dir)
+	}
+	tab, err := report.RepeatRuns(dirs)
+	if err != nil {
+		return err
+	}
+	fmt.Println()
+	if err := tab.WriteText(os.Stdout); err != nil {
+		return err
+	}
+	set, err := newSetDir(o.out, s.Name, start)
+	if err != nil {
+		return err
+	}
+	var txt strings.Builder
+	_ = tab.WriteText(&txt)
+	var csvb strings.Builder
+	if err := tab.WriteCSV(&csvb); err != nil {
+		return err
+	}
+	if err := errors.Join(
+		os.WriteFile(filepath.Join(set, "repeat.txt"), []byte(txt.String()), 0o644),
+		os.WriteFile(filepath.Join(set, report.RepeatCSV), []byte(csvb.String()), 0o644),
+		writeJSONFile(filepath.Join(set, report.RepeatFile), tab),
+	); err != nil {
+		return fmt.Errorf("write the set's summary: %w", err)
+	}
+	a.progress("%d runs summarised in %s (each run's own directory is beside it)", n, set)
+	return nil
 }
 
 // checkLab runs pingall and one cross-rack transfer.

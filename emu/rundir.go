@@ -19,6 +19,25 @@ import (
 // root/<scenario>/latest at it. The scenario name is a checked lab name,
 // so it is a single path element.
 func newRunDir(root, scenario string, now time.Time) (string, error) {
+	dir, err := newResultDir(root, scenario, "", now)
+	if err != nil {
+		return "", err
+	}
+	if err := pointLatest(filepath.Dir(dir), filepath.Base(dir)); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// newSetDir makes root/<scenario>/repeat-<id> for a set of repeated runs;
+// latest keeps pointing at the set's last run.
+func newSetDir(root, scenario string, now time.Time) (string, error) {
+	return newResultDir(root, scenario, "repeat-", now)
+}
+
+// newResultDir makes root/<scenario>/<prefix><id>, id the start time
+// with -2, -3, ... if taken.
+func newResultDir(root, scenario, prefix string, now time.Time) (string, error) {
 	if err := names.ValidLab(scenario); err != nil {
 		return "", err
 	}
@@ -30,7 +49,7 @@ func newRunDir(root, scenario string, now time.Time) (string, error) {
 	if fi, err := os.Lstat(latest); err == nil && fi.Mode()&os.ModeSymlink == 0 {
 		return "", fmt.Errorf("results: %s exists and is not a link; move it away so emu can point it at the newest run", latest)
 	}
-	id := now.Format("20060102-150405")
+	id := prefix + now.Format("20060102-150405")
 	var dir string
 	for n := 1; ; n++ {
 		name := id
@@ -45,9 +64,6 @@ func newRunDir(root, scenario string, now time.Time) (string, error) {
 		if !errors.Is(err, os.ErrExist) || n >= 1000 {
 			return "", fmt.Errorf("results directory: %w", err)
 		}
-	}
-	if err := pointLatest(base, filepath.Base(dir)); err != nil {
-		return "", err
 	}
 	return dir, nil
 }

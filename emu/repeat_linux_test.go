@@ -1,0 +1,112 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/emu/report"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// TestCLIRunRepeatFlags: bad --repeat uses are refused before anything
+// is deployed (no root needed).
+func TestCLIRunRepeatFlags(t *testing.T) {
+	bin := buildEmu(t)
+	res := t.TempDir()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--repeat", "0", "--results", res}, "want 1 to 50 runs"},
+		{[]string{"--repeat", "51", "--results", res}, "want 1 to 50 runs"},
+		{[]string{"--repeat", "2", "--results", ""}, "--repeat needs --results"},
+		{[]string{"--repeat", "2", "--keep", "--results", res}, "do not go together"},
+		{[]string{"../scenarios/example-ocs.yaml", "--repeat", "2", "--results", res}, "has no jobs"},
+	} {
+		out, err := run(t, bin, append([]string{"run"}, tc.args...)...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("emu run %v: want an error with %q, got %v:\n%s", tc.args, tc.want, err, out)
+		}
+	}
+	if left, _ := os.ReadDir(res); len(left) > 0 {
+		t.Errorf("refused runs left %d entries in the results root", len(left))
+	}
+}
+
+// TestCLIRunRepeat runs the quickstart twice with --repeat and checks the
+// set's summary against the two runs' own comparisons.
+func TestCLIRunRepeat(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	lab := fabrictest.UniqueLab("rep")
+	scen := scenarioAs(t, "quickstart.yaml", lab)
+	leaveNothing(t, bin, lab)
+	root := t.TempDir()
+	out, err := run(t, bin, "run", scen, "--repeat", "2", "--results", root)
+	if err != nil {
+		t.Fatalf("emu run --repeat 2: %v\n%s", err, out)
+	}
+	for _, want := range []string{"run 1 of 2", "run 2 of 2", "2 runs of one plan", "against the medians", "run-to-run spread"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	sets, _ := filepath.Glob(filepath.Join(root, lab, "repeat-*"))
+	if len(sets) != 1 {
+		t.Fatalf("want one set directory, got %v", sets)
+	}
+	var tab report.RepeatTable
+	data, err := os.ReadFile(filepath.Join(sets[0], report.RepeatFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &tab); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"repeat.txt", report.RepeatCSV} {
+		if _, err := os.Stat(filepath.Join(sets[0], f)); err != nil {
+			t.Error(err)
+		}
+	}
+	if len(tab.Runs) != 2 || tab.Lab != lab {
+		t.Fatalf("set %+v", tab.Runs)
+	}
+	latest, err := os.Readlink(filepath.Join(root, lab, "latest"))
+	if err != nil || latest != tab.Runs[1].Name {
+		t.Errorf("latest -> %q (%v), want the second run %s", latest, err, tab.Runs[1].Name)
+	}
+	// Each phase's median of two runs is their mean, its range theirs.
+	meas := map[string][]int64{}
+	for _, r := range tab.Runs {
+		var cmp struct {
+			Compare []record.Comparison `json:"comparison"`
+		}
+		data, err := os.ReadFile(filepath.Join(root, lab, r.Name, "comparison.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &cmp); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cmp.Compare {
+			k := c.Job + "/" + c.Phase + "/" + string(rune('0'+c.Iteration))
+			meas[k] = append(meas[k], c.MeasuredNs)
+		}
+	}
+	if len(tab.Rows) != len(meas) || len(tab.Rows) == 0 {
+		t.Fatalf("%d rows for %d phases", len(tab.Rows), len(meas))
+	}
+	for _, row := range tab.Rows {
+		m := meas[row.Job+"/"+row.Phase+"/"+string(rune('0'+row.Iteration))]
+		if len(m) != 2 || row.MedianNs != (m[0]+m[1])/2 || row.MinNs != min(m[0], m[1]) || row.MaxNs != max(m[0], m[1]) {
+			t.Errorf("%s %d %s: median %d [%d, %d], runs measured %v", row.Job, row.Iteration, row.Phase, row.MedianNs, row.MinNs, row.MaxNs, m)
+		}
+	}
+	if len(tab.Fits) != 3 || tab.Fits[2].Model != "tcp-aware" || tab.Fits[2].Phases == 0 {
+		t.Errorf("fits %+v", tab.Fits)
+	}
+}

@@ -1,0 +1,405 @@
+package report
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// Repeated runs of one plan: TCP does not share a link the same way twice,
+// so one run reads a contended phase only to within its run-to-run spread.
+// A set of runs gives each phase's median and range, the three models'
+// errors against the median, and how far single runs scatter.
+
+// RepeatFile and RepeatCSV are what `emu run --repeat` writes into the
+// set's directory.
+const (
+	RepeatFile = "repeat.json"
+	RepeatCSV  = "repeat.csv"
+)
+
+// Models are the flow model's three modes, in the order tables show them.
+var Models = []string{"ideal", "calibrated", "tcp-aware"}
+
+// RepeatRow is one phase over the runs of a set. Times are ns; errors
+// are signed fractions, (measured - predicted) / predicted, NaN where a
+// model has no prediction.
+type RepeatRow struct {
+	Job       string `json:"job"`
+	Iteration int    `json:"iteration"`
+	Phase     string `json:"phase"`
+	Runs      int    `json:"runs"` // runs that measured the phase
+	// Predicted is each model's time (Models' order); a plan's
+	// predictions are the same in every run.
+	Predicted []int64 `json:"predicted_ns"`
+	MedianNs  int64   `json:"median_ns"`
+	MinNs     int64   `json:"min_ns"`
+	MaxNs     int64   `json:"max_ns"`
+	// Spread is (max - min) / median: how far runs scatter.
+	Spread float64 `json:"spread"`
+	// Err is each model's error against the median (Models' order).
+	Err []float64 `json:"err_vs_median"`
+}
+
+// ModelFit is one model against the set, over communication phases.
+type ModelFit struct {
+	Model string `json:"model"`
+	// Against each phase's median measurement.
+	MedianAbs float64 `json:"median_abs_err"`
+	MaxAbs    float64 `json:"max_abs_err"`
+	MaxPhase  string  `json:"max_phase"`
+	Phases    int     `json:"phases"`
+	// Inside counts the phases whose prediction lies within the measured
+	// range [min, max].
+	Inside int `json:"inside_range"`
+	// RunMedianAbs and RunMaxAbs are the same figures for each run alone
+	// (the run's own verdict line), in the set's order.
+	RunMedianAbs []float64 `json:"run_median_abs_err"`
+	RunMaxAbs    []float64 `json:"run_max_abs_err"`
+}
+
+// RepeatRun is one run of the set.
+type RepeatRun struct {
+	Name    string `json:"name"` // the run directory's own name
+	Verdict string `json:"verdict,omitempty"`
+	// MakespanNs is measured.
+	MakespanNs int64 `json:"makespan_ns"`
+}
+
+// RepeatTable is a set of runs of one plan.
+type RepeatTable struct {
+	Lab       string      `json:"lab"`
+	Scheduler string      `json:"scheduler"`
+	Runs      []RepeatRun `json:"runs"`
+	// PredMakespanNs is the ideal model's makespan.
+	PredMakespanNs int64       `json:"predicted_makespan_ns"`
+	Rows           []RepeatRow `json:"phases"`
+	Fits           []ModelFit  `json:"models"`
+	// SpreadMedian and SpreadMax summarise the communication phases'
+	// spreads; SpreadMaxPhase names the widest.
+	SpreadMedian   float64 `json:"spread_median"`
+	SpreadMax      float64 `json:"spread_max"`
+	SpreadMaxPhase string  `json:"spread_max_phase"`
+}
+
+// RepeatRuns loads run directories of one plan and summarises them.
+func RepeatRuns(dirs []string) (*RepeatTable, error) {
+	if len(dirs) < 2 {
+		return nil, fmt.Errorf("repeat: want 2 or more runs of one plan, got %d", len(dirs))
+	}
+	runs := make([]*Run, 0, len(dirs))
+	for _, d := range dirs {
+		r, err := Load(d)
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	return Repeats(runs)
+}
+
+type phaseKey = job.Key
+
+// modelComparisons is a run's comparison rows per model (Models' order);
+// a model the run did not record is nil.
+func modelComparisons(r *Run) [][]record.Comparison {
+	out := [][]record.Comparison{r.Compare, nil, nil}
+	if r.Data != nil {
+		out[1], out[2] = r.Data.ComparisonCalibrated, r.Data.ComparisonTCPAware
+	}
+	return out
+}
+
+// Repeats summarises loaded runs. They must be runs of one plan: the
+// same plan hash where the runs recorded one, and the same ideal
+// prediction of every phase.
+func Repeats(runs []*Run) (*RepeatTable, error) {
+	if len(runs) < 2 {
+		return nil, fmt.Errorf("repeat: want 2 or more runs of one plan, got %d", len(runs))
+	}
+	first := runs[0]
+	t := &RepeatTable{Lab: first.Summary.Lab, Scheduler: first.Plan.Scheduler, PredMakespanNs: first.Prediction.MakespanNs}
+	if t.Lab == "" {
+		t.Lab = first.Scenario.Name
+	}
+	type acc struct {
+		row  RepeatRow
+		meas []int64
+	}
+	var order []phaseKey
+	phases := map[phaseKey]*acc{}
+	for i, r := range runs {
+		if err := samePlan(first, r); err != nil {
+			return nil, err
+		}
+		t.Runs = append(t.Runs, RepeatRun{Name: runName(r.Dir), Verdict: verdictOf(r), MakespanNs: r.Measurement.MakespanNs})
+		for m, cs := range modelComparisons(r) {
+			for _, c := range cs {
+				k := phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
+				a := phases[k]
+				if a == nil {
+					if i > 0 && m == 0 {
+						return nil, fmt.Errorf("repeat: %s has phase %s that %s lacks: not runs of one plan", r.Dir, k, first.Dir)
+					}
+					if m > 0 {
+						continue // a model row without an ideal row: ignore
+					}
+					a = &acc{row: RepeatRow{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase, Predicted: make([]int64, len(Models))}}
+					phases[k] = a
+					order = append(order, k)
+				}
+				if m == 0 {
+					a.meas = append(a.meas, c.MeasuredNs)
+				}
+				if i == 0 {
+					a.row.Predicted[m] = c.PredictedNs
+				}
+			}
+		}
+	}
+	for _, k := range order {
+		a := phases[k]
+		row := a.row
+		row.Runs = len(a.meas)
+		row.MedianNs, row.MinNs, row.MaxNs = medianRange(a.meas)
+		row.Spread = math.NaN()
+		if row.MedianNs > 0 {
+			row.Spread = float64(row.MaxNs-row.MinNs) / float64(row.MedianNs)
+		}
+		row.Err = make([]float64, len(Models))
+		for m, p := range row.Predicted {
+			row.Err[m] = relErr(float64(p), float64(row.MedianNs))
+		}
+		t.Rows = append(t.Rows, row)
+	}
+	t.fit(runs)
+	return t, nil
+}
+
+// fit fills the models' figures and the spread summary.
+func (t *RepeatTable) fit(runs []*Run) {
+	var spreads []float64
+	for _, row := range t.Rows {
+		if row.Phase == job.PhaseCompute || math.IsNaN(row.Spread) {
+			continue
+		}
+		spreads = append(spreads, row.Spread)
+		if row.Spread > t.SpreadMax || t.SpreadMaxPhase == "" {
+			t.SpreadMax, t.SpreadMaxPhase = row.Spread, phaseName(row)
+		}
+	}
+	t.SpreadMedian = median(spreads)
+	for m, name := range Models {
+		f := ModelFit{Model: name}
+		var abs []float64
+		for _, row := range t.Rows {
+			e := row.Err[m]
+			if row.Phase == job.PhaseCompute || math.IsNaN(e) {
+				continue
+			}
+			abs = append(abs, math.Abs(e))
+			if math.Abs(e) > f.MaxAbs || f.MaxPhase == "" {
+				f.MaxAbs, f.MaxPhase = math.Abs(e), phaseName(row)
+			}
+			if p := row.Predicted[m]; p >= row.MinNs && p <= row.MaxNs {
+				f.Inside++
+			}
+		}
+		if len(abs) == 0 {
+			continue
+		}
+		f.Phases, f.MedianAbs = len(abs), median(abs)
+		for _, r := range runs {
+			var errs []float64
+			for _, c := range modelComparisons(r)[m] {
+				if c.Phase != job.PhaseCompute && c.PredictedNs > 0 {
+					errs = append(errs, math.Abs(c.RelErr))
+				}
+			}
+			if len(errs) == 0 {
+				f.RunMedianAbs, f.RunMaxAbs = append(f.RunMedianAbs, math.NaN()), append(f.RunMaxAbs, math.NaN())
+				continue
+			}
+			f.RunMedianAbs = append(f.RunMedianAbs, median(errs))
+			f.RunMaxAbs = append(f.RunMaxAbs, slices.Max(errs))
+		}
+		t.Fits = append(t.Fits, f)
+	}
+}
+
+// samePlan refuses a run of another plan than first's.
+func samePlan(first, r *Run) error {
+	if first.Meta != nil && r.Meta != nil && first.Meta.PlanSHA256 != "" && first.Meta.PlanSHA256 != r.Meta.PlanSHA256 {
+		return fmt.Errorf("repeat: %s and %s ran different plans (plan.json differs): a set is runs of one plan", first.Dir, r.Dir)
+	}
+	pred := map[phaseKey]int64{}
+	for _, c := range first.Compare {
+		pred[phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c.PredictedNs
+	}
+	if len(r.Compare) != len(pred) {
+		return fmt.Errorf("repeat: %s has %d phases, %s %d: not runs of one plan", r.Dir, len(r.Compare), first.Dir, len(pred))
+	}
+	for _, c := range r.Compare {
+		k := phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
+		if p, ok := pred[k]; !ok || p != c.PredictedNs {
+			return fmt.Errorf("repeat: %s predicts %s differently from %s: not runs of one plan", r.Dir, k, first.Dir)
+		}
+	}
+	return nil
+}
+
+func verdictOf(r *Run) string {
+	if r.Data == nil {
+		return ""
+	}
+	return string(r.Data.Verdict.Status)
+}
+
+func runName(dir string) string {
+	if res, err := filepath.EvalSymlinks(dir); err == nil {
+		return filepath.Base(res)
+	}
+	return filepath.Base(dir)
+}
+
+func phaseName(r RepeatRow) string {
+	return fmt.Sprintf("%s iteration %d %s", r.Job, r.Iteration, r.Phase)
+}
+
+// medianRange is the median (the mean of the middle two for an even
+// count), the least and the largest of xs.
+func medianRange(xs []int64) (med, lo, hi int64) {
+	if len(xs) == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	med = s[n/2]
+	if n%2 == 0 {
+		med = (s[n/2-1] + s[n/2]) / 2
+	}
+	return med, s[0], s[n-1]
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[n/2]
+}
+
+// WriteText prints the set: per phase the models beside the measured
+// median and range, then each model's fit and the spread.
+func (t *RepeatTable) WriteText(w io.Writer) error {
+	fmt.Fprintf(w, "== %d runs of one plan (%s, %s): each phase's measured median and range against the models\n", len(t.Runs), t.Lab, t.Scheduler)
+	fmt.Fprintln(w, "   error = (median measured - predicted) / predicted; spread = (max - min) / median")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "job\titer\tphase\tideal ms\tcalibrated ms\ttcp-aware ms\tmedian ms\tmin ms\tmax ms\tspread\terror ideal\tcalibrated\ttcp-aware\t")
+	for _, r := range t.Rows {
+		cells := []string{r.Job, strconv.Itoa(r.Iteration), r.Phase}
+		for _, p := range r.Predicted {
+			cells = append(cells, msOrDash(p))
+		}
+		cells = append(cells, fmtMsF(float64(r.MedianNs)), fmtMsF(float64(r.MinNs)), fmtMsF(float64(r.MaxNs)), pctUnsigned(r.Spread))
+		for _, e := range r.Err {
+			cells = append(cells, pct(e))
+		}
+		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\n== model accuracy over the set (communication phases)\n")
+	for _, f := range t.Fits {
+		fmt.Fprintf(w, "   %-10s against the medians: median |error| %s, max %s (%s); prediction inside the measured range in %d of %d phases\n",
+			f.Model, pctUnsigned(f.MedianAbs), pctUnsigned(f.MaxAbs), f.MaxPhase, f.Inside, f.Phases)
+		fmt.Fprintf(w, "   %-10s single runs: median |error| %s, max %s\n", "", rangeOf(f.RunMedianAbs), rangeOf(f.RunMaxAbs))
+	}
+	fmt.Fprintf(w, "   run-to-run spread of a phase: median %s, max %s (%s)\n", pctUnsigned(t.SpreadMedian), pctUnsigned(t.SpreadMax), t.SpreadMaxPhase)
+	fmt.Fprintln(w, "\n== runs")
+	for i, r := range t.Runs {
+		v := r.Verdict
+		if v == "" {
+			v = "no verdict"
+		}
+		fmt.Fprintf(w, "   %d  %s  makespan %s ms  verdict %s\n", i+1, r.Name, fmtMsF(float64(r.MakespanNs)), v)
+	}
+	return nil
+}
+
+// WriteCSV writes one row per phase.
+func (t *RepeatTable) WriteCSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	head := []string{"job", "iteration", "phase", "runs"}
+	for _, m := range Models {
+		head = append(head, strings.ReplaceAll(m, "-", "_")+"_ms")
+	}
+	head = append(head, "median_ms", "min_ms", "max_ms", "spread")
+	for _, m := range Models {
+		head = append(head, "rel_err_"+strings.ReplaceAll(m, "-", "_"))
+	}
+	if err := cw.Write(head); err != nil {
+		return err
+	}
+	ms := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 6, 64) }
+	fl := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	for _, r := range t.Rows {
+		row := []string{r.Job, strconv.Itoa(r.Iteration), r.Phase, strconv.Itoa(r.Runs)}
+		for _, p := range r.Predicted {
+			row = append(row, ms(p))
+		}
+		row = append(row, ms(r.MedianNs), ms(r.MinNs), ms(r.MaxNs), fl(r.Spread))
+		for _, e := range r.Err {
+			row = append(row, fl(e))
+		}
+		if err := cw.Write(row); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func msOrDash(ns int64) string {
+	if ns <= 0 {
+		return "-"
+	}
+	return fmtMsF(float64(ns))
+}
+
+func pctUnsigned(x float64) string {
+	if math.IsNaN(x) {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", 100*x)
+}
+
+// rangeOf is "a-b%" over xs, NaNs skipped.
+func rangeOf(xs []float64) string {
+	var v []float64
+	for _, x := range xs {
+		if !math.IsNaN(x) {
+			v = append(v, x)
+		}
+	}
+	if len(v) == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f-%.1f%%", 100*slices.Min(v), 100*slices.Max(v))
+}

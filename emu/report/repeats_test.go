@@ -1,0 +1,163 @@
+package report
+
+import (
+	"bytes"
+	"encoding/csv"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/emu/fidelity"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// row is one comparison row: predicted and measured in ms.
+func row(phase string, pred, meas float64) record.Comparison {
+	p, m := int64(pred*1e6), int64(meas*1e6)
+	return record.Comparison{Job: "j", Phase: phase, PredictedNs: p, MeasuredNs: m, RelErr: relErr(float64(p), float64(m))}
+}
+
+// fakeRun is a run of one plan: a compute phase of 10 ms and a push the
+// ideal model puts at 100 ms, the calibrated at 105 and the TCP-aware at
+// 120, measured push ms as given.
+func fakeRun(dir string, push float64, verdict fidelity.Status) *Run {
+	return &Run{
+		Dir:         dir,
+		Scenario:    &scenario.Scenario{Name: "lab"},
+		Plan:        &plan.Plan{Scheduler: "fcfs"},
+		Prediction:  &record.Run{MakespanNs: 110e6},
+		Measurement: &record.Run{MakespanNs: int64((10 + push) * 1e6)},
+		Compare:     []record.Comparison{row("compute", 10, 10), row("push", 100, push)},
+		Data: &RunData{
+			ComparisonCalibrated: []record.Comparison{row("compute", 10, 10), row("push", 105, push)},
+			ComparisonTCPAware:   []record.Comparison{row("compute", 10, 10), row("push", 120, push)},
+			Verdict:              fidelity.Verdict{Status: verdict},
+		},
+	}
+}
+
+func TestRepeats(t *testing.T) {
+	for _, tc := range []struct {
+		name                 string
+		pushes               []float64
+		median, lo, hi       float64 // ms
+		spread               float64
+		errTCP               float64
+		insideTCP, insideIdl int
+		runMaxTCP            []float64
+	}{
+		{"odd count: the middle run", []float64{130, 110, 121}, 121, 110, 130, 20.0 / 121, 1.0 / 120, 1, 0,
+			[]float64{10.0 / 120, 10.0 / 120, 1.0 / 120}},
+		{"even count: mean of the middle two", []float64{100, 140, 120, 124}, 122, 100, 140, 40.0 / 122, 2.0 / 120, 1, 1,
+			[]float64{20.0 / 120, 20.0 / 120, 0, 4.0 / 120}},
+		{"every run alike: no spread", []float64{120, 120}, 120, 120, 120, 0, 0, 1, 0, []float64{0, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs []*Run
+			for i, p := range tc.pushes {
+				runs = append(runs, fakeRun("run"+string(rune('a'+i)), p, fidelity.Warn))
+			}
+			tab, err := Repeats(runs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(tab.Rows) != 2 || len(tab.Runs) != len(tc.pushes) {
+				t.Fatalf("rows %d runs %d", len(tab.Rows), len(tab.Runs))
+			}
+			push := tab.Rows[1]
+			if push.Phase != "push" || push.Runs != len(tc.pushes) {
+				t.Fatalf("row %+v", push)
+			}
+			if push.MedianNs != int64(tc.median*1e6) || push.MinNs != int64(tc.lo*1e6) || push.MaxNs != int64(tc.hi*1e6) {
+				t.Errorf("median/min/max %d %d %d, want %v %v %v ms", push.MedianNs, push.MinNs, push.MaxNs, tc.median, tc.lo, tc.hi)
+			}
+			if !near(push.Spread, tc.spread) {
+				t.Errorf("spread %v, want %v", push.Spread, tc.spread)
+			}
+			if !near(push.Err[2], tc.errTCP) || !near(push.Err[0], (tc.median-100)/100) || !near(push.Err[1], (tc.median-105)/105) {
+				t.Errorf("errors %v, want tcp-aware %v", push.Err, tc.errTCP)
+			}
+			if len(tab.Fits) != 3 {
+				t.Fatalf("fits %+v", tab.Fits)
+			}
+			tcp, ideal := tab.Fits[2], tab.Fits[0]
+			if tcp.Model != "tcp-aware" || tcp.Phases != 1 || !near(tcp.MaxAbs, math.Abs(tc.errTCP)) {
+				t.Errorf("tcp-aware fit %+v (compute phases must not count)", tcp)
+			}
+			if tcp.Inside != tc.insideTCP || ideal.Inside != tc.insideIdl {
+				t.Errorf("inside: tcp-aware %d ideal %d, want %d %d", tcp.Inside, ideal.Inside, tc.insideTCP, tc.insideIdl)
+			}
+			for i, want := range tc.runMaxTCP {
+				if !near(tcp.RunMaxAbs[i], want) {
+					t.Errorf("run %d max |error| %v, want %v", i, tcp.RunMaxAbs[i], want)
+				}
+			}
+			if tab.SpreadMaxPhase != "j iteration 0 push" || !near(tab.SpreadMax, tc.spread) {
+				t.Errorf("spread summary %v %q", tab.SpreadMax, tab.SpreadMaxPhase)
+			}
+			var text, table bytes.Buffer
+			if err := tab.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(text.String(), "runs of one plan (lab, fcfs)") || !strings.Contains(text.String(), "verdict warn") {
+				t.Errorf("text:\n%s", text.String())
+			}
+			if err := tab.WriteCSV(&table); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := csv.NewReader(&table).ReadAll()
+			if err != nil || len(rows) != 3 || rows[0][4] != "ideal_ms" || rows[0][6] != "tcp_aware_ms" {
+				t.Errorf("csv %v %v", rows, err)
+			}
+		})
+	}
+}
+
+func TestRepeatsRefusesOtherPlans(t *testing.T) {
+	a, b := fakeRun("a", 120, fidelity.Pass), fakeRun("b", 121, fidelity.Pass)
+	for _, tc := range []struct {
+		name string
+		edit func(r *Run)
+		want string
+	}{
+		{"one run only", nil, "want 2 or more"},
+		{"other plan hash", func(r *Run) { a.Meta, r.Meta = &Meta{PlanSHA256: "aa"}, &Meta{PlanSHA256: "bb"} }, "ran different plans"},
+		{"other prediction", func(r *Run) { r.Compare[1].PredictedNs++ }, "predicts j iteration 0 phase push differently"},
+		{"a phase more", func(r *Run) { r.Compare = append(r.Compare, row("pull", 1, 1)) }, "has 3 phases"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a.Meta = nil
+			r := fakeRun("b", 121, fidelity.Pass)
+			runs := []*Run{a}
+			if tc.edit != nil {
+				tc.edit(r)
+				runs = append(runs, r)
+			}
+			if _, err := Repeats(runs); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want %q", err, tc.want)
+			}
+		})
+	}
+	if _, err := Repeats([]*Run{a, b}); err != nil {
+		t.Errorf("runs of one plan refused: %v", err)
+	}
+}
+
+func TestRepeatsWithoutModels(t *testing.T) {
+	// Runs written before the data file have only the ideal model.
+	a, b := fakeRun("a", 120, ""), fakeRun("b", 130, "")
+	a.Data, b.Data = nil, nil
+	tab, err := Repeats([]*Run{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tab.Fits) != 1 || tab.Fits[0].Model != "ideal" || !math.IsNaN(tab.Rows[1].Err[2]) {
+		t.Errorf("fits %+v, row %+v", tab.Fits, tab.Rows[1])
+	}
+	var text bytes.Buffer
+	if err := tab.WriteText(&text); err != nil || !strings.Contains(text.String(), "no verdict") {
+		t.Errorf("text %v:\n%s", err, text.String())
+	}
+}
