@@ -30,6 +30,30 @@ const (
 // Models are the flow model's three modes, in the order tables show them.
 var Models = []string{"ideal", "calibrated", "tcp-aware"}
 
+// Float is a float64 that JSON writes as null when it is NaN or
+// infinite (a figure that does not exist).
+type Float float64
+
+// MarshalJSON writes f, or null.
+func (f Float) MarshalJSON() ([]byte, error) {
+	x := float64(f)
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return []byte("null"), nil
+	}
+	return strconv.AppendFloat(nil, x, 'g', -1, 64), nil
+}
+
+// UnmarshalJSON reads a number, or null as NaN.
+func (f *Float) UnmarshalJSON(b []byte) error {
+	if string(b) == "null" {
+		*f = Float(math.NaN())
+		return nil
+	}
+	x, err := strconv.ParseFloat(string(b), 64)
+	*f = Float(x)
+	return err
+}
+
 // RepeatRow is one phase over the runs of a set. Times are ns; errors
 // are signed fractions, (measured - predicted) / predicted, NaN where a
 // model has no prediction.
@@ -45,9 +69,9 @@ type RepeatRow struct {
 	MinNs     int64   `json:"min_ns"`
 	MaxNs     int64   `json:"max_ns"`
 	// Spread is (max - min) / median: how far runs scatter.
-	Spread float64 `json:"spread"`
+	Spread Float `json:"spread"`
 	// Err is each model's error against the median (Models' order).
-	Err []float64 `json:"err_vs_median"`
+	Err []Float `json:"err_vs_median"`
 }
 
 // ModelFit is one model against the set, over communication phases.
@@ -63,8 +87,8 @@ type ModelFit struct {
 	Inside int `json:"inside_range"`
 	// RunMedianAbs and RunMaxAbs are the same figures for each run alone
 	// (the run's own verdict line), in the set's order.
-	RunMedianAbs []float64 `json:"run_median_abs_err"`
-	RunMaxAbs    []float64 `json:"run_max_abs_err"`
+	RunMedianAbs []Float `json:"run_median_abs_err"`
+	RunMaxAbs    []Float `json:"run_max_abs_err"`
 }
 
 // RepeatRun is one run of the set.
@@ -86,7 +110,7 @@ type RepeatTable struct {
 	Fits           []ModelFit  `json:"models"`
 	// SpreadMedian and SpreadMax summarise the communication phases'
 	// spreads; SpreadMaxPhase names the widest.
-	SpreadMedian   float64 `json:"spread_median"`
+	SpreadMedian   Float   `json:"spread_median"`
 	SpreadMax      float64 `json:"spread_max"`
 	SpreadMaxPhase string  `json:"spread_max_phase"`
 }
@@ -171,13 +195,13 @@ func Repeats(runs []*Run) (*RepeatTable, error) {
 		row := a.row
 		row.Runs = len(a.meas)
 		row.MedianNs, row.MinNs, row.MaxNs = medianRange(a.meas)
-		row.Spread = math.NaN()
+		row.Spread = Float(math.NaN())
 		if row.MedianNs > 0 {
-			row.Spread = float64(row.MaxNs-row.MinNs) / float64(row.MedianNs)
+			row.Spread = Float(float64(row.MaxNs-row.MinNs) / float64(row.MedianNs))
 		}
-		row.Err = make([]float64, len(Models))
+		row.Err = make([]Float, len(Models))
 		for m, p := range row.Predicted {
-			row.Err[m] = relErr(float64(p), float64(row.MedianNs))
+			row.Err[m] = Float(relErr(float64(p), float64(row.MedianNs)))
 		}
 		t.Rows = append(t.Rows, row)
 	}
@@ -189,20 +213,20 @@ func Repeats(runs []*Run) (*RepeatTable, error) {
 func (t *RepeatTable) fit(runs []*Run) {
 	var spreads []float64
 	for _, row := range t.Rows {
-		if row.Phase == job.PhaseCompute || math.IsNaN(row.Spread) {
+		if row.Phase == job.PhaseCompute || math.IsNaN(float64(row.Spread)) {
 			continue
 		}
-		spreads = append(spreads, row.Spread)
-		if row.Spread > t.SpreadMax || t.SpreadMaxPhase == "" {
-			t.SpreadMax, t.SpreadMaxPhase = row.Spread, phaseName(row)
+		spreads = append(spreads, float64(row.Spread))
+		if float64(row.Spread) > t.SpreadMax || t.SpreadMaxPhase == "" {
+			t.SpreadMax, t.SpreadMaxPhase = float64(row.Spread), phaseName(row)
 		}
 	}
-	t.SpreadMedian = median(spreads)
+	t.SpreadMedian = Float(median(spreads))
 	for m, name := range Models {
 		f := ModelFit{Model: name}
 		var abs []float64
 		for _, row := range t.Rows {
-			e := row.Err[m]
+			e := float64(row.Err[m])
 			if row.Phase == job.PhaseCompute || math.IsNaN(e) {
 				continue
 			}
@@ -226,11 +250,11 @@ func (t *RepeatTable) fit(runs []*Run) {
 				}
 			}
 			if len(errs) == 0 {
-				f.RunMedianAbs, f.RunMaxAbs = append(f.RunMedianAbs, math.NaN()), append(f.RunMaxAbs, math.NaN())
+				f.RunMedianAbs, f.RunMaxAbs = append(f.RunMedianAbs, Float(math.NaN())), append(f.RunMaxAbs, Float(math.NaN()))
 				continue
 			}
-			f.RunMedianAbs = append(f.RunMedianAbs, median(errs))
-			f.RunMaxAbs = append(f.RunMaxAbs, slices.Max(errs))
+			f.RunMedianAbs = append(f.RunMedianAbs, Float(median(errs)))
+			f.RunMaxAbs = append(f.RunMaxAbs, Float(slices.Max(errs)))
 		}
 		t.Fits = append(t.Fits, f)
 	}
@@ -316,9 +340,9 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 		for _, p := range r.Predicted {
 			cells = append(cells, msOrDash(p))
 		}
-		cells = append(cells, fmtMsF(float64(r.MedianNs)), fmtMsF(float64(r.MinNs)), fmtMsF(float64(r.MaxNs)), pctUnsigned(r.Spread))
+		cells = append(cells, fmtMsF(float64(r.MedianNs)), fmtMsF(float64(r.MinNs)), fmtMsF(float64(r.MaxNs)), pctUnsigned(float64(r.Spread)))
 		for _, e := range r.Err {
-			cells = append(cells, pct(e))
+			cells = append(cells, pct(float64(e)))
 		}
 		fmt.Fprintln(tw, strings.Join(cells, "\t")+"\t")
 	}
@@ -331,7 +355,7 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 			f.Model, pctUnsigned(f.MedianAbs), pctUnsigned(f.MaxAbs), f.MaxPhase, f.Inside, f.Phases)
 		fmt.Fprintf(w, "   %-10s single runs: median |error| %s, max %s\n", "", rangeOf(f.RunMedianAbs), rangeOf(f.RunMaxAbs))
 	}
-	fmt.Fprintf(w, "   run-to-run spread of a phase: median %s, max %s (%s)\n", pctUnsigned(t.SpreadMedian), pctUnsigned(t.SpreadMax), t.SpreadMaxPhase)
+	fmt.Fprintf(w, "   run-to-run spread of a phase: median %s, max %s (%s)\n", pctUnsigned(float64(t.SpreadMedian)), pctUnsigned(t.SpreadMax), t.SpreadMaxPhase)
 	fmt.Fprintln(w, "\n== runs")
 	for i, r := range t.Runs {
 		v := r.Verdict
@@ -358,7 +382,7 @@ func (t *RepeatTable) WriteCSV(w io.Writer) error {
 		return err
 	}
 	ms := func(ns int64) string { return strconv.FormatFloat(float64(ns)/1e6, 'f', 6, 64) }
-	fl := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	fl := func(x Float) string { return strconv.FormatFloat(float64(x), 'g', -1, 64) }
 	for _, r := range t.Rows {
 		row := []string{r.Job, strconv.Itoa(r.Iteration), r.Phase, strconv.Itoa(r.Runs)}
 		for _, p := range r.Predicted {
@@ -391,11 +415,11 @@ func pctUnsigned(x float64) string {
 }
 
 // rangeOf is "a-b%" over xs, NaNs skipped.
-func rangeOf(xs []float64) string {
+func rangeOf(xs []Float) string {
 	var v []float64
 	for _, x := range xs {
-		if !math.IsNaN(x) {
-			v = append(v, x)
+		if !math.IsNaN(float64(x)) {
+			v = append(v, float64(x))
 		}
 	}
 	if len(v) == 0 {

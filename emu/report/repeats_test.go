@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/csv"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -73,10 +74,10 @@ func TestRepeats(t *testing.T) {
 			if push.MedianNs != int64(tc.median*1e6) || push.MinNs != int64(tc.lo*1e6) || push.MaxNs != int64(tc.hi*1e6) {
 				t.Errorf("median/min/max %d %d %d, want %v %v %v ms", push.MedianNs, push.MinNs, push.MaxNs, tc.median, tc.lo, tc.hi)
 			}
-			if !near(push.Spread, tc.spread) {
+			if !near(float64(push.Spread), tc.spread) {
 				t.Errorf("spread %v, want %v", push.Spread, tc.spread)
 			}
-			if !near(push.Err[2], tc.errTCP) || !near(push.Err[0], (tc.median-100)/100) || !near(push.Err[1], (tc.median-105)/105) {
+			if !near(float64(push.Err[2]), tc.errTCP) || !near(float64(push.Err[0]), (tc.median-100)/100) || !near(float64(push.Err[1]), (tc.median-105)/105) {
 				t.Errorf("errors %v, want tcp-aware %v", push.Err, tc.errTCP)
 			}
 			if len(tab.Fits) != 3 {
@@ -90,7 +91,7 @@ func TestRepeats(t *testing.T) {
 				t.Errorf("inside: tcp-aware %d ideal %d, want %d %d", tcp.Inside, ideal.Inside, tc.insideTCP, tc.insideIdl)
 			}
 			for i, want := range tc.runMaxTCP {
-				if !near(tcp.RunMaxAbs[i], want) {
+				if !near(float64(tcp.RunMaxAbs[i]), want) {
 					t.Errorf("run %d max |error| %v, want %v", i, tcp.RunMaxAbs[i], want)
 				}
 			}
@@ -153,11 +154,20 @@ func TestRepeatsWithoutModels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(tab.Fits) != 1 || tab.Fits[0].Model != "ideal" || !math.IsNaN(tab.Rows[1].Err[2]) {
+	if len(tab.Fits) != 1 || tab.Fits[0].Model != "ideal" || !math.IsNaN(float64(tab.Rows[1].Err[2])) {
 		t.Errorf("fits %+v, row %+v", tab.Fits, tab.Rows[1])
 	}
 	var text bytes.Buffer
 	if err := tab.WriteText(&text); err != nil || !strings.Contains(text.String(), "no verdict") {
 		t.Errorf("text %v:\n%s", err, text.String())
+	}
+	// What does not exist is null in JSON, and reads back as NaN.
+	data, err := json.Marshal(tab)
+	if err != nil || !strings.Contains(string(data), `"err_vs_median":[0.25,null,null]`) {
+		t.Fatalf("json %v: %s", err, data)
+	}
+	var back RepeatTable
+	if err := json.Unmarshal(data, &back); err != nil || !math.IsNaN(float64(back.Rows[1].Err[1])) || back.Rows[1].Err[0] != 0.25 {
+		t.Errorf("read back %v: %+v", err, back.Rows)
 	}
 }
