@@ -21,6 +21,7 @@ const AttributeAbove = 0.05
 const (
 	PartFraming  = "framing"  // the calibrated model's time - the ideal's (TCP headers)
 	PartTCP      = "tcp"      // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
+	PartDrift    = "drift"    // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
 	PartLateness = "lateness" // the latest rank's start after it could start
 	PartSkew     = "skew"     // the rest of the spread of the ranks' starts
 	PartHyStart  = "hystart"  // how much longer the flows cubic's HyStart cut short took than the others
@@ -31,25 +32,28 @@ const (
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartTCP, PartLateness, PartSkew, PartHyStart, PartRTO, PartLoss, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartTCP, PartDrift, PartLateness, PartSkew, PartHyStart, PartRTO, PartLoss, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
 // pull is timed from when its data exist, and results are checked after
 // the phase); they are shown so nothing is hidden.
 type Attribution struct {
-	Job          string           `json:"job"`
-	Iteration    int              `json:"iteration"`
-	Phase        string           `json:"phase"`
-	IdealNs      int64            `json:"ideal_ns"`
-	CalibratedNs int64            `json:"calibrated_ns"`
-	TCPAwareNs   int64            `json:"tcp_aware_ns,omitempty"`
-	MeasuredNs   int64            `json:"measured_ns"`
-	RelErr       float64          `json:"rel_err_calibrated"`
-	RelErrTCP    float64          `json:"rel_err_tcp_aware,omitempty"`
-	Parts        map[string]int64 `json:"parts_ns"`
-	DataWaitNs   int64            `json:"data_wait_ns"`
-	VerifyNs     int64            `json:"verify_ns"`
+	Job          string `json:"job"`
+	Iteration    int    `json:"iteration"`
+	Phase        string `json:"phase"`
+	IdealNs      int64  `json:"ideal_ns"`
+	CalibratedNs int64  `json:"calibrated_ns"`
+	TCPAwareNs   int64  `json:"tcp_aware_ns,omitempty"`
+	// ReplayNs is the TCP-aware model's time for the phase with every
+	// phase started when the emulation started it (Inputs.Replay).
+	ReplayNs   int64            `json:"replay_ns,omitempty"`
+	MeasuredNs int64            `json:"measured_ns"`
+	RelErr     float64          `json:"rel_err_calibrated"`
+	RelErrTCP  float64          `json:"rel_err_tcp_aware,omitempty"`
+	Parts      map[string]int64 `json:"parts_ns"`
+	DataWaitNs int64            `json:"data_wait_ns"`
+	VerifyNs   int64            `json:"verify_ns"`
 }
 
 // Attribute decomposes every communication phase whose |error| against
@@ -63,7 +67,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			meas[job.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase}] = p
 		}
 	}
-	ideal, tcp := byKey(in.Ideal), byKey(in.TCPAware)
+	ideal, tcp, replay := byKey(in.Ideal), byKey(in.TCPAware), byKey(in.Replay)
 	var out []Attribution
 	for _, c := range in.Calibrated {
 		k := job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
@@ -82,10 +86,14 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		m := meas[k]
 		a := Attribution{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase, IdealNs: id.PredictedNs, CalibratedNs: c.PredictedNs,
 			MeasuredNs: c.MeasuredNs, RelErr: c.RelErr, Parts: map[string]int64{}, DataWaitNs: m.WaitDataNs, VerifyNs: m.VerifyNs}
-		modelTCP := int64(0)
+		modelTCP, drift := int64(0), int64(0)
 		if hasTCP {
 			a.TCPAwareNs, a.RelErrTCP = tc.PredictedNs, tc.RelErr
 			modelTCP = tc.PredictedNs - c.PredictedNs
+			if r, ok := replay[k]; ok && r.PredictedNs > 0 {
+				a.ReplayNs = r.PredictedNs
+				drift = r.PredictedNs - tc.PredictedNs
+			}
 		}
 		from, to := t0+m.StartNs, t0+m.EndNs
 		rto, retrans := in.tcpDuring(c.Job, from, to)
@@ -100,6 +108,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		}{
 			{PartFraming, a.CalibratedNs - a.IdealNs},
 			{PartTCP, modelTCP},
+			{PartDrift, drift},
 			{PartLateness, m.LatenessNs},
 			{PartSkew, max(0, m.SkewNs-m.LatenessNs)},
 			{PartHyStart, in.hystartCost(k)},
@@ -110,7 +119,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		left := gap
 		for _, p := range parts {
 			v := p.ns
-			if p.name != PartFraming && p.name != PartTCP { // the models' own figures, never capped
+			if p.name != PartFraming && p.name != PartTCP && p.name != PartDrift { // the models' own figures, never capped
 				v = max(0, min(v, left))
 			}
 			a.Parts[p.name] = v

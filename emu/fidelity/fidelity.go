@@ -149,6 +149,10 @@ type Inputs struct {
 	// three models; the accuracy line and the attribution judge the
 	// TCP-aware one when there is one.
 	Ideal, Calibrated, TCPAware []record.Comparison
+	// Replay is the measurement against the TCP-aware model replayed with
+	// every phase started when it really did (flowmodel.Replay); the
+	// attribution's drift is its time minus the TCP-aware model's.
+	Replay []record.Comparison
 	// ModelUplinkBytes is, per ToR uplink, the payload the TCP-aware
 	// model's paths put on it (the ideal model's without one).
 	ModelUplinkBytes map[string]float64
@@ -471,7 +475,7 @@ func accuracy(in *Inputs) Line {
 	for _, o := range []struct {
 		name string
 		cs   []record.Comparison
-	}{{"calibrated", in.Calibrated}, {"ideal", in.Ideal}} {
+	}{{"calibrated", in.Calibrated}, {"ideal", in.Ideal}, {"TCP-aware with the measured phase starts", in.Replay}} {
 		if o.name == name {
 			continue
 		}

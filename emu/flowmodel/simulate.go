@@ -269,3 +269,49 @@ func UnlimitedLinks(f scenario.Fabric) string {
 	return fmt.Sprintf("the fabric's links are unlimited (%s not set), so the flow model cannot predict transfer times: every transfer without a rate cap takes no time, and only compute counts. Set %s to the rates to emulate, e.g. 1Gbit",
 		set, set)
 }
+
+// Replay predicts a clock-mode plan again with every phase released when
+// the emulation started it (starts: ns from time zero, per phase) instead
+// of when the plan said, circuits still switching at the plan's instants.
+// A phase still starts no earlier than its predecessor ends in the model.
+// Against Simulate's prediction it shows how much of a phase's time came
+// from what ran beside it once the phases had drifted from the plan: the
+// attribution's drift. Barrier plans have no fixed instants to replay
+// against: nil, nil.
+func Replay(p *plan.Plan, s *scenario.Scenario, m Model, starts map[plan.Key]int64) (*record.Run, error) {
+	if p.Mode != plan.ModeClock || len(p.Stages) == 0 {
+		return nil, nil
+	}
+	q := *p
+	q.Stages = make([]plan.Stage, len(p.Stages))
+	for i, st := range p.Stages {
+		q.Stages[i] = st
+		q.Stages[i].Activities = nil
+	}
+	// stageAt is the last stage that starts at or before t.
+	stageAt := func(t int64) int {
+		i := 0
+		for i+1 < len(q.Stages) && q.Stages[i+1].StartNs <= t {
+			i++
+		}
+		return i
+	}
+	for i, st := range p.Stages {
+		for _, a := range st.Activities {
+			k := plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: plan.ActivityPhase(a)}
+			si := i
+			if t, ok := starts[k]; ok {
+				t = max(t, 0)
+				a.StartNs = &t
+				si = stageAt(t)
+			}
+			q.Stages[si].Activities = append(q.Stages[si].Activities, a)
+		}
+	}
+	run, err := SimulateModel(&q, s, m)
+	if err != nil {
+		return nil, fmt.Errorf("replay at the measured starts: %w", err)
+	}
+	run.Source += "-replay"
+	return run, nil
+}

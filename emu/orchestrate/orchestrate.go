@@ -90,6 +90,11 @@ type Result struct {
 	// long-idle connections) and CompareTCPAware the measurement against it.
 	TCPAware        *record.Run  `json:"tcp_aware,omitempty"`
 	CompareTCPAware []Comparison `json:"comparison_tcp_aware,omitempty"`
+	// Replay is the TCP-aware model again, every phase released when the
+	// emulation started it (clock plans; flowmodel.Replay), and
+	// CompareReplay the measurement against it.
+	Replay        *record.Run  `json:"replay,omitempty"`
+	CompareReplay []Comparison `json:"comparison_replay,omitempty"`
 	// INC is what the ToR aggregators decided for each INC job.
 	INC     []Admission      `json:"inc,omitempty"`
 	Outcome *workers.Outcome `json:"-"`
@@ -191,8 +196,18 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	}
 	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
 	meas.Reconfigurations = pred.Reconfigurations
-	return &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), INC: adm, Outcome: out,
-		Calibrated: cal, CompareCalibrated: compare(cal, meas), TCPAware: tcp, CompareTCPAware: compare(tcp, meas)}, nil
+	res := &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), INC: adm, Outcome: out,
+		Calibrated: cal, CompareCalibrated: compare(cal, meas), TCPAware: tcp, CompareTCPAware: compare(tcp, meas)}
+	starts := map[plan.Key]int64{}
+	for _, ph := range meas.Phases {
+		starts[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs
+	}
+	if res.Replay, err = flowmodel.Replay(p, s, flowmodel.TCPAware, starts); err != nil && o.Log != nil {
+		o.Log.Warn("no replay of the TCP-aware model at the measured starts", "err", err)
+	} else if err == nil && res.Replay != nil {
+		res.CompareReplay = compare(res.Replay, meas)
+	}
+	return res, nil
 }
 
 // reportStages makes the run tell the user which stage it is in: barrier

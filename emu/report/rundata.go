@@ -45,15 +45,19 @@ type RunData struct {
 	// uplink_bytes are the model's (the paths line of the verdict).
 	UplinkBytes map[string]uint64 `json:"uplink_bytes,omitempty"`
 
-	Prediction           *record.Run            `json:"prediction"`
-	Calibrated           *record.Run            `json:"prediction_calibrated,omitempty"`
-	TCPAware             *record.Run            `json:"prediction_tcp_aware,omitempty"`
-	Measurement          *record.Run            `json:"measurement"`
-	Comparison           []record.Comparison    `json:"comparison"`
-	ComparisonCalibrated []record.Comparison    `json:"comparison_calibrated,omitempty"`
-	ComparisonTCPAware   []record.Comparison    `json:"comparison_tcp_aware,omitempty"`
-	Verdict              fidelity.Verdict       `json:"verdict"`
-	Attribution          []fidelity.Attribution `json:"attribution"`
+	Prediction           *record.Run         `json:"prediction"`
+	Calibrated           *record.Run         `json:"prediction_calibrated,omitempty"`
+	TCPAware             *record.Run         `json:"prediction_tcp_aware,omitempty"`
+	Measurement          *record.Run         `json:"measurement"`
+	Comparison           []record.Comparison `json:"comparison"`
+	ComparisonCalibrated []record.Comparison `json:"comparison_calibrated,omitempty"`
+	ComparisonTCPAware   []record.Comparison `json:"comparison_tcp_aware,omitempty"`
+	// Replay is the TCP-aware model with every phase started when the
+	// emulation started it (the attribution's drift), clock plans only.
+	Replay           *record.Run            `json:"prediction_replay,omitempty"`
+	ComparisonReplay []record.Comparison    `json:"comparison_replay,omitempty"`
+	Verdict          fidelity.Verdict       `json:"verdict"`
+	Attribution      []fidelity.Attribution `json:"attribution"`
 }
 
 // Series are the run's time series, t_ns from time zero.

@@ -1,0 +1,84 @@
+package flowmodel
+
+import (
+	"testing"
+
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+func phaseOf(run *record.Run, job string, it int, phase string) (record.Phase, bool) {
+	for _, ph := range run.Phases {
+		if ph.Job == job && ph.Iteration == it && ph.Phase == phase {
+			return ph, true
+		}
+	}
+	return record.Phase{}, false
+}
+
+func TestReplay(t *testing.T) {
+	s := scen(t, "fabric: {kind: ocs, racks: 2, servers_per_rack: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	at := func(ns int64) *int64 { return &ns }
+	// Two jobs push S over the one circuit, a at 0 and b at 2 s: alone,
+	// each takes 1 s.
+	p := &plan.Plan{Mode: plan.ModeClock,
+		Jobs: []plan.Job{{Name: "a", Pattern: "ps", Workers: []string{"r0s0", "r1s0"}, PS: "r0s0", Bytes: S, Iterations: 1},
+			{Name: "b", Pattern: "ps", Workers: []string{"r0s1", "r1s1"}, PS: "r0s1", Bytes: S, Iterations: 1}},
+		Stages: []plan.Stage{
+			{DurationNs: 2000 * ms, Circuits: []circuit.Circuit{c("tor0:0", "tor1:0")},
+				Activities: []plan.Activity{act("a", 0, "compute"), act("a", 0, "push"), act("a", 0, "pull"), act("b", 0, "compute")}},
+			{StartNs: 2000 * ms, DurationNs: 10000 * ms, Circuits: []circuit.Circuit{c("tor0:0", "tor1:0")},
+				Activities: []plan.Activity{{Job: "b", Iteration: 0, Phase: "push", StartNs: at(2000 * ms)}, act("b", 0, "pull")}},
+		},
+	}
+	if err := plan.Check(p, s); err != nil {
+		t.Fatal(err)
+	}
+	pred, err := SimulateModel(p, s, Ideal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Replayed at the model's own starts, nothing changes.
+	own := map[plan.Key]int64{}
+	for _, ph := range pred.Phases {
+		own[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs
+	}
+	same, err := Replay(p, s, Ideal, own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ph := range pred.Phases {
+		r, ok := phaseOf(same, ph.Job, ph.Iteration, ph.Phase)
+		if !ok || r.StartNs != ph.StartNs || r.EndNs != ph.EndNs {
+			t.Errorf("%s %d %s: replay at the model's starts %+v, prediction %+v", ph.Job, ph.Iteration, ph.Phase, r, ph)
+		}
+	}
+	// b's push really started at 0.5 s, half-way through a's: from then
+	// they share the circuit, a ends at 1.5 s and b at 2 s.
+	drifted, err := Replay(p, s, Ideal, map[plan.Key]int64{{Job: "b", Iteration: 0, Phase: "push"}: 500 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		job        string
+		start, end int64
+	}{{"a", 0, 1500 * ms}, {"b", 500 * ms, 2000 * ms}} {
+		ph, ok := phaseOf(drifted, tc.job, 0, "push")
+		if !ok || !near(ph.StartNs, tc.start) || !near(ph.EndNs, tc.end) {
+			t.Errorf("%s push replayed: %+v, want [%d, %d] ms", tc.job, ph, tc.start/ms, tc.end/ms)
+		}
+	}
+	if p, _ := phaseOf(pred, "b", 0, "push"); p.StartNs != 2000*ms {
+		t.Errorf("Replay changed the plan it was given: b push now starts at %d", p.StartNs)
+	}
+	if again, _ := SimulateModel(p, s, Ideal); again.Phases[0] != pred.Phases[0] || again.MakespanNs != pred.MakespanNs {
+		t.Error("Replay changed the plan it was given")
+	}
+	// A barrier plan has no instants to replay against.
+	b := *p
+	b.Mode = plan.ModeBarrier
+	if r, err := Replay(&b, s, Ideal, own); r != nil || err != nil {
+		t.Errorf("barrier plan replayed: %v %v", r, err)
+	}
+}
