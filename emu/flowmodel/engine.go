@@ -53,6 +53,9 @@ type Options struct {
 	// multi-hop topology (16,000 flows in one component) then costs
 	// seconds instead of minutes, each completion late by under CoalesceNs.
 	CoalesceNs int64
+	// PerRank lets the ranks of collective and parameter-server jobs run
+	// on their own instead of in lockstep (perrank.go; clock plans).
+	PerRank bool
 }
 
 // Sim is one fluid simulation in progress.

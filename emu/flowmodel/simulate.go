@@ -38,6 +38,7 @@ func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, er
 	if m == Calibrated || m == TCPAware {
 		opt.Goodput = Framing(s.Fabric.MTU).Goodput()
 	}
+	opt.PerRank = m == Calibrated || m == TCPAware
 	if m == TCPAware {
 		opt.SlowStart = SlowStartFor(s.Fabric)
 		opt.TCP = TCPModelFor(s.Fabric)
@@ -53,7 +54,12 @@ func SimulateWith(p *plan.Plan, s *scenario.Scenario, opt Options) (*record.Run,
 
 func simulate(p *plan.Plan, s *scenario.Scenario, opt Options, m Model) (*record.Run, error) {
 	opt.ASAP, opt.DelayNs = false, DelayOf(p, s)
-	sim := New(s.Fabric, p.Jobs, opt)
+	jobs := p.Jobs
+	var pr *perRank
+	if opt.PerRank && p.Mode == plan.ModeClock {
+		pr, jobs = newPerRank(p)
+	}
+	sim := New(s.Fabric, jobs, opt)
 	stages := make([]record.Stage, len(p.Stages))
 	for si := range p.Stages {
 		st := &p.Stages[si]
@@ -68,7 +74,19 @@ func simulate(p *plan.Plan, s *scenario.Scenario, opt Options, m Model) (*record
 			if a.StartNs != nil {
 				nb = max(nb, *a.StartNs)
 			}
-			if err := sim.Release(a.Job, plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: plan.ActivityPhase(a)}, nb, &a); err != nil {
+			k := plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: plan.ActivityPhase(a)}
+			if pr != nil {
+				if tasks, ok := pr.tasksOf(a.Job, k); ok {
+					pr.release[k] = nb
+					for _, t := range tasks {
+						if err := sim.Release(a.Job, plan.Key{Job: a.Job, Phase: t}, nb, &a); err != nil {
+							return nil, fmt.Errorf("stage %d: %w", si, err)
+						}
+					}
+					continue
+				}
+			}
+			if err := sim.Release(a.Job, k, nb, &a); err != nil {
 				return nil, fmt.Errorf("stage %d: %w", si, err)
 			}
 		}
@@ -88,6 +106,9 @@ func simulate(p *plan.Plan, s *scenario.Scenario, opt Options, m Model) (*record
 		return nil, err
 	}
 	run := sim.Result()
+	if pr != nil {
+		pr.fold(run)
+	}
 	run.Stages = stages
 	if m != Ideal {
 		run.Source = "flow-model-" + string(m)

@@ -304,8 +304,12 @@ func compare(pred, meas *record.Run) []Comparison {
 		if md == 0 {
 			md = m.EndNs - m.StartNs
 		}
+		pd := p.DurationNs
+		if pd == 0 {
+			pd = p.EndNs - p.StartNs
+		}
 		c := Comparison{Job: m.Job, Iteration: m.Iteration, Phase: m.Phase,
-			PredictedNs: p.EndNs - p.StartNs, MeasuredNs: md, PredEndNs: p.EndNs, MeasEndNs: m.EndNs}
+			PredictedNs: pd, MeasuredNs: md, PredEndNs: p.EndNs, MeasEndNs: m.EndNs}
 		if c.PredictedNs > 0 {
 			c.RelErr = float64(c.MeasuredNs-c.PredictedNs) / float64(c.PredictedNs)
 		}

@@ -1,0 +1,81 @@
+package flowmodel
+
+import (
+	"testing"
+
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// a2aPlan: an all-to-all job x of ranks a=r0s0, b=r1s0 and c=r2s0, one
+// circuit between each pair of racks, flows of S (1 s alone at 1 Gbit/s),
+// two iterations after 100 ms of compute; with background, job bg
+// exchanges 10 S each way between r1s1 and r2s1, over the circuit b and c
+// use, so b<->c get half of it.
+func a2aPlan(background bool) *plan.Plan {
+	p := &plan.Plan{Mode: plan.ModeClock,
+		Jobs: []plan.Job{{Name: "x", Pattern: "alltoall", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 3 * S, ComputeNs: 100 * ms, Iterations: 2}},
+		Stages: []plan.Stage{{DurationNs: 100_000 * ms, Circuits: []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor0:1", "tor2:0"), c("tor1:1", "tor2:1")},
+			Activities: []plan.Activity{act("x", 0, "compute"), act("x", 0, "alltoall"), act("x", 1, "compute"), act("x", 1, "alltoall")}}},
+	}
+	if background {
+		p.Jobs = append(p.Jobs, plan.Job{Name: "bg", Pattern: "alltoall", Workers: []string{"r1s1", "r2s1"}, Bytes: 20 * S, Iterations: 1})
+		p.Stages[0].Activities = append(p.Stages[0].Activities, act("bg", 0, "compute"), act("bg", 0, "alltoall"))
+	}
+	return p
+}
+
+func phasesOf(t *testing.T, run *record.Run, job string) map[string]record.Phase {
+	t.Helper()
+	out := map[string]record.Phase{}
+	for _, ph := range run.Phases {
+		if ph.Job == job {
+			out[ph.Phase+string(rune('0'+ph.Iteration))] = ph
+		}
+	}
+	return out
+}
+
+func TestPerRankAllToAll(t *testing.T) {
+	s := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	simulateBoth := func(p *plan.Plan) (lock, per map[string]record.Phase) {
+		if err := plan.Check(p, s); err != nil {
+			t.Fatal(err)
+		}
+		l, err := simulate(p, s, Options{}, Ideal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := simulate(p, s, Options{PerRank: true}, Ideal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return phasesOf(t, l, "x"), phasesOf(t, r, "x")
+	}
+	type span struct{ start, end, dur int64 } // ms
+	check := func(name string, got map[string]record.Phase, want map[string]span) {
+		t.Helper()
+		for k, w := range want {
+			g, ok := got[k]
+			if !ok || !near(g.StartNs, w.start*ms) || !near(g.EndNs, w.end*ms) || !near(g.DurationNs, w.dur*ms) && !(g.DurationNs == 0 && near(g.EndNs-g.StartNs, w.dur*ms)) {
+				t.Errorf("%s %s: [%d, %d] ms, duration %d ms; want [%d, %d], %d", name, k, g.StartNs/ms, g.EndNs/ms, g.DurationNs/ms, w.start, w.end, w.dur)
+			}
+		}
+	}
+	// Alone, every flow has its circuit: each exchange takes 1 s, and
+	// ranks on their own do what ranks in lockstep do.
+	lock, per := simulateBoth(a2aPlan(false))
+	alone := map[string]span{"compute0": {0, 100, 100}, "alltoall0": {100, 1100, 1000}, "compute1": {1100, 1200, 100}, "alltoall1": {1200, 2200, 1000}}
+	check("alone, lockstep", lock, alone)
+	check("alone, per rank", per, alone)
+	// With the background exchange, b<->c take 2 s, a's four flows 1 s.
+	// Lockstep: everyone waits for b and c (exchange 0 ends at 2.1 s) and
+	// exchange 1 runs 2.2-4.2 s. Per rank: a is done at 1.1 s, computes,
+	// and from 1.2 s sends to b and c (done at 2.2 s); b and c start at
+	// 2.2 s, b->a and c->a end at 3.2 s, b<->c at 4.2 s. Each rank spent
+	// 2 s in exchange 1 (a: 1.2-3.2, waiting for b and c's flows to it).
+	lock, per = simulateBoth(a2aPlan(true))
+	check("background, lockstep", lock, map[string]span{"alltoall0": {100, 2100, 2000}, "compute1": {2100, 2200, 100}, "alltoall1": {2200, 4200, 2000}})
+	check("background, per rank", per, map[string]span{"alltoall0": {100, 2100, 2000}, "compute1": {1100, 2200, 100}, "alltoall1": {1200, 4200, 2000}})
+}
