@@ -29,6 +29,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 	"github.com/ocsemu/ocsemu/workers"
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // sampleEvery is how often the host and the shapers are read.
@@ -124,6 +125,14 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	in.Flows = flowsOf(res.Outcome.Phases)
 	if res.TCPAware != nil {
 		in.ModelUplinkBytes = res.TCPAware.UplinkBytes
+		for _, ph := range res.TCPAware.Phases {
+			if ph.SkewNs > 0 {
+				if in.ModelSkewNs == nil {
+					in.ModelSkewNs = map[job.Key]int64{}
+				}
+				in.ModelSkewNs[job.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.SkewNs
+			}
+		}
 	} else if res.Prediction != nil {
 		in.ModelUplinkBytes = res.Prediction.UplinkBytes
 	}

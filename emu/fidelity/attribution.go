@@ -23,7 +23,7 @@ const (
 	PartTCP      = "tcp"      // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
 	PartDrift    = "drift"    // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
 	PartLateness = "lateness" // the latest rank's start after it could start
-	PartSkew     = "skew"     // the rest of the spread of the ranks' starts
+	PartSkew     = "skew"     // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
 	PartHyStart  = "hystart"  // how much longer the flows cubic's HyStart cut short took than the others
 	PartRTO      = "rto"      // time in RTO recovery on the job's connections (TCP_INFO)
 	PartLoss     = "loss"     // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
@@ -110,7 +110,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartTCP, modelTCP},
 			{PartDrift, drift},
 			{PartLateness, m.LatenessNs},
-			{PartSkew, max(0, m.SkewNs-m.LatenessNs)},
+			{PartSkew, max(0, m.SkewNs-m.LatenessNs-in.ModelSkewNs[k])},
 			{PartHyStart, in.hystartCost(k)},
 			{PartRTO, rto},
 			{PartLoss, lossNs},

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/emu/hoststat"
+	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
@@ -278,6 +279,13 @@ func TestAttributeAgainstTCPAware(t *testing.T) {
 		if a.Parts[PartDrift] != tc.drift || a.Parts[PartResidual] != tc.residual || a.ReplayNs != tc.replay {
 			t.Errorf("replay %d ms: drift %d, residual %d, want %d, %d", tc.replay/ms, a.Parts[PartDrift], a.Parts[PartResidual], tc.drift, tc.residual)
 		}
+	}
+	// The model's own ranks started 1.5 ms apart: only the 0.5 ms of skew
+	// beyond that is measured skew; the residual keeps the rest.
+	withSkew := in(260 * ms)
+	withSkew.ModelSkewNs = map[job.Key]int64{{Job: "j", Phase: "alltoall"}: 1500_000}
+	if a := Attribute(withSkew, 0)[0]; a.Parts[PartSkew] != 500_000 || a.Parts[PartResidual] != 30500_000 {
+		t.Errorf("model skew 1.5 ms: skew %d, residual %d", a.Parts[PartSkew], a.Parts[PartResidual])
 	}
 }
 

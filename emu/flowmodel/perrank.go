@@ -141,7 +141,7 @@ func (pr *perRank) tasksOf(jobName string, k plan.Key) ([]string, bool) {
 // phases, timed as the emulation times them: from the first rank's start
 // to the last rank's end, DurationNs the longest time one rank spent in
 // the phase (a rank starts an exchange when it could: its compute done and
-// the phase released).
+// the phase released), SkewNs the spread of the ranks' starts.
 func (pr *perRank) fold(run *record.Run) {
 	if len(pr.jobs) == 0 {
 		return
@@ -197,6 +197,7 @@ func (pr *perRank) fold(run *record.Run) {
 			}
 			ph := record.Phase{Job: name, Iteration: k.Iteration, Phase: k.Phase, Rank: -1, StartNs: first, EndNs: last, Bytes: bytes}
 			rel, released := pr.release[k]
+			lastStart := int64(-1)
 			for r, end := range rankEnd {
 				st := rankStart[r]
 				if k.Phase != job.PhaseCompute {
@@ -213,7 +214,9 @@ func (pr *perRank) fold(run *record.Run) {
 				}
 				ph.StartNs = min(ph.StartNs, st)
 				ph.DurationNs = max(ph.DurationNs, end-st)
+				lastStart = max(lastStart, st)
 			}
+			ph.SkewNs = lastStart - ph.StartNs
 			kept = append(kept, ph)
 			prevEnd = rankEnd
 		}

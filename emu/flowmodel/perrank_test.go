@@ -78,4 +78,7 @@ func TestPerRankAllToAll(t *testing.T) {
 	lock, per = simulateBoth(a2aPlan(true))
 	check("background, lockstep", lock, map[string]span{"alltoall0": {100, 2100, 2000}, "compute1": {2100, 2200, 100}, "alltoall1": {2200, 4200, 2000}})
 	check("background, per rank", per, map[string]span{"alltoall0": {100, 2100, 2000}, "compute1": {1100, 2200, 100}, "alltoall1": {1200, 4200, 2000}})
+	if got := per["alltoall1"].SkewNs; !near(got, 1000*ms) {
+		t.Errorf("per-rank exchange 1: ranks started %d ms apart, want 1000 (a at 1.2 s, b and c at 2.2 s)", got/ms)
+	}
 }
