@@ -30,6 +30,7 @@ import (
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 	"github.com/ocsemu/ocsemu/workers"
 	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 // sampleEvery is how often the host and the shapers are read.
@@ -125,13 +126,9 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	in.Flows = flowsOf(res.Outcome.Phases)
 	if res.TCPAware != nil {
 		in.ModelUplinkBytes = res.TCPAware.UplinkBytes
+		in.ModelPhases = map[job.Key]record.Phase{}
 		for _, ph := range res.TCPAware.Phases {
-			if ph.SkewNs > 0 {
-				if in.ModelSkewNs == nil {
-					in.ModelSkewNs = map[job.Key]int64{}
-				}
-				in.ModelSkewNs[job.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.SkewNs
-			}
+			in.ModelPhases[job.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph
 		}
 	} else if res.Prediction != nil {
 		in.ModelUplinkBytes = res.Prediction.UplinkBytes

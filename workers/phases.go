@@ -109,8 +109,11 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			err = r.inc.AllReduce(ctx, data)
 			s1 := r.inc.Stats()
 			rec.Bytes = int64(s1.Bytes - s0.Bytes)
-			rec.Note = fmt.Sprintf("inc: %d blocks sent, %d resent, %d window decreases, window %d", s1.Sent-s0.Sent-(s1.Retransmits-s0.Retransmits),
-				s1.Retransmits-s0.Retransmits, s1.Decreases-s0.Decreases, s1.Window)
+			if n := s1.RTTSamples - s0.RTTSamples; n > 0 {
+				rec.INCRTTNs = int64(s1.RTTSum-s0.RTTSum) / int64(n)
+			}
+			rec.Note = fmt.Sprintf("inc: %d blocks sent, %d resent, %d window decreases, window %d, mean round trip %.2f ms", s1.Sent-s0.Sent-(s1.Retransmits-s0.Retransmits),
+				s1.Retransmits-s0.Retransmits, s1.Decreases-s0.Decreases, s1.Window, float64(rec.INCRTTNs)/1e6)
 		case key.Phase == job.PhasePull && inc:
 			// The push was the whole in-network all-reduce: pull only checks.
 			check = func() error { return collective.CheckSum(data, r.n, it) }

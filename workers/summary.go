@@ -54,6 +54,7 @@ type PhaseStat struct {
 	SkewNs       int64 `json:"skew_ns,omitempty"`
 	LatenessNs   int64 `json:"lateness_ns,omitempty"`
 	VerifyNs     int64 `json:"verify_ns,omitempty"`
+	INCRTTNs     int64 `json:"inc_rtt_ns,omitempty"`
 }
 
 // JobStat is one job's completion.
@@ -110,6 +111,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 			a.LatenessNs = max(a.LatenessNs, r.StartNs-r.GateNs)
 		}
 		a.VerifyNs = max(a.VerifyNs, r.VerifyNs)
+		a.INCRTTNs = max(a.INCRTTNs, r.INCRTTNs)
 		if r.Verified {
 			a.verified++
 		}
@@ -159,7 +161,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		stats = append(stats, st)
 		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
 			StartNs: st.StartNs, EndNs: st.EndNs, DurationNs: st.DurationNs,
-			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, VerifyNs: st.VerifyNs})
+			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs})
 		if j != nil {
 			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
 		}

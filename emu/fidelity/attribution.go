@@ -110,7 +110,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartTCP, modelTCP},
 			{PartDrift, drift},
 			{PartLateness, m.LatenessNs},
-			{PartSkew, max(0, m.SkewNs-m.LatenessNs-in.ModelSkewNs[k])},
+			{PartSkew, max(0, m.SkewNs-m.LatenessNs-in.ModelPhases[k].SkewNs)},
 			{PartHyStart, in.hystartCost(k)},
 			{PartRTO, rto},
 			{PartLoss, lossNs},

@@ -153,11 +153,11 @@ type Inputs struct {
 	// every phase started when it really did (flowmodel.Replay); the
 	// attribution's drift is its time minus the TCP-aware model's.
 	Replay []record.Comparison
-	// ModelSkewNs is, per phase, the spread of the ranks' starts the
-	// TCP-aware model itself predicts (its ranks run on their own in
-	// all-to-all jobs); the attribution's skew is what was measured beyond
-	// it.
-	ModelSkewNs map[job.Key]int64
+	// ModelPhases are the TCP-aware model's phase records, for the spread
+	// of the ranks' starts it predicts itself (its ranks run on their own
+	// in all-to-all jobs): the attribution's skew is what was measured
+	// beyond it.
+	ModelPhases map[job.Key]record.Phase
 	// ModelUplinkBytes is, per ToR uplink, the payload the TCP-aware
 	// model's paths put on it (the ideal model's without one).
 	ModelUplinkBytes map[string]float64

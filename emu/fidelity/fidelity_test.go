@@ -283,7 +283,7 @@ func TestAttributeAgainstTCPAware(t *testing.T) {
 	// The model's own ranks started 1.5 ms apart: only the 0.5 ms of skew
 	// beyond that is measured skew; the residual keeps the rest.
 	withSkew := in(260 * ms)
-	withSkew.ModelSkewNs = map[job.Key]int64{{Job: "j", Phase: "alltoall"}: 1500_000}
+	withSkew.ModelPhases = map[job.Key]record.Phase{{Job: "j", Phase: "alltoall"}: {SkewNs: 1500_000}}
 	if a := Attribute(withSkew, 0)[0]; a.Parts[PartSkew] != 500_000 || a.Parts[PartResidual] != 30500_000 {
 		t.Errorf("model skew 1.5 ms: skew %d, residual %d", a.Parts[PartSkew], a.Parts[PartResidual])
 	}

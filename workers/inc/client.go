@@ -66,6 +66,10 @@ type Stats struct {
 	// Bytes is what the client handed to the socket (INC header and
 	// elements; retransmissions included).
 	Bytes uint64
+	// RTTSum and RTTSamples add up the round trips of the results timed
+	// (blocks sent once, Karn): a block to its sum.
+	RTTSum     time.Duration
+	RTTSamples uint64
 }
 
 // Client all-reduces through one aggregator. It is not safe for
@@ -261,6 +265,8 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 			rtt := time.Since(p.sent)
 			c.rttvar = (3*c.rttvar + (c.srtt - rtt).Abs()) / 4
 			c.srtt = (7*c.srtt + rtt) / 8
+			c.stats.RTTSum += rtt
+			c.stats.RTTSamples++
 		}
 		left--
 		inflight--

@@ -112,7 +112,15 @@ var pool = wire.Config{Slots: 256, Capacity: 4}
 func TestFlatAllReduce(t *testing.T) {
 	e, a := aggregator(t, pool, nil, wire.JobConfig{ID: 1, ToRs: 1})
 	// 3 iterations of a size that ends in a short tail packet.
-	allReduce(t, 1, []rack{{a, 3}}, 10*wire.MaxElems+17, 3, 0, 16, false)
+	cs := allReduce(t, 1, []rack{{a, 3}}, 10*wire.MaxElems+17, 3, 0, 16, false)
+	// Each worker timed the round trips of the blocks it sent once: at
+	// most its 33 blocks, at least one, each between a microsecond and
+	// the stall limit.
+	for w, c := range cs {
+		if c.RTTSamples == 0 || c.RTTSamples > c.Sent || c.RTTSum < time.Duration(c.RTTSamples)*time.Microsecond || c.RTTSum > time.Duration(c.RTTSamples)*30*time.Second {
+			t.Errorf("worker %d: %d round trips summing to %v for %d blocks sent", w, c.RTTSamples, c.RTTSum, c.Sent)
+		}
+	}
 	// Retransmissions may happen (a slow machine, the race detector), but
 	// are never counted: 3 workers' elements, 33 sums.
 	st := e.Stats()

@@ -20,13 +20,18 @@ type Phase struct {
 	// Measured only (emulation), what the time is made of, ns:
 	// WaitDataNs is how long the first rank waited for the phase's data to
 	// exist (a pull's sum at the server; the phase is timed from then),
-	// SkewNs the spread of the ranks' starts, LatenessNs the largest time
+	// SkewNs the spread of the ranks' starts (the models' per-rank
+	// all-to-all predicts it too), LatenessNs the largest time
 	// a rank started after it could (gate open and previous phase done),
 	// VerifyNs the longest verification of the result (outside the phase).
 	WaitDataNs int64 `json:"wait_data_ns,omitempty"`
 	SkewNs     int64 `json:"skew_ns,omitempty"`
 	LatenessNs int64 `json:"lateness_ns,omitempty"`
 	VerifyNs   int64 `json:"verify_ns,omitempty"`
+	// INCRTTNs is an in-network aggregation push's round trip, a block to
+	// its sum, measured: the largest of the workers' means (by Little's
+	// law the window over it is the tree's rate).
+	INCRTTNs int64 `json:"inc_rtt_ns,omitempty"`
 }
 
 // Stage is when one plan stage ran.
