@@ -66,8 +66,12 @@ rate, and, if the scenario has jobs, plans them with its scheduler (or runs
 --plan), predicts the plan with the flow model, runs it with real workers
 gated by the plan, and prints measured beside predicted. Each run's results
 go to a directory of its own, results/<lab>/<date-time>/ (results/<lab>/latest
-points at the newest). The lab is destroyed again, also on Ctrl-C or failure.`,
-		Example: "  sudo emu run\n  sudo emu run scenarios/quickstart.yaml --duration 5s",
+points at the newest). The lab is destroyed again, also on Ctrl-C or failure.
+
+TCP shares links differently from run to run: --repeat N runs the scenario N
+times and summarises the set (each phase's median and range against the
+models) in results/<lab>/repeat-<date-time>/.`,
+		Example: "  sudo emu run\n  sudo emu run scenarios/quickstart.yaml --duration 5s\n  sudo emu run plan-demo --repeat 5",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			arg := ""
