@@ -242,6 +242,9 @@ func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string,
 		a.progress("run %d of %d", i, n)
 		dir, err := a.runOnce(ctx, s, src, t, o)
 		if err != nil {
+			if len(dirs) >= 2 {
+				return fmt.Errorf("run %d of %d: %w (the %d runs before it are kept: emu compare --repeat %s summarises them)", i, n, err, len(dirs), strings.Join(dirs, " "))
+			}
 			return fmt.Errorf("run %d of %d: %w", i, n, err)
 		}
 		dirs = append(dirs, dir)
