@@ -27,7 +27,7 @@ run directory; what is missing is named.
 
 With --repeat the runs must be runs of one plan (as emu run --repeat makes):
 it prints each phase's measured median and range against the three models
-and how far single runs scatter, and writes no page.`,
+and how far single runs scatter, and writes that page (repeat.html, or -o).`,
 		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html\n  emu compare --repeat results/quickstart/2026*",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -36,7 +36,21 @@ and how far single runs scatter, and writes no page.`,
 				if err != nil {
 					return err
 				}
-				return t.WriteText(cmd.OutOrStdout())
+				if err := t.WriteText(cmd.OutOrStdout()); err != nil {
+					return err
+				}
+				if !cmd.Flags().Changed("output") {
+					out = report.RepeatPage
+				}
+				page, err := report.RenderRepeat(t)
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(out, page, 0o644); err != nil {
+					return fmt.Errorf("compare: %w", err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "\npage: %s\n", out)
+				return nil
 			}
 			t, err := report.CompareRuns(args)
 			if err != nil {

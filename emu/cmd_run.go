@@ -233,7 +233,7 @@ const maxRepeat = 50
 
 // runRepeated runs s n times, each deployed afresh into its own run
 // directory, then summarises the set into <results>/<lab>/repeat-<time>/
-// (repeat.txt, repeat.json, repeat.csv). It stops at the first failed
+// (repeat.txt, repeat.json, repeat.csv and the page repeat.html). It stops at the first failed
 // run; the runs before it keep their directories.
 func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string, t *topo.Topology, o runOpts, n int) error {
 	start := time.Now()
@@ -267,14 +267,19 @@ func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string,
 	if err := tab.WriteCSV(&csvb); err != nil {
 		return err
 	}
+	page, err := report.RenderRepeat(tab)
+	if err != nil {
+		return err
+	}
 	if err := errors.Join(
 		os.WriteFile(filepath.Join(set, "repeat.txt"), []byte(txt.String()), 0o644),
 		os.WriteFile(filepath.Join(set, report.RepeatCSV), []byte(csvb.String()), 0o644),
 		writeJSONFile(filepath.Join(set, report.RepeatFile), tab),
+		os.WriteFile(filepath.Join(set, report.RepeatPage), page, 0o644),
 	); err != nil {
 		return fmt.Errorf("write the set's summary: %w", err)
 	}
-	a.progress("%d runs summarised in %s (each run's own directory is beside it)", n, set)
+	a.progress("%d runs summarised in %s (open %s in a browser; each run's own directory is beside it)", n, set, report.RepeatPage)
 	return nil
 }
 

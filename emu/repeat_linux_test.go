@@ -67,7 +67,7 @@ func TestCLIRunRepeat(t *testing.T) {
 	if err := json.Unmarshal(data, &tab); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"repeat.txt", report.RepeatCSV} {
+	for _, f := range []string{"repeat.txt", report.RepeatCSV, report.RepeatPage} {
 		if _, err := os.Stat(filepath.Join(sets[0], f)); err != nil {
 			t.Error(err)
 		}

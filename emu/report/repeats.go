@@ -1,8 +1,11 @@
 package report
 
 import (
+	"bytes"
+	_ "embed"
 	"encoding/csv"
 	"fmt"
+	"html/template"
 	"io"
 	"math"
 	"path/filepath"
@@ -108,8 +111,9 @@ type RepeatTable struct {
 	PredMakespanNs int64       `json:"predicted_makespan_ns"`
 	Rows           []RepeatRow `json:"phases"`
 	Fits           []ModelFit  `json:"models"`
-	// SpreadMedian and SpreadMax summarise the communication phases'
-	// spreads; SpreadMaxPhase names the widest.
+	// SpreadMedian and SpreadMax summarise the spreads of the
+	// communication phases the model predicts; SpreadMaxPhase names the
+	// widest.
 	SpreadMedian   Float   `json:"spread_median"`
 	SpreadMax      float64 `json:"spread_max"`
 	SpreadMaxPhase string  `json:"spread_max_phase"`
@@ -213,7 +217,7 @@ func Repeats(runs []*Run) (*RepeatTable, error) {
 func (t *RepeatTable) fit(runs []*Run) {
 	var spreads []float64
 	for _, row := range t.Rows {
-		if row.Phase == job.PhaseCompute || math.IsNaN(float64(row.Spread)) {
+		if !predicted(row) || math.IsNaN(float64(row.Spread)) {
 			continue
 		}
 		spreads = append(spreads, float64(row.Spread))
@@ -293,6 +297,12 @@ func runName(dir string) string {
 		return filepath.Base(res)
 	}
 	return filepath.Base(dir)
+}
+
+// predicted reports whether a row is a communication phase the model
+// predicts (an INC pull moves nothing in the model: it has no time).
+func predicted(r RepeatRow) bool {
+	return r.Phase != job.PhaseCompute && r.Predicted[0] > 0
 }
 
 func phaseName(r RepeatRow) string {
@@ -426,4 +436,101 @@ func rangeOf(xs []Float) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f-%.1f%%", 100*slices.Min(v), 100*slices.Max(v))
+}
+
+//go:embed repeat.html.tmpl
+var repeatTmpl string
+
+// RepeatPage is what `emu run --repeat` writes beside repeat.json.
+const RepeatPage = "repeat.html"
+
+const (
+	rangeFill  = "#f2b8b9"
+	medianFill = "#8b1a1c"
+)
+
+// modelFills are the marks of Models' predictions.
+var modelFills = []string{"#999", "#4e79a7", "#000"}
+
+// rangeChart draws, per communication phase, the measured range as a bar
+// with its median and each model's prediction as ticks, on one axis of
+// phase time.
+func rangeChart(t *RepeatTable) compareChart {
+	const top, rowH, gap = 30.0, 14.0, 8.0
+	// The axis spans the figures shown, from a round 10 ms below 90% of
+	// the least: the ranges are what to compare, not their length.
+	var end int64
+	start := int64(math.MaxInt64)
+	for _, r := range t.Rows {
+		if !predicted(r) {
+			continue
+		}
+		end, start = max(end, r.MaxNs), min(start, r.MinNs)
+		for _, p := range r.Predicted {
+			if p > 0 {
+				end, start = max(end, p), min(start, p)
+			}
+		}
+	}
+	start = max(0, start*9/10/10_000_000*10_000_000)
+	ax := NewAxis(min(start, end), end, chartLeft+80, chartWidth-80)
+	c := compareChart{Width: chartLeft + chartWidth + 20}
+	y := top
+	tick := func(ns int64, fill, title string) {
+		c.Bars = append(c.Bars, bar{X: ax.X(ns) - 1, Y: y - 2, W: 3, H: rowH + 4, Fill: fill, Title: title})
+	}
+	for _, r := range t.Rows {
+		if !predicted(r) {
+			continue
+		}
+		name := phaseName(r)
+		c.Labels = append(c.Labels, label{X: chartLeft + 74, Y: y + rowH - 3, Text: fmt.Sprintf("%s %d %s", r.Job, r.Iteration, r.Phase)})
+		c.Bars = append(c.Bars, bar{X: ax.X(r.MinNs), Y: y, W: ax.W(r.MinNs, r.MaxNs), H: rowH, Fill: rangeFill,
+			Title: fmt.Sprintf("%s: measured %s-%s ms over %d runs", name, fmtMsF(float64(r.MinNs)), fmtMsF(float64(r.MaxNs)), r.Runs)})
+		for m, p := range r.Predicted {
+			if p > 0 {
+				tick(p, modelFills[m], fmt.Sprintf("%s: %s model %s ms (median measured %s)", name, Models[m], fmtMsF(float64(p)), pct(float64(r.Err[m]))))
+			}
+		}
+		tick(r.MedianNs, medianFill, fmt.Sprintf("%s: median measured %s ms", name, fmtMsF(float64(r.MedianNs))))
+		y += rowH + gap
+	}
+	c.AxisY = y
+	c.Ticks = ax.Ticks(10)
+	c.Height = y + 30
+	return c
+}
+
+// RenderRepeat builds the set's page: self-contained HTML, inline CSS and
+// SVG, every string escaped; runs link to their own reports beside it.
+func RenderRepeat(t *RepeatTable) ([]byte, error) {
+	tmpl, err := template.New("repeat").Funcs(template.FuncMap{
+		"msi":  func(ns int64) string { return msOrDash(ns) },
+		"upct": func(x any) string {
+			switch v := x.(type) {
+			case Float:
+				return pctUnsigned(float64(v))
+			case float64:
+				return pctUnsigned(v)
+			}
+			return "-"
+		},
+		"spct": func(x Float) string { return pct(float64(x)) },
+		"sign": func(x Float) string { return map[bool]string{true: "pos", false: "neg"}[float64(x) >= 0] },
+		"span": rangeOf,
+	}).Parse(repeatTmpl)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	pg := struct {
+		CSS   template.CSS
+		Title string
+		T     *RepeatTable
+		Chart compareChart
+	}{template.CSS(css), fmt.Sprintf("emu: %d runs of %s (%s)", len(t.Runs), t.Lab, t.Scheduler), t, rangeChart(t)}
+	if err := tmpl.Execute(&b, pg); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }

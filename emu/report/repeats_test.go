@@ -171,3 +171,41 @@ func TestRepeatsWithoutModels(t *testing.T) {
 		t.Errorf("read back %v: %+v", err, back.Rows)
 	}
 }
+
+func TestRenderRepeat(t *testing.T) {
+	a, b := fakeRun("runa", 120, fidelity.Pass), fakeRun("runb", 130, fidelity.Fail)
+	for _, r := range []*Run{a, b} {
+		r.Scenario.Name = "<lab>"
+	}
+	tab, err := Repeats([]*Run{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := RenderRepeat(tab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	html := string(page)
+	for _, want := range []string{
+		`<svg id="ranges"`,
+		`href="../runa/report.html"`, `href="../runb/report.html"`,
+		`&lt;lab&gt;`, // escaped
+		`j iteration 0 push: measured 120.0-130.0 ms over 2 runs`, // the range bar's title
+		`j iteration 0 push: tcp-aware model 120.0 ms (median measured &#43;4.2%)`,
+	} {
+		if !strings.Contains(html, want) {
+			t.Errorf("page lacks %q", want)
+		}
+	}
+	if strings.Contains(html, "<lab>") {
+		t.Error("the lab name is not escaped")
+	}
+	// One range bar per predicted communication phase (the compute phase
+	// has none), with three model marks and a median mark.
+	if n := strings.Count(html, `fill="`+rangeFill+`"><title>`); n != 1 {
+		t.Errorf("%d range bars, want 1", n)
+	}
+	if n := strings.Count(html, `fill="`+medianFill+`"><title>`); n != 1 {
+		t.Errorf("%d median marks, want 1", n)
+	}
+}
