@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -42,7 +43,7 @@ and how far single runs scatter, and writes that page (repeat.html, or -o).`,
 				if !cmd.Flags().Changed("output") {
 					out = report.RepeatPage
 				}
-				page, err := report.RenderRepeat(t)
+				page, err := report.RenderRepeat(t, filepath.Dir(out))
 				if err != nil {
 					return err
 				}

@@ -267,7 +267,7 @@ func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string,
 	if err := tab.WriteCSV(&csvb); err != nil {
 		return err
 	}
-	page, err := report.RenderRepeat(tab)
+	page, err := report.RenderRepeat(tab, set)
 	if err != nil {
 		return err
 	}

@@ -117,7 +117,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	workers.PrintStats(os.Stdout, collapseStats(res.Stats, dag, p), res.Jobs)
 	fmt.Println()
 	fmt.Println("== measured against the flow model's prediction (error = (measured - predicted) / predicted)")
-	fmt.Println("   ideal: the papers' fluid model at line rate; calibrated: with TCP framing; tcp-aware: also slow start, RTT-biased sharing, reconfiguration recovery (docs/fidelity.md)")
+	fmt.Println("   ideal: the papers' fluid model at line rate; calibrated: with TCP framing, all-to-all ranks on their own; tcp-aware: also slow start, RTT-biased sharing, reconfiguration recovery (docs/fidelity.md)")
 	byKey := func(cs []orchestrate.Comparison) map[job.Key]orchestrate.Comparison {
 		m := map[job.Key]orchestrate.Comparison{}
 		for _, c := range cs {

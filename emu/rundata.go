@@ -20,7 +20,9 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 	t0 := res.Outcome.T0
 	d := &report.RunData{TimeZeroNs: t0, Prediction: res.Prediction, Calibrated: res.Calibrated, Measurement: res.Measurement,
 		Comparison: res.Compare, ComparisonCalibrated: res.CompareCalibrated, TCPAware: res.TCPAware, ComparisonTCPAware: res.CompareTCPAware,
-		Replay: res.Replay, ComparisonReplay: res.CompareReplay, Verdict: fr.Verdict, Attribution: fr.Attribution}
+		Replay: res.Replay, ComparisonReplay: res.CompareReplay,
+		CalibratedLockstep: res.CalibratedLockstep, ComparisonCalibratedLockstep: res.CompareCalibratedLockstep,
+		Verdict: fr.Verdict, Attribution: fr.Attribution}
 	if data, err := os.ReadFile(filepath.Join(dir, report.MetaFile)); err == nil {
 		var m report.Meta
 		if json.Unmarshal(data, &m) == nil {

@@ -118,7 +118,8 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	fr := &fidelityResult{}
 	t0 := res.Outcome.T0
 	end := t0 + res.Measurement.MakespanNs
-	in := &fidelity.Inputs{Measurement: res.Measurement, Ideal: res.Compare, Calibrated: res.CompareCalibrated, TCPAware: res.CompareTCPAware, Replay: res.CompareReplay}
+	in := &fidelity.Inputs{Measurement: res.Measurement, Ideal: res.Compare, Calibrated: res.CompareCalibrated, TCPAware: res.CompareTCPAware, Replay: res.CompareReplay,
+		CalibratedLockstep: res.CompareCalibratedLockstep}
 	for _, t := range res.Outcome.TCP {
 		in.TCP = append(in.TCP, fidelity.TCPSample{Job: t.Job, Rank: t.Rank, Peer: t.Peer, TNs: t.TNs, Retrans: t.Retrans,
 			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs, Ssthresh: t.SsthreshSegs})

@@ -19,7 +19,8 @@ const AttributeAbove = 0.05
 // never claim more than the difference; what no part explains is the
 // residual.
 const (
-	PartFraming  = "framing"  // the calibrated model's time - the ideal's (TCP headers)
+	PartFraming  = "framing"  // the calibrated model's time - the ideal's (TCP headers), ranks in lockstep in both
+	PartRanks    = "ranks"    // the calibrated model's time with all-to-all ranks on their own - in lockstep
 	PartTCP      = "tcp"      // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
 	PartDrift    = "drift"    // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
 	PartLateness = "lateness" // the latest rank's start after it could start
@@ -32,7 +33,7 @@ const (
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartTCP, PartDrift, PartLateness, PartSkew, PartHyStart, PartRTO, PartLoss, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartHyStart, PartRTO, PartLoss, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -67,7 +68,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			meas[job.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase}] = p
 		}
 	}
-	ideal, tcp, replay := byKey(in.Ideal), byKey(in.TCPAware), byKey(in.Replay)
+	ideal, tcp, replay, lock := byKey(in.Ideal), byKey(in.TCPAware), byKey(in.Replay), byKey(in.CalibratedLockstep)
 	var out []Attribution
 	for _, c := range in.Calibrated {
 		k := job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
@@ -102,11 +103,16 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			lossNs = int64(float64(retrans) / in.LinkPayloadBps * 1e9)
 		}
 		gap := a.MeasuredNs - a.IdealNs
+		framing, ranks := a.CalibratedNs-a.IdealNs, int64(0)
+		if l, ok := lock[k]; ok && l.PredictedNs > 0 {
+			framing, ranks = l.PredictedNs-a.IdealNs, a.CalibratedNs-l.PredictedNs
+		}
 		parts := []struct {
 			name string
 			ns   int64
 		}{
-			{PartFraming, a.CalibratedNs - a.IdealNs},
+			{PartFraming, framing},
+			{PartRanks, ranks},
 			{PartTCP, modelTCP},
 			{PartDrift, drift},
 			{PartLateness, m.LatenessNs},
@@ -119,7 +125,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		left := gap
 		for _, p := range parts {
 			v := p.ns
-			if p.name != PartFraming && p.name != PartTCP && p.name != PartDrift { // the models' own figures, never capped
+			if p.name != PartFraming && p.name != PartRanks && p.name != PartTCP && p.name != PartDrift { // the models' own figures, never capped
 				v = max(0, min(v, left))
 			}
 			a.Parts[p.name] = v

@@ -153,6 +153,10 @@ type Inputs struct {
 	// every phase started when it really did (flowmodel.Replay); the
 	// attribution's drift is its time minus the TCP-aware model's.
 	Replay []record.Comparison
+	// CalibratedLockstep is the measurement against the calibrated model
+	// with all-to-all ranks in lockstep: framing is it minus the ideal,
+	// the ranks part the calibrated model minus it.
+	CalibratedLockstep []record.Comparison
 	// ModelPhases are the TCP-aware model's phase records, for the spread
 	// of the ranks' starts it predicts itself (its ranks run on their own
 	// in all-to-all jobs): the attribution's skew is what was measured

@@ -280,6 +280,13 @@ func TestAttributeAgainstTCPAware(t *testing.T) {
 			t.Errorf("replay %d ms: drift %d, residual %d, want %d, %d", tc.replay/ms, a.Parts[PartDrift], a.Parts[PartResidual], tc.drift, tc.residual)
 		}
 	}
+	// With the calibrated model's ranks in lockstep at 205 ms, 4 of its
+	// 209 are the ranks running on their own, 5 framing: parts still sum.
+	withLock := in(260 * ms)
+	withLock.CalibratedLockstep = []record.Comparison{{Job: "j", Phase: "alltoall", PredictedNs: 205 * ms, MeasuredNs: 260 * ms}}
+	if a := Attribute(withLock, 0)[0]; a.Parts[PartFraming] != 5*ms || a.Parts[PartRanks] != 4*ms || a.Parts[PartResidual] != 29*ms {
+		t.Errorf("lockstep 205 ms: framing %d, ranks %d, residual %d", a.Parts[PartFraming], a.Parts[PartRanks], a.Parts[PartResidual])
+	}
 	// The model's own ranks started 1.5 ms apart: only the 0.5 ms of skew
 	// beyond that is measured skew; the residual keeps the rest.
 	withSkew := in(260 * ms)

@@ -53,8 +53,8 @@ type Options struct {
 	// multi-hop topology (16,000 flows in one component) then costs
 	// seconds instead of minutes, each completion late by under CoalesceNs.
 	CoalesceNs int64
-	// PerRank lets the ranks of collective and parameter-server jobs run
-	// on their own instead of in lockstep (perrank.go; clock plans).
+	// PerRank lets the ranks of all-to-all jobs run on their own instead
+	// of in lockstep (perrank.go; clock plans).
 	PerRank bool
 }
 
@@ -92,6 +92,10 @@ type Sim struct {
 	// flow: the TCP-aware model restarts a long-idle one from its
 	// initial window.
 	conns map[connKey]int64
+
+	// keyName, if set, names a phase in messages (a per-rank task by the
+	// phase it belongs to).
+	keyName func(plan.Key) plan.Key
 
 	// OnPhaseStart, if set, is called when a phase starts.
 	OnPhaseStart func(job, phaseIdx int, t int64)
@@ -421,24 +425,33 @@ func sameConfig(a, b circuit.Config) bool {
 // Release makes phase q of a job eligible from time notBefore, with
 // optional rate caps, as a plan's activity does.
 func (s *Sim) Release(job string, key plan.Key, notBefore int64, a *plan.Activity) error {
+	return s.ReleaseAll(job, []plan.Key{key}, notBefore, a)
+}
+
+// ReleaseAll is Release for several phases of one job at once: the phases
+// that can start start together, with one rate computation (a per-rank
+// expansion releases a phase's tasks so).
+func (s *Sim) ReleaseAll(job string, keys []plan.Key, notBefore int64, a *plan.Activity) error {
 	ji, ok := s.byName[job]
 	if !ok {
 		return fmt.Errorf("no job %q", job)
 	}
 	js := s.jobs[ji]
-	q, ok := js.keyIdx[key]
-	if !ok {
-		return fmt.Errorf("job %s has no %s", job, key)
-	}
-	js.notBefore[q] = notBefore
-	if a != nil {
-		js.caps[q].all = a.RateCapBps
-		js.caps[q].inc = a.INC
-		for _, fc := range a.Flows {
-			if js.caps[q].flows == nil {
-				js.caps[q].flows = map[[2]string]float64{}
+	for _, key := range keys {
+		q, ok := js.keyIdx[key]
+		if !ok {
+			return fmt.Errorf("job %s has no %s", job, key)
+		}
+		js.notBefore[q] = notBefore
+		if a != nil {
+			js.caps[q].all = a.RateCapBps
+			js.caps[q].inc = a.INC
+			for _, fc := range a.Flows {
+				if js.caps[q].flows == nil {
+					js.caps[q].flows = map[[2]string]float64{}
+				}
+				js.caps[q].flows[[2]string{fc.Src, fc.Dst}] = fc.RateCapBps
 			}
-			js.caps[q].flows[[2]string{fc.Src, fc.Dst}] = fc.RateCapBps
 		}
 	}
 	s.tryStart(ji)

@@ -42,6 +42,7 @@ type rankTask struct {
 type expanded struct {
 	tasks  []rankTask
 	byKey  map[plan.Key][]string // original phase -> its tasks' names, in tasks' order
+	orig   map[string]plan.Key   // task name -> its original phase
 	ranks  int
 	phases []plan.Key // the original phases, in order
 }
@@ -90,13 +91,14 @@ func expandJob(j *plan.Job) (plan.Job, *expanded) {
 			rank[w] = r
 		}
 	}
-	e := &expanded{byKey: map[plan.Key][]string{}, ranks: n}
+	e := &expanded{byKey: map[plan.Key][]string{}, orig: map[string]plan.Key{}, ranks: n}
 	dag := plan.Job{Name: j.Name, Pattern: plan.PatternDAG, Workers: j.Workers, Iterations: 1, ArrivalNs: j.ArrivalNs}
 	add := func(k plan.Key, t plan.Task, rt rankTask) string {
 		t.Name = taskName(k.Iteration, k.Phase, len(e.byKey[k]))
 		dag.Tasks = append(dag.Tasks, t)
 		e.tasks = append(e.tasks, rt)
 		e.byKey[k] = append(e.byKey[k], t.Name)
+		e.orig[t.Name] = k
 		return t.Name
 	}
 	done := make([][]string, n) // per rank: its flows of the previous exchange
@@ -126,15 +128,33 @@ func expandJob(j *plan.Job) (plan.Job, *expanded) {
 	return dag, e
 }
 
-// tasksOf returns the task names of an original phase, if its job is
+// tasksOf returns the keys of an original phase's tasks, if its job is
 // expanded.
-func (pr *perRank) tasksOf(jobName string, k plan.Key) ([]string, bool) {
+func (pr *perRank) tasksOf(jobName string, k plan.Key) ([]plan.Key, bool) {
 	e, ok := pr.jobs[jobName]
 	if !ok {
 		return nil, false
 	}
 	ts, ok := e.byKey[k]
-	return ts, ok
+	if !ok {
+		return nil, false
+	}
+	keys := make([]plan.Key, len(ts))
+	for i, t := range ts {
+		keys[i] = plan.Key{Job: jobName, Phase: t}
+	}
+	return keys, true
+}
+
+// original maps a task's key back to the phase it belongs to (the key
+// itself when it is not a task), for messages.
+func (pr *perRank) original(k plan.Key) plan.Key {
+	if e, ok := pr.jobs[k.Job]; ok {
+		if o, ok := e.orig[k.Phase]; ok {
+			return o
+		}
+	}
+	return k
 }
 
 // fold replaces the expanded jobs' task records with their original

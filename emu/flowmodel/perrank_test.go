@@ -1,9 +1,12 @@
 package flowmodel
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
@@ -80,5 +83,48 @@ func TestPerRankAllToAll(t *testing.T) {
 	check("background, per rank", per, map[string]span{"alltoall0": {100, 2100, 2000}, "compute1": {1100, 2200, 100}, "alltoall1": {1200, 4200, 2000}})
 	if got := per["alltoall1"].SkewNs; !near(got, 1000*ms) {
 		t.Errorf("per-rank exchange 1: ranks started %d ms apart, want 1000 (a at 1.2 s, b and c at 2.2 s)", got/ms)
+	}
+}
+
+// A phase never released is named as the plan names it, not by a task.
+func TestPerRankStallNamesThePhase(t *testing.T) {
+	s := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	p := a2aPlan(false)
+	p.Stages[0].Activities = p.Stages[0].Activities[:3] // no second exchange
+	_, err := simulate(p, s, Options{PerRank: true}, Ideal)
+	if err == nil || !strings.Contains(err.Error(), "x iteration 1 phase alltoall cannot finish") {
+		t.Errorf("got %v, want the second exchange named", err)
+	}
+}
+
+// BenchmarkPerRankAllToAll: one exchange of 48 ranks released in a later
+// stage than their compute ends, so every task can start at its release.
+func BenchmarkPerRankAllToAll(b *testing.B) {
+	s, err := scenario.Parse([]byte("name: t\nfabric: {kind: ocs, racks: 48, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}\n"), "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var workers []string
+	for r := range 48 {
+		workers = append(workers, fmt.Sprintf("r%ds0", r))
+	}
+	p := &plan.Plan{Mode: plan.ModeClock,
+		Jobs: []plan.Job{{Name: "x", Pattern: "alltoall", Workers: workers, Bytes: 48 << 20, ComputeNs: ms, Iterations: 1}},
+		Stages: []plan.Stage{{DurationNs: 10 * ms, Activities: []plan.Activity{act("x", 0, "compute")}},
+			{StartNs: 10 * ms, DurationNs: 100_000 * ms, Activities: []plan.Activity{act("x", 0, "alltoall")}}},
+	}
+	// One circuit ring is enough: the flows route over it.
+	for r := range 48 {
+		p.Stages[0].Circuits = append(p.Stages[0].Circuits, simplex(fmt.Sprintf("tor%d:0", r), fmt.Sprintf("tor%d:0", (r+1)%48)))
+	}
+	p.Stages[1].Circuits = p.Stages[0].Circuits
+	for _, perRank := range []bool{false, true} {
+		b.Run(fmt.Sprintf("perRank=%v", perRank), func(b *testing.B) {
+			for b.Loop() {
+				if _, err := simulate(p, s, Options{PerRank: perRank}, Ideal); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

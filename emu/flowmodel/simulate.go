@@ -34,11 +34,19 @@ func Simulate(p *plan.Plan, s *scenario.Scenario) (*record.Run, error) {
 // modes (Ideal: the papers' fluid model; Calibrated: calibrate.go;
 // TCPAware: tcpaware.go).
 func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, error) {
+	return SimulateRanks(p, s, m, m == Calibrated || m == TCPAware)
+}
+
+// SimulateRanks is SimulateModel with all-to-all ranks on their own
+// (perRank, what the calibrated and TCP-aware models do) or in lockstep
+// (what the ideal model does): the attribution's "ranks" part is the
+// difference.
+func SimulateRanks(p *plan.Plan, s *scenario.Scenario, m Model, perRank bool) (*record.Run, error) {
 	var opt Options
 	if m == Calibrated || m == TCPAware {
 		opt.Goodput = Framing(s.Fabric.MTU).Goodput()
 	}
-	opt.PerRank = m == Calibrated || m == TCPAware
+	opt.PerRank = perRank
 	if m == TCPAware {
 		opt.SlowStart = SlowStartFor(s.Fabric)
 		opt.TCP = TCPModelFor(s.Fabric)
@@ -60,6 +68,9 @@ func simulate(p *plan.Plan, s *scenario.Scenario, opt Options, m Model) (*record
 		pr, jobs = newPerRank(p)
 	}
 	sim := New(s.Fabric, jobs, opt)
+	if pr != nil {
+		sim.keyName = pr.original
+	}
 	stages := make([]record.Stage, len(p.Stages))
 	for si := range p.Stages {
 		st := &p.Stages[si]
@@ -78,10 +89,8 @@ func simulate(p *plan.Plan, s *scenario.Scenario, opt Options, m Model) (*record
 			if pr != nil {
 				if tasks, ok := pr.tasksOf(a.Job, k); ok {
 					pr.release[k] = nb
-					for _, t := range tasks {
-						if err := sim.Release(a.Job, plan.Key{Job: a.Job, Phase: t}, nb, &a); err != nil {
-							return nil, fmt.Errorf("stage %d: %w", si, err)
-						}
+					if err := sim.ReleaseAll(a.Job, tasks, nb, &a); err != nil {
+						return nil, fmt.Errorf("stage %d: %w", si, err)
 					}
 					continue
 				}
@@ -148,6 +157,9 @@ func (s *Sim) unfinished() error {
 	for _, js := range s.jobs {
 		if js.next < len(js.keys) {
 			k := js.keys[js.next]
+			if s.keyName != nil {
+				k = s.keyName(k)
+			}
 			why := "it was never released"
 			if js.running > 0 {
 				why = "its flows have no path over the circuits"

@@ -90,6 +90,12 @@ type Result struct {
 	// long-idle connections) and CompareTCPAware the measurement against it.
 	TCPAware        *record.Run  `json:"tcp_aware,omitempty"`
 	CompareTCPAware []Comparison `json:"comparison_tcp_aware,omitempty"`
+	// CalibratedLockstep is the calibrated model with every job's ranks
+	// in lockstep, as the ideal model runs them (the attribution's framing
+	// and ranks parts), and CompareCalibratedLockstep the measurement
+	// against it.
+	CalibratedLockstep        *record.Run  `json:"calibrated_lockstep,omitempty"`
+	CompareCalibratedLockstep []Comparison `json:"comparison_calibrated_lockstep,omitempty"`
 	// Replay is the TCP-aware model again, every phase released when the
 	// emulation started it (clock plans; flowmodel.Replay), and
 	// CompareReplay the measurement against it.
@@ -198,6 +204,11 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	meas.Reconfigurations = pred.Reconfigurations
 	res := &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), INC: adm, Outcome: out,
 		Calibrated: cal, CompareCalibrated: compare(cal, meas), TCPAware: tcp, CompareTCPAware: compare(tcp, meas)}
+	if res.CalibratedLockstep, err = flowmodel.SimulateRanks(p, s, flowmodel.Calibrated, false); err != nil && o.Log != nil {
+		o.Log.Warn("no lockstep calibrated model", "err", err)
+	} else if err == nil {
+		res.CompareCalibratedLockstep = compare(res.CalibratedLockstep, meas)
+	}
 	starts := map[plan.Key]int64{}
 	for _, ph := range meas.Phases {
 		starts[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs

@@ -65,8 +65,8 @@ type RepeatRow struct {
 	Iteration int    `json:"iteration"`
 	Phase     string `json:"phase"`
 	Runs      int    `json:"runs"` // runs that measured the phase
-	// Predicted is each model's time (Models' order); a plan's
-	// predictions are the same in every run.
+	// Predicted is each model's time (Models' order; 0: the model has no
+	// prediction); a plan's predictions are the same in every run.
 	Predicted []int64 `json:"predicted_ns"`
 	MedianNs  int64   `json:"median_ns"`
 	MinNs     int64   `json:"min_ns"`
@@ -100,6 +100,7 @@ type RepeatRun struct {
 	Verdict string `json:"verdict,omitempty"`
 	// MakespanNs is measured.
 	MakespanNs int64 `json:"makespan_ns"`
+	dir        string // as loaded, for the page's links
 }
 
 // RepeatTable is a set of runs of one plan.
@@ -169,7 +170,7 @@ func Repeats(runs []*Run) (*RepeatTable, error) {
 		if err := samePlan(first, r); err != nil {
 			return nil, err
 		}
-		t.Runs = append(t.Runs, RepeatRun{Name: runName(r.Dir), Verdict: verdictOf(r), MakespanNs: r.Measurement.MakespanNs})
+		t.Runs = append(t.Runs, RepeatRun{Name: runName(r.Dir), Verdict: verdictOf(r), MakespanNs: r.Measurement.MakespanNs, dir: r.Dir})
 		for m, cs := range modelComparisons(r) {
 			for _, c := range cs {
 				k := phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
@@ -269,17 +270,26 @@ func samePlan(first, r *Run) error {
 	if first.Meta != nil && r.Meta != nil && first.Meta.PlanSHA256 != "" && first.Meta.PlanSHA256 != r.Meta.PlanSHA256 {
 		return fmt.Errorf("repeat: %s and %s ran different plans (plan.json differs): a set is runs of one plan", first.Dir, r.Dir)
 	}
-	pred := map[phaseKey]int64{}
-	for _, c := range first.Compare {
-		pred[phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c.PredictedNs
-	}
-	if len(r.Compare) != len(pred) {
-		return fmt.Errorf("repeat: %s has %d phases, %s %d: not runs of one plan", r.Dir, len(r.Compare), first.Dir, len(pred))
-	}
-	for _, c := range r.Compare {
-		k := phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
-		if p, ok := pred[k]; !ok || p != c.PredictedNs {
-			return fmt.Errorf("repeat: %s predicts %s differently from %s: not runs of one plan", r.Dir, k, first.Dir)
+	mine, theirs := modelComparisons(first), modelComparisons(r)
+	for m := range Models {
+		pred := map[phaseKey]int64{}
+		for _, c := range mine[m] {
+			pred[phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c.PredictedNs
+		}
+		if m == 0 && len(theirs[m]) != len(pred) {
+			return fmt.Errorf("repeat: %s has %d phases, %s %d: not runs of one plan", r.Dir, len(theirs[m]), first.Dir, len(pred))
+		}
+		if len(mine[m]) == 0 || len(theirs[m]) == 0 {
+			continue // a run from before the model
+		}
+		for _, c := range theirs[m] {
+			k := phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
+			if p, ok := pred[k]; !ok || p != c.PredictedNs {
+				if m == 0 {
+					return fmt.Errorf("repeat: %s predicts %s differently from %s: not runs of one plan", r.Dir, k, first.Dir)
+				}
+				return fmt.Errorf("repeat: %s's %s model predicts %s differently from %s's: runs of one plan made by different versions of the model", r.Dir, Models[m], k, first.Dir)
+			}
 		}
 	}
 	return nil
@@ -501,9 +511,16 @@ func rangeChart(t *RepeatTable) compareChart {
 	return c
 }
 
-// RenderRepeat builds the set's page: self-contained HTML, inline CSS and
-// SVG, every string escaped; runs link to their own reports beside it.
-func RenderRepeat(t *RepeatTable) ([]byte, error) {
+// runLink is a run of the page with the way to its report.
+type runLink struct {
+	RepeatRun
+	Href string
+}
+
+// RenderRepeat builds the set's page, to be written into pageDir:
+// self-contained HTML, inline CSS and SVG, every string escaped; each run
+// links to its own report, relative to pageDir.
+func RenderRepeat(t *RepeatTable, pageDir string) ([]byte, error) {
 	tmpl, err := template.New("repeat").Funcs(template.FuncMap{
 		"msi":  func(ns int64) string { return msOrDash(ns) },
 		"upct": func(x any) string {
@@ -516,21 +533,59 @@ func RenderRepeat(t *RepeatTable) ([]byte, error) {
 			return "-"
 		},
 		"spct": func(x Float) string { return pct(float64(x)) },
-		"sign": func(x Float) string { return map[bool]string{true: "pos", false: "neg"}[float64(x) >= 0] },
+		"sign": func(x Float) string {
+			switch {
+			case math.IsNaN(float64(x)):
+				return ""
+			case x >= 0:
+				return "pos"
+			}
+			return "neg"
+		},
 		"span": rangeOf,
 	}).Parse(repeatTmpl)
 	if err != nil {
 		return nil, err
 	}
 	var b bytes.Buffer
+	var runs []runLink
+	for _, r := range t.Runs {
+		runs = append(runs, runLink{RepeatRun: r, Href: reportHref(pageDir, r)})
+	}
 	pg := struct {
 		CSS   template.CSS
 		Title string
 		T     *RepeatTable
+		Runs  []runLink
 		Chart compareChart
-	}{template.CSS(css), fmt.Sprintf("emu: %d runs of %s (%s)", len(t.Runs), t.Lab, t.Scheduler), t, rangeChart(t)}
+	}{template.CSS(css), fmt.Sprintf("emu: %d runs of %s (%s)", len(t.Runs), t.Lab, t.Scheduler), t, runs, rangeChart(t)}
 	if err := tmpl.Execute(&b, pg); err != nil {
 		return nil, err
 	}
 	return b.Bytes(), nil
+}
+
+// reportHref is the way from pageDir to a run's report.html: relative
+// where both paths resolve, else the run directory's absolute path.
+func reportHref(pageDir string, r RepeatRun) string {
+	dir := r.dir
+	if dir == "" {
+		return r.Name + "/report.html"
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return filepath.ToSlash(filepath.Join(dir, "report.html"))
+	}
+	if res, err := filepath.EvalSymlinks(abs); err == nil {
+		abs = res
+	}
+	if base, err := filepath.Abs(pageDir); err == nil {
+		if res, err := filepath.EvalSymlinks(base); err == nil {
+			base = res
+		}
+		if rel, err := filepath.Rel(base, abs); err == nil {
+			return filepath.ToSlash(filepath.Join(rel, "report.html"))
+		}
+	}
+	return filepath.ToSlash(filepath.Join(abs, "report.html"))
 }

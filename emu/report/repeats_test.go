@@ -5,6 +5,9 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"math"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -127,6 +130,7 @@ func TestRepeatsRefusesOtherPlans(t *testing.T) {
 		{"other plan hash", func(r *Run) { a.Meta, r.Meta = &Meta{PlanSHA256: "aa"}, &Meta{PlanSHA256: "bb"} }, "ran different plans"},
 		{"other prediction", func(r *Run) { r.Compare[1].PredictedNs++ }, "predicts j iteration 0 phase push differently"},
 		{"a phase more", func(r *Run) { r.Compare = append(r.Compare, row("pull", 1, 1)) }, "has 3 phases"},
+		{"another version of the TCP-aware model", func(r *Run) { r.Data.ComparisonTCPAware[1].PredictedNs++ }, "tcp-aware model predicts j iteration 0 phase push differently"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a.Meta = nil
@@ -173,7 +177,13 @@ func TestRepeatsWithoutModels(t *testing.T) {
 }
 
 func TestRenderRepeat(t *testing.T) {
-	a, b := fakeRun("runa", 120, fidelity.Pass), fakeRun("runb", 130, fidelity.Fail)
+	root := t.TempDir()
+	for _, d := range []string{"runa", "runb", "set"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, b := fakeRun(filepath.Join(root, "runa"), 120, fidelity.Pass), fakeRun(filepath.Join(root, "runb"), 130, fidelity.Fail)
 	for _, r := range []*Run{a, b} {
 		r.Scenario.Name = "<lab>"
 	}
@@ -181,11 +191,16 @@ func TestRenderRepeat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	page, err := RenderRepeat(tab)
+	page, err := RenderRepeat(tab, filepath.Join(root, "set"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	html := string(page)
+	// Written into the current directory instead, the links follow.
+	here, err := RenderRepeat(tab, root)
+	if err != nil || !strings.Contains(string(here), `href="runa/report.html"`) {
+		t.Errorf("page in the runs' parent: %v, links %q", err, regexp.MustCompile(`href="[^"]*"`).FindAllString(string(here), -1))
+	}
 	for _, want := range []string{
 		`<svg id="ranges"`,
 		`href="../runa/report.html"`, `href="../runb/report.html"`,

@@ -54,10 +54,14 @@ type RunData struct {
 	ComparisonTCPAware   []record.Comparison `json:"comparison_tcp_aware,omitempty"`
 	// Replay is the TCP-aware model with every phase started when the
 	// emulation started it (the attribution's drift), clock plans only.
-	Replay           *record.Run            `json:"prediction_replay,omitempty"`
-	ComparisonReplay []record.Comparison    `json:"comparison_replay,omitempty"`
-	Verdict          fidelity.Verdict       `json:"verdict"`
-	Attribution      []fidelity.Attribution `json:"attribution"`
+	Replay           *record.Run         `json:"prediction_replay,omitempty"`
+	ComparisonReplay []record.Comparison `json:"comparison_replay,omitempty"`
+	// CalibratedLockstep is the calibrated model with all-to-all ranks in
+	// lockstep (the attribution's framing and ranks parts).
+	CalibratedLockstep           *record.Run            `json:"prediction_calibrated_lockstep,omitempty"`
+	ComparisonCalibratedLockstep []record.Comparison    `json:"comparison_calibrated_lockstep,omitempty"`
+	Verdict                      fidelity.Verdict       `json:"verdict"`
+	Attribution                  []fidelity.Attribution `json:"attribution"`
 }
 
 // Series are the run's time series, t_ns from time zero.
