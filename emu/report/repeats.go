@@ -99,7 +99,7 @@ type RepeatRun struct {
 	Name    string `json:"name"` // the run directory's own name
 	Verdict string `json:"verdict,omitempty"`
 	// MakespanNs is measured.
-	MakespanNs int64 `json:"makespan_ns"`
+	MakespanNs int64  `json:"makespan_ns"`
 	dir        string // as loaded, for the page's links
 }
 
@@ -522,7 +522,7 @@ type runLink struct {
 // links to its own report, relative to pageDir.
 func RenderRepeat(t *RepeatTable, pageDir string) ([]byte, error) {
 	tmpl, err := template.New("repeat").Funcs(template.FuncMap{
-		"msi":  func(ns int64) string { return msOrDash(ns) },
+		"msi": func(ns int64) string { return msOrDash(ns) },
 		"upct": func(x any) string {
 			switch v := x.(type) {
 			case Float:
