@@ -279,7 +279,11 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 		rel := a.JudgedErr()
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%.2f\t%.2f\t%.2f\t%+.1f%%\t", a.Job, a.Iteration, a.Phase, ms(a.IdealNs), ms(a.CalibratedNs), ms(a.TCPAwareNs), ms(a.MeasuredNs), 100*rel)
 		for _, p := range Parts {
-			fmt.Fprintf(tw, "%.2f\t", ms(a.Parts[p]))
+			v := ms(a.Parts[p])
+			if math.Abs(v) < 0.005 {
+				v = 0 // not "-0.00"
+			}
+			fmt.Fprintf(tw, "%.2f\t", v)
 		}
 		fmt.Fprintf(tw, "%.2f\t%.2f\t\n", ms(a.DataWaitNs), ms(a.VerifyNs))
 	}
