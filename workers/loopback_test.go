@@ -173,14 +173,26 @@ func TestLoopbackJobsBeyond62Ranks(t *testing.T) {
 			if cerr != nil {
 				t.Errorf("coordinator: %v", cerr)
 			}
-			verified, phases := 0, 0
+			verified, phases, acked := 0, 0, 0
 			for _, p := range outs {
 				for _, r := range phaseRecords(t, p) {
 					phases++
 					if r.Verified {
 						verified++
 					}
+					// The acknowledgement is watched in the background
+					// while the rank goes on; its mark still lands in the
+					// phase's own record, after the phase's last send.
+					if r.LastAckNs > 0 {
+						acked++
+						if r.LastAckNs < r.LastSendNs || r.Bytes == 0 {
+							t.Errorf("rank %d %s %d: acknowledged at %d, last send at %d, %d bytes sent", r.Rank, r.Phase, r.Iteration, r.LastAckNs, r.LastSendNs, r.Bytes)
+						}
+					}
 				}
+			}
+			if acked == 0 {
+				t.Error("no record carries the acknowledgement of its last byte")
 			}
 			perIter := len(j.Workers) // one verified all-reduce or pull per worker
 			wantPhases := len(j.Workers) * len(j.Phases())

@@ -42,11 +42,15 @@ func (r *rank) prepare() *buffers {
 // every byte it sent acknowledged (the mark is 0 when that takes longer).
 const ackWait = 2 * time.Millisecond
 
-// pendingCheck is a finished phase's verification, run outside the
-// phase's time (checkPending), and its record, written once checked.
+// pendingCheck is a finished phase's record, written once the phase's
+// verification (check, if any) ran outside the phase's time and the
+// acknowledgement of its last byte (acked, if it sent any) was seen:
+// checkPending, while the next compute phase waits or before the next
+// communication starts, so neither delays the rank.
 type pendingCheck struct {
 	rec   PhaseRecord
 	check func() error
+	acked <-chan int64
 	where string
 }
 
@@ -172,30 +176,35 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		r.ctl.send(Msg{Type: "done", Job: j.Name, Rank: me, Iteration: it, Phase: key.Phase, EndNs: rec.EndNs})
-		r.markTransfer(&rec, key.Phase)
-		if check != nil && r.spec.Verify {
-			pending = &pendingCheck{rec: rec, check: check, where: where}
-			continue
-		}
-		if err := r.record(rec); err != nil {
-			return err
+		acked := r.markTransfer(&rec, key.Phase)
+		pending = &pendingCheck{rec: rec, acked: acked, where: where}
+		if r.spec.Verify {
+			pending.check = check // nil: nothing to check
 		}
 	}
 	return r.checkPending(&pending)
 }
 
 // markTransfer copies the communication's byte marks into rec and, if the
-// rank sent data, waits briefly for TCP to have it all acknowledged.
-func (r *rank) markTransfer(rec *PhaseRecord, phase string) {
+// rank sent data, watches in the background for TCP to have it all
+// acknowledged (at most ackWait): the returned channel gives the instant
+// (0 if it took longer), for the record. The rank goes on meanwhile; the
+// next communication waits for the watch to end (checkPending), so it
+// never reads the next phase's bytes.
+func (r *rank) markTransfer(rec *PhaseRecord, phase string) <-chan int64 {
 	if phase == job.PhaseCompute {
-		return
+		return nil
 	}
 	tm := r.comm.Timing()
 	rec.FirstRecvNs, rec.LastRecvNs, rec.LastSendNs = tm.FirstRecvNs, tm.LastRecvNs, tm.LastSendNs
 	rec.PeerRecvNs = tm.PeerRecvNs
-	if rec.Bytes > 0 {
-		rec.LastAckNs = r.comm.WaitAcked(r.peers(), ackWait)
+	if rec.Bytes <= 0 {
+		return nil
 	}
+	acked := make(chan int64, 1)
+	peers := r.peers()
+	go func() { acked <- r.comm.WaitAcked(peers, ackWait) }()
+	return acked
 }
 
 // checkPending runs a finished phase's verification, times it, and
@@ -206,6 +215,12 @@ func (r *rank) checkPending(pp **pendingCheck) error {
 		return nil
 	}
 	*pp = nil
+	if p.acked != nil {
+		p.rec.LastAckNs = <-p.acked
+	}
+	if p.check == nil {
+		return r.record(p.rec)
+	}
 	t := monoclock.Now()
 	err := p.check()
 	p.rec.VerifyNs = monoclock.Now() - t
