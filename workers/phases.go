@@ -222,7 +222,7 @@ func (r *rank) checkPending(pp **pendingCheck) error {
 		return r.record(p.rec)
 	}
 	t := monoclock.Now()
-	err := p.check()
+	err := atLowPriority(p.check)
 	p.rec.VerifyNs = monoclock.Now() - t
 	p.rec.Verified = err == nil
 	if err != nil {
@@ -299,7 +299,7 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 		pull.LastAckNs = r.comm.WaitAcked(r.peers(), ackWait)
 		if r.spec.Verify {
 			t := monoclock.Now()
-			err := collective.CheckSum(sum, r.n, it)
+			err := atLowPriority(func() error { return collective.CheckSum(sum, r.n, it) })
 			push.VerifyNs = monoclock.Now() - t
 			if err != nil {
 				return fmt.Errorf("job %s parameter server iteration %d: sum is wrong: %w", j.Name, it, err)

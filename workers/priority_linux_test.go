@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"errors"
 	"log/slog"
 	"os"
 	"runtime"
@@ -49,5 +50,32 @@ func TestRaisePriority(t *testing.T) {
 				t.Errorf("restored: policy %d nice %d prio %d, want %d %d %d", after.Policy, after.Nice, after.Priority, before.Policy, before.Nice, before.Priority)
 			}
 		})
+	}
+}
+
+// TestVerifyAtLowPriority: the check runs on a thread at VerifyNice under
+// SCHED_OTHER, returns its error, and leaves the caller's thread as it was.
+func TestVerifyAtLowPriority(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before, err := unix.SchedGetAttr(0, 0)
+	if err != nil {
+		t.Skipf("sched_getattr: %v", err)
+	}
+	var inside *unix.SchedAttr
+	want := errors.New("sum is wrong")
+	got := atLowPriority(func() error {
+		inside, err = unix.SchedGetAttr(0, 0)
+		return want
+	})
+	if got != want {
+		t.Errorf("error %v, want %v", got, want)
+	}
+	if err != nil || inside.Policy != unix.SCHED_NORMAL || inside.Nice != VerifyNice {
+		t.Errorf("inside: %+v (%v), want SCHED_NORMAL at nice %d", inside, err, VerifyNice)
+	}
+	after, err := unix.SchedGetAttr(0, 0)
+	if err != nil || after.Policy != before.Policy || after.Nice != before.Nice || after.Priority != before.Priority {
+		t.Errorf("the caller's thread changed: %+v, was %+v", after, before)
 	}
 }

@@ -1,0 +1,28 @@
+package workers
+
+import (
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// VerifyNice is the nice value results are verified at: below the ranks
+// (RankNice) and every other process at the default, so that a rank
+// still checking its last result never keeps another from starting its
+// phase on time (the checks land where several ranks' gates open at
+// once).
+const VerifyNice = 10
+
+// atLowPriority runs f on an OS thread of its own under SCHED_NORMAL at
+// VerifyNice and waits for it. The goroutine never unlocks its thread, so
+// the thread ends with it and the rank's own threads keep their priority.
+// Where the priority cannot be set, f runs anyway.
+func atLowPriority(f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread is discarded
+		_ = unix.SchedSetAttr(0, &unix.SchedAttr{Policy: unix.SCHED_NORMAL, Nice: VerifyNice}, 0)
+		done <- f()
+	}()
+	return <-done
+}
