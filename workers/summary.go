@@ -55,6 +55,7 @@ type PhaseStat struct {
 	LatenessNs   int64 `json:"lateness_ns,omitempty"`
 	VerifyNs     int64 `json:"verify_ns,omitempty"`
 	INCRTTNs     int64 `json:"inc_rtt_ns,omitempty"`
+	INCStallNs   int64 `json:"inc_stall_ns,omitempty"`
 }
 
 // JobStat is one job's completion.
@@ -112,6 +113,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		}
 		a.VerifyNs = max(a.VerifyNs, r.VerifyNs)
 		a.INCRTTNs = max(a.INCRTTNs, r.INCRTTNs)
+		a.INCStallNs = max(a.INCStallNs, r.INCStallNs)
 		if r.Verified {
 			a.verified++
 		}
@@ -161,7 +163,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		stats = append(stats, st)
 		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
 			StartNs: st.StartNs, EndNs: st.EndNs, DurationNs: st.DurationNs,
-			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs})
+			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs, INCStallNs: st.INCStallNs})
 		if j != nil {
 			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
 		}

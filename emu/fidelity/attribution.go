@@ -19,21 +19,22 @@ const AttributeAbove = 0.05
 // never claim more than the difference; what no part explains is the
 // residual.
 const (
-	PartFraming  = "framing"  // the calibrated model's time - the ideal's (TCP headers), ranks in lockstep in both
-	PartRanks    = "ranks"    // the calibrated model's time with all-to-all ranks on their own - in lockstep
-	PartTCP      = "tcp"      // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
-	PartDrift    = "drift"    // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
-	PartLateness = "lateness" // the latest rank's start after it could start
-	PartSkew     = "skew"     // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
-	PartHyStart  = "hystart"  // how much longer the flows cubic's HyStart cut short took than the others
-	PartRTO      = "rto"      // time in RTO recovery on the job's connections (TCP_INFO)
-	PartLoss     = "loss"     // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
-	PartCPU      = "cpu"      // wall time x the share of all CPUs other processes held
+	PartFraming  = "framing"   // the calibrated model's time - the ideal's (TCP headers), ranks in lockstep in both
+	PartRanks    = "ranks"     // the calibrated model's time with all-to-all ranks on their own - in lockstep
+	PartTCP      = "tcp"       // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
+	PartDrift    = "drift"     // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
+	PartLateness = "lateness"  // the latest rank's start after it could start
+	PartSkew     = "skew"      // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
+	PartHyStart  = "hystart"   // how much longer the flows cubic's HyStart cut short took than the others
+	PartRTO      = "rto"       // time in RTO recovery on the job's connections (TCP_INFO)
+	PartINCStall = "inc_stall" // the longest time a worker's INC push went without any result beyond a round trip
+	PartLoss     = "loss"      // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
+	PartCPU      = "cpu"       // wall time x the share of all CPUs other processes held
 	PartResidual = "residual"
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartHyStart, PartRTO, PartLoss, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartHyStart, PartRTO, PartINCStall, PartLoss, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -119,6 +120,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartSkew, max(0, m.SkewNs-m.LatenessNs-in.ModelPhases[k].SkewNs)},
 			{PartHyStart, in.hystartCost(k)},
 			{PartRTO, rto},
+			{PartINCStall, m.INCStallNs},
 			{PartLoss, lossNs},
 			{PartCPU, in.foreignDuring(from, to)},
 		}

@@ -280,6 +280,13 @@ func TestAttributeAgainstTCPAware(t *testing.T) {
 			t.Errorf("replay %d ms: drift %d, residual %d, want %d, %d", tc.replay/ms, a.Parts[PartDrift], a.Parts[PartResidual], tc.drift, tc.residual)
 		}
 	}
+	// An INC push whose workers went 12 ms without a result (a window
+	// waiting on its timeout): 12 ms of the residual's 29 are that.
+	stalled := in(260 * ms)
+	stalled.Measurement.Phases[0].INCStallNs = 12 * ms
+	if a := Attribute(stalled, 0)[0]; a.Parts[PartINCStall] != 12*ms || a.Parts[PartResidual] != 17*ms {
+		t.Errorf("stalled 12 ms: inc_stall %d, residual %d", a.Parts[PartINCStall], a.Parts[PartResidual])
+	}
 	// With the calibrated model's ranks in lockstep at 205 ms, 4 of its
 	// 209 are the ranks running on their own, 5 framing: parts still sum.
 	withLock := in(260 * ms)

@@ -70,6 +70,11 @@ type Stats struct {
 	// (blocks sent once, Karn): a block to its sum.
 	RTTSum     time.Duration
 	RTTSamples uint64
+	// Stall is the time the client went without any result beyond a
+	// round trip, once results flowed: summed over the gaps longer than
+	// two smoothed round trips (the window waiting on timeouts, or an
+	// aggregator that stopped answering), each less one round trip.
+	Stall time.Duration
 }
 
 // Client all-reduces through one aggregator. It is not safe for
@@ -270,7 +275,11 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 		}
 		left--
 		inflight--
-		progress = time.Now()
+		now := time.Now()
+		if gap := now.Sub(progress); left < n-1 && gap > 2*c.srtt {
+			c.stats.Stall += gap - c.srtt
+		}
+		progress = now
 		c.sets[s] ^= 1
 		p.active = false
 		if res.Flags&wire.FlagCongestion != 0 {

@@ -177,7 +177,16 @@ func TestAllReduceUnderLoss(t *testing.T) {
 			if retrans == 0 || dups == 0 {
 				t.Fatalf("%.0f%% loss: %d retransmissions, %d duplicates: the loss path was not exercised", 100*p, retrans, dups)
 			}
-			t.Logf("%.0f%% loss: %d retransmissions, %d duplicates ignored", 100*p, retrans, dups)
+			// A lost block holds its slot until it times out (MinRTO):
+			// the workers stall, and say so.
+			var stall time.Duration
+			for _, s := range stats {
+				stall += s.Stall
+			}
+			if stall < MinRTO/3 {
+				t.Errorf("%d retransmissions but %v stalled in all, want at least %v", retrans, stall, MinRTO/3)
+			}
+			t.Logf("%.0f%% loss: %d retransmissions, %d duplicates ignored, %v stalled", 100*p, retrans, dups, stall)
 		})
 	}
 }
