@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -32,36 +33,33 @@ and how far single runs scatter, and writes that page (repeat.html, or -o).`,
 		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html\n  emu compare --repeat results/quickstart/2026*",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			var (
+				text func(io.Writer) error
+				page []byte
+				err  error
+			)
 			if repeat {
-				t, err := report.RepeatRuns(args)
-				if err != nil {
-					return err
-				}
-				if err := t.WriteText(cmd.OutOrStdout()); err != nil {
-					return err
+				t, terr := report.RepeatRuns(args)
+				if terr != nil {
+					return terr
 				}
 				if !cmd.Flags().Changed("output") {
 					out = report.RepeatPage
 				}
-				page, err := report.RenderRepeat(t, filepath.Dir(out))
-				if err != nil {
-					return err
+				text = t.WriteText
+				page, err = report.RenderRepeat(t, filepath.Dir(out))
+			} else {
+				t, terr := report.CompareRuns(args)
+				if terr != nil {
+					return terr
 				}
-				if err := os.WriteFile(out, page, 0o644); err != nil {
-					return fmt.Errorf("compare: %w", err)
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "\npage: %s\n", out)
-				return nil
+				text = t.WriteText
+				page, err = report.RenderCompare(t)
 			}
-			t, err := report.CompareRuns(args)
 			if err != nil {
 				return err
 			}
-			if err := t.WriteText(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			page, err := report.RenderCompare(t)
-			if err != nil {
+			if err := text(cmd.OutOrStdout()); err != nil {
 				return err
 			}
 			if err := os.WriteFile(out, page, 0o644); err != nil {

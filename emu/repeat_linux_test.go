@@ -110,3 +110,28 @@ func TestCLIRunRepeat(t *testing.T) {
 		t.Errorf("fits %+v", tab.Fits)
 	}
 }
+
+// TestCLICompareRepeat summarises recorded runs: the same run twice is a
+// set of one plan (its page written where -o says, linking the runs'
+// reports from there); runs of two plans are refused.
+func TestCLICompareRepeat(t *testing.T) {
+	bin := buildEmu(t)
+	qs, pd := filepath.Join("report", "testdata", "quickstart"), filepath.Join("report", "testdata", "plan-demo")
+	page := filepath.Join(t.TempDir(), "set.html")
+	out, err := run(t, bin, "compare", "--repeat", qs, qs, "-o", page)
+	if err != nil || !strings.Contains(out, "2 runs of one plan") || !strings.Contains(out, "page: "+page) {
+		t.Fatalf("emu compare --repeat: %v\n%s", err, out)
+	}
+	html, err := os.ReadFile(page)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, _ := filepath.Abs(qs)
+	rel, _ := filepath.Rel(filepath.Dir(page), abs)
+	if want := `href="` + filepath.ToSlash(filepath.Join(rel, "report.html")) + `"`; !strings.Contains(string(html), want) {
+		t.Errorf("the page lacks the link %s", want)
+	}
+	if out, err := run(t, bin, "compare", "--repeat", qs, pd, "-o", page); err == nil || !strings.Contains(out, "not runs of one plan") && !strings.Contains(out, "ran different plans") {
+		t.Errorf("runs of two plans: %v\n%s", err, out)
+	}
+}
