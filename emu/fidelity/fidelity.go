@@ -184,6 +184,16 @@ func Judge(in *Inputs) Verdict {
 	return v
 }
 
+// AccuracyStatus grades a model's median and largest |error| over
+// communication phases (the accuracy line's thresholds).
+func AccuracyStatus(median, max float64) Status {
+	s := grade(median, AccuracyMedianPass, AccuracyMedianWarn, false)
+	if m := grade(max, AccuracyMaxPass, AccuracyMaxWarn, false); m.rank() > s.rank() {
+		s = m
+	}
+	return s
+}
+
 func grade(v, pass, warn float64, higherBetter bool) Status {
 	if higherBetter {
 		switch {
@@ -475,10 +485,7 @@ func accuracy(in *Inputs) Line {
 		return l
 	}
 	l.Value = med
-	l.Status = grade(med, AccuracyMedianPass, AccuracyMedianWarn, false)
-	if s := grade(mx, AccuracyMaxPass, AccuracyMaxWarn, false); s.rank() > l.Status.rank() {
-		l.Status = s
-	}
+	l.Status = AccuracyStatus(med, mx)
 	l.Figure = fmt.Sprintf("|error| against the %s model: median %s, max %s over %d communication phases", name, pct(med), pct(mx), n)
 	var others []string
 	for _, o := range []struct {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
@@ -88,6 +89,9 @@ type ModelFit struct {
 	// Inside counts the phases whose prediction lies within the measured
 	// range [min, max].
 	Inside int `json:"inside_range"`
+	// Status grades MedianAbs and MaxAbs as the verdict's accuracy line
+	// grades a single run.
+	Status fidelity.Status `json:"status"`
 	// RunMedianAbs and RunMaxAbs are the same figures for each run alone
 	// (the run's own verdict line), in the set's order.
 	RunMedianAbs []Float `json:"run_median_abs_err"`
@@ -247,6 +251,7 @@ func (t *RepeatTable) fit(runs []*Run) {
 			continue
 		}
 		f.Phases, f.MedianAbs = len(abs), median(abs)
+		f.Status = fidelity.AccuracyStatus(f.MedianAbs, f.MaxAbs)
 		for _, r := range runs {
 			var errs []float64
 			for _, c := range modelComparisons(r)[m] {
@@ -371,10 +376,11 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "\n== model accuracy over the set (communication phases)\n")
 	for _, f := range t.Fits {
-		fmt.Fprintf(w, "   %-10s against the medians: median |error| %s, max %s (%s); prediction inside the measured range in %d of %d phases\n",
-			f.Model, pctUnsigned(f.MedianAbs), pctUnsigned(f.MaxAbs), f.MaxPhase, f.Inside, f.Phases)
-		fmt.Fprintf(w, "   %-10s single runs: median |error| %s, max %s\n", "", rangeOf(f.RunMedianAbs), rangeOf(f.RunMaxAbs))
+		fmt.Fprintf(w, "   %-4s  %-10s against the medians: median |error| %s, max %s (%s); prediction inside the measured range in %d of %d phases\n",
+			f.Status, f.Model, pctUnsigned(f.MedianAbs), pctUnsigned(f.MaxAbs), f.MaxPhase, f.Inside, f.Phases)
+		fmt.Fprintf(w, "   %-4s  %-10s single runs: median |error| %s, max %s\n", "", "", rangeOf(f.RunMedianAbs), rangeOf(f.RunMaxAbs))
 	}
+	fmt.Fprintf(w, "   (pass: median <= %.0f%% and max <= %.0f%%, as the verdict's accuracy line)\n", 100*fidelity.AccuracyMedianPass, 100*fidelity.AccuracyMaxPass)
 	fmt.Fprintf(w, "   run-to-run spread of a phase: median %s, max %s (%s)\n", pctUnsigned(float64(t.SpreadMedian)), pctUnsigned(t.SpreadMax), t.SpreadMaxPhase)
 	fmt.Fprintln(w, "\n== runs")
 	for i, r := range t.Runs {

@@ -90,6 +90,12 @@ func TestRepeats(t *testing.T) {
 			if tcp.Model != "tcp-aware" || tcp.Phases != 1 || !near(tcp.MaxAbs, math.Abs(tc.errTCP)) {
 				t.Errorf("tcp-aware fit %+v (compute phases must not count)", tcp)
 			}
+			if tcp.Status != fidelity.AccuracyStatus(math.Abs(tc.errTCP), math.Abs(tc.errTCP)) || ideal.Status != fidelity.AccuracyStatus(math.Abs(tc.median-100)/100, math.Abs(tc.median-100)/100) {
+				t.Errorf("grades: tcp-aware %s, ideal %s", tcp.Status, ideal.Status)
+			}
+			if tc.median == 121 && (tcp.Status != fidelity.Pass || ideal.Status != fidelity.Fail) {
+				t.Errorf("grades: tcp-aware %s (1%% off), ideal %s (21%% off)", tcp.Status, ideal.Status)
+			}
 			if tcp.Inside != tc.insideTCP || ideal.Inside != tc.insideIdl {
 				t.Errorf("inside: tcp-aware %d ideal %d, want %d %d", tcp.Inside, ideal.Inside, tc.insideTCP, tc.insideIdl)
 			}
