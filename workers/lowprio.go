@@ -15,8 +15,11 @@ const VerifyNice = 10
 
 // atLowPriority runs f on an OS thread of its own under SCHED_NORMAL at
 // VerifyNice and waits for it. The goroutine never unlocks its thread, so
-// the thread ends with it and the rank's own threads keep their priority.
-// Where the priority cannot be set, f runs anyway.
+// the runtime discards the thread when the goroutine ends and the rank's
+// other threads keep their priority (replacements start from the
+// runtime's template thread, not from this one; were it the main thread,
+// the runtime parks it for good instead). Where the priority cannot be
+// set, f runs anyway.
 func atLowPriority(f func() error) error {
 	done := make(chan error, 1)
 	go func() {

@@ -80,6 +80,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 		}
 		gateAt, err := r.gate(ctx, t0, q)
 		if err != nil {
+			r.abandonPending(&pending, err)
 			return fmt.Errorf("%s: gate: %w", where, err)
 		}
 		it := key.Iteration
@@ -177,7 +178,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			return fmt.Errorf("%s: %w", where, err)
 		}
 		r.ctl.send(Msg{Type: "done", Job: j.Name, Rank: me, Iteration: it, Phase: key.Phase, EndNs: rec.EndNs})
-		acked := r.markTransfer(&rec, key.Phase)
+		acked := r.markTransfer(&rec, key.Phase, inc)
 		pending = &pendingCheck{rec: rec, acked: acked, where: where}
 		if r.spec.Verify {
 			pending.check = check // nil: nothing to check
@@ -192,14 +193,14 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 // (0 if it took longer), for the record. The rank goes on meanwhile; the
 // next communication waits for the watch to end (checkPending), so it
 // never reads the next phase's bytes.
-func (r *rank) markTransfer(rec *PhaseRecord, phase string) <-chan int64 {
+func (r *rank) markTransfer(rec *PhaseRecord, phase string, inc bool) <-chan int64 {
 	if phase == job.PhaseCompute {
 		return nil
 	}
 	tm := r.comm.Timing()
 	rec.FirstRecvNs, rec.LastRecvNs, rec.LastSendNs = tm.FirstRecvNs, tm.LastRecvNs, tm.LastSendNs
 	rec.PeerRecvNs = tm.PeerRecvNs
-	if rec.Bytes <= 0 {
+	if rec.Bytes <= 0 || inc { // an INC push's bytes went by UDP: no TCP acknowledgement to see
 		return nil
 	}
 	acked := make(chan int64, 1)
@@ -232,6 +233,23 @@ func (r *rank) checkPending(pp **pendingCheck) error {
 		return fmt.Errorf("%s: %w", p.where, err)
 	}
 	return r.record(p.rec)
+}
+
+// abandonPending writes a finished phase's record unchecked when the rank
+// cannot go on (why), so that no record is lost with the run.
+func (r *rank) abandonPending(pp **pendingCheck, why error) {
+	p := *pp
+	if p == nil {
+		return
+	}
+	*pp = nil
+	if p.acked != nil {
+		p.rec.LastAckNs = <-p.acked
+	}
+	if p.check != nil {
+		p.rec.Note = "not verified: " + why.Error()
+	}
+	_ = r.record(p.rec)
 }
 
 // isStep reports whether phase is one step of a per-step all-reduce.
@@ -300,7 +318,8 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 		pull.LastAckNs = r.comm.WaitAcked(r.peers(), ackWait)
 		if r.spec.Verify {
 			t := monoclock.Now()
-			err := atLowPriority(func() error { return collective.CheckSum(sum, r.n, it) })
+			// At the server's own priority: its next push waits for it.
+			err := collective.CheckSum(sum, r.n, it)
 			push.VerifyNs = monoclock.Now() - t
 			if err != nil {
 				return fmt.Errorf("job %s parameter server iteration %d: sum is wrong: %w", j.Name, it, err)

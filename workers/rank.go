@@ -104,8 +104,8 @@ type PhaseRecord struct {
 	// INCRTTNs is an INC push's mean round trip, a block to its sum, over
 	// the results the rank timed.
 	INCRTTNs int64 `json:"inc_rtt_ns,omitempty"`
-	// INCStallNs is how long the push went without any result beyond a
-	// round trip (inc.Stats.Stall).
+	// INCStallNs is how long the push went without any result while a
+	// retransmission timeout was due (inc.Stats.Stall).
 	INCStallNs int64 `json:"inc_stall_ns,omitempty"`
 	// What the phase's time is made of (CLOCK_MONOTONIC ns, 0: does not
 	// apply). GateNs is when the rank could start: its gate opened and its

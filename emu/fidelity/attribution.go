@@ -27,7 +27,7 @@ const (
 	PartSkew     = "skew"      // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
 	PartHyStart  = "hystart"   // how much longer the flows cubic's HyStart cut short took than the others
 	PartRTO      = "rto"       // time in RTO recovery on the job's connections (TCP_INFO)
-	PartINCStall = "inc_stall" // the longest time a worker's INC push went without any result beyond a round trip
+	PartINCStall = "inc_stall" // the time an INC push's worker went without any result while a retransmission timeout was due (the largest over workers)
 	PartLoss     = "loss"      // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
 	PartCPU      = "cpu"       // wall time x the share of all CPUs other processes held
 	PartResidual = "residual"

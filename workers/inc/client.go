@@ -70,10 +70,11 @@ type Stats struct {
 	// (blocks sent once, Karn): a block to its sum.
 	RTTSum     time.Duration
 	RTTSamples uint64
-	// Stall is the time the client went without any result beyond a
-	// round trip, once results flowed: summed over the gaps longer than
-	// two smoothed round trips (the window waiting on timeouts, or an
-	// aggregator that stopped answering), each less one round trip.
+	// Stall is the time the client went without any result while a
+	// retransmission timeout was due: summed over the gaps between results
+	// in which a block timed out (the window waiting on a lost block, or
+	// an aggregator that stopped answering), each less one round trip.
+	// Gaps without a timeout (a descheduled process) do not count.
 	Stall time.Duration
 }
 
@@ -242,6 +243,7 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 	}
 	fillWindow()
 	left, progress := n, time.Now()
+	retransAt := c.stats.Retransmits // timeouts counted up to the last result
 	var res wire.Header
 	take := func(_ netip.AddrPort, b []byte) {
 		if rerr != nil || c.cfg.Drop() {
@@ -276,10 +278,10 @@ func (c *Client) run(ctx context.Context, n int, fill func(b int, h *wire.Header
 		left--
 		inflight--
 		now := time.Now()
-		if gap := now.Sub(progress); left < n-1 && gap > 2*c.srtt {
-			c.stats.Stall += gap - c.srtt
+		if c.stats.Retransmits > retransAt {
+			c.stats.Stall += max(0, now.Sub(progress)-c.srtt)
 		}
-		progress = now
+		progress, retransAt = now, c.stats.Retransmits
 		c.sets[s] ^= 1
 		p.active = false
 		if res.Flags&wire.FlagCongestion != 0 {

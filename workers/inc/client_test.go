@@ -117,6 +117,9 @@ func TestFlatAllReduce(t *testing.T) {
 	// most its 33 blocks, at least one, each between a microsecond and
 	// the stall limit.
 	for w, c := range cs {
+		if c.Retransmits == 0 && c.Stall != 0 {
+			t.Errorf("worker %d: no block timed out, yet %v stalled", w, c.Stall)
+		}
 		if c.RTTSamples == 0 || c.RTTSamples > c.Sent || c.RTTSum < time.Duration(c.RTTSamples)*time.Microsecond || c.RTTSum > time.Duration(c.RTTSamples)*30*time.Second {
 			t.Errorf("worker %d: %d round trips summing to %v for %d blocks sent", w, c.RTTSamples, c.RTTSum, c.Sent)
 		}

@@ -32,9 +32,9 @@ type Phase struct {
 	// its sum, measured: the largest of the workers' means (by Little's
 	// law the window over it is the tree's rate).
 	INCRTTNs int64 `json:"inc_rtt_ns,omitempty"`
-	// INCStallNs is the longest time a worker's INC push went without any
-	// result beyond a round trip (waiting on timeouts, or a stalled
-	// aggregator).
+	// INCStallNs is, over the workers, the largest of their summed times
+	// without any result while a retransmission timeout was due (a window
+	// waiting on a lost block, or a stalled aggregator).
 	INCStallNs int64 `json:"inc_stall_ns,omitempty"`
 }
 
