@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +21,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/report"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
@@ -205,12 +209,12 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 		}
 		a.progress("lab destroyed in %.2fs", sum.DestroySec)
 	}
-	printSummary(sum)
+	printSummary(a.stdout(), sum)
 	if prepared != nil && prepared.fidelity != nil {
-		fmt.Println(verdictLine(prepared.fidelity.Verdict))
+		fmt.Fprintln(a.stdout(), verdictLine(prepared.fidelity.Verdict))
 	}
 	if r, err := kcheck.Load(); err != nil || r.VethGbps <= 0 {
-		fmt.Println("   hint        run `emu doctor` once: it measures this machine, so emu can warn when a scenario asks for more than it can carry")
+		fmt.Fprintln(a.stdout(), "   hint        run `emu doctor` once: it measures this machine, so emu can warn when a scenario asks for more than it can carry")
 	}
 	if out != "" {
 		if err := writeSummary(dir, sum); err != nil {
@@ -238,9 +242,15 @@ const maxRepeat = 50
 func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string, t *topo.Topology, o runOpts, n int) error {
 	start := time.Now()
 	var dirs []string
+	// Each run's tables go to its directory; here a line per run.
+	a.out = io.Discard
+	defer func() { a.out = nil }()
 	for i := 1; i <= n; i++ {
 		a.progress("run %d of %d", i, n)
 		dir, err := a.runOnce(ctx, s, src, t, o)
+		if err == nil {
+			fmt.Println(runLine(i, n, dir))
+		}
 		if err != nil {
 			if len(dirs) >= 2 {
 				return fmt.Errorf("run %d of %d: %w (the %d runs before it are kept: emu compare --repeat %s summarises them)", i, n, err, len(dirs), strings.Join(dirs, " "))
@@ -283,6 +293,31 @@ func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string,
 	return nil
 }
 
+// runLine sums up one run of a set: makespan, the TCP-aware model's
+// |error| and the verdict (the rest is in its directory).
+func runLine(i, n int, dir string) string {
+	line := fmt.Sprintf("run %d of %d  %s", i, n, filepath.Base(dir))
+	r, err := report.Load(dir)
+	if err != nil {
+		return line + "  (" + err.Error() + ")"
+	}
+	if pm, mm := r.Prediction.MakespanNs, r.Measurement.MakespanNs; pm > 0 {
+		line += fmt.Sprintf("  makespan %.3f s (%+.1f%%)", float64(mm)/1e9, 100*float64(mm-pm)/float64(pm))
+	}
+	if r.Data == nil {
+		return line
+	}
+	if errs := fidelity.CommErrors(r.Data.ComparisonTCPAware); len(errs) > 0 {
+		abs := make([]float64, len(errs))
+		for k, e := range errs {
+			abs[k] = math.Abs(e)
+		}
+		slices.Sort(abs)
+		line += fmt.Sprintf("  TCP-aware |error| median %.1f%%, max %.1f%%", 100*abs[len(abs)/2], 100*abs[len(abs)-1])
+	}
+	return line + "  " + strings.Join(strings.Fields(verdictLine(r.Data.Verdict)), " ")
+}
+
 // checkLab runs pingall and one cross-rack transfer.
 func (a *app) checkLab(ctx context.Context, lab *fabric.Lab, sum *runSummary, dur time.Duration) error {
 	var hs []probe.Host
@@ -321,26 +356,26 @@ func (a *app) checkLab(ctx context.Context, lab *fabric.Lab, sum *runSummary, du
 	return nil
 }
 
-func printSummary(s *runSummary) {
-	fmt.Println()
-	fmt.Printf("== emu run: lab %s (%s fabric, from %s)\n", s.Lab, s.Kind, s.Scenario)
-	fmt.Printf("   fabric      %d namespaces, %d veth links, up in %.2fs\n", s.Nodes, s.Links, s.DeploySec)
+func printSummary(w io.Writer, s *runSummary) {
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "== emu run: lab %s (%s fabric, from %s)\n", s.Lab, s.Kind, s.Scenario)
+	fmt.Fprintf(w, "   fabric      %d namespaces, %d veth links, up in %.2fs\n", s.Nodes, s.Links, s.DeploySec)
 	if s.PingPairs > 0 {
-		fmt.Printf("   pingall     %d/%d pairs reachable, max RTT %.2f ms\n", s.PingPairs-s.PingFailed, s.PingPairs, s.PingMaxRTT)
+		fmt.Fprintf(w, "   pingall     %d/%d pairs reachable, max RTT %.2f ms\n", s.PingPairs-s.PingFailed, s.PingPairs, s.PingMaxRTT)
 	}
 	if t := s.Transfer; t != nil {
 		rate := "unlimited"
 		if t.ConfiguredBps > 0 {
 			rate = fmt.Sprintf("%.0f Mbit/s", t.ConfiguredBps/1e6)
 		}
-		fmt.Printf("   TCP         %s -> %s: %.1f Mbit/s goodput (%s), configured bottleneck %s", t.From, t.To, t.GoodputMbps, t.CC, rate)
+		fmt.Fprintf(w, "   TCP         %s -> %s: %.1f Mbit/s goodput (%s), configured bottleneck %s", t.From, t.To, t.GoodputMbps, t.CC, rate)
 		if t.Fraction > 0 {
-			fmt.Printf(" = %.1f%%", 100*t.Fraction)
+			fmt.Fprintf(w, " = %.1f%%", 100*t.Fraction)
 		}
-		fmt.Println()
+		fmt.Fprintln(w)
 	}
 	if s.DestroySec > 0 {
-		fmt.Printf("   teardown    %.2fs, %d namespaces left behind\n", s.DestroySec, s.Leftovers)
+		fmt.Fprintf(w, "   teardown    %.2fs, %d namespaces left behind\n", s.DestroySec, s.Leftovers)
 	}
 }
 

@@ -111,13 +111,14 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	fr, ferr := rec.finish(ctx, res, dir)
 	r.fidelity = fr
 	werr := errors.Join(writeResults(dir, res), ferr)
-	fmt.Println()
-	fmt.Println("== jobs, measured (nccl-tests style; time zero is the plan's)")
+	o := a.stdout()
+	fmt.Fprintln(o)
+	fmt.Fprintln(o, "== jobs, measured (nccl-tests style; time zero is the plan's)")
 	dag := dagJobs(p)
-	workers.PrintStats(os.Stdout, collapseStats(res.Stats, dag, p), res.Jobs)
-	fmt.Println()
-	fmt.Println("== measured against the flow model's prediction (error = (measured - predicted) / predicted)")
-	fmt.Println("   ideal: the papers' fluid model at line rate; calibrated: with TCP framing, all-to-all ranks on their own; tcp-aware: also slow start, RTT-biased sharing, reconfiguration recovery (docs/fidelity.md)")
+	workers.PrintStats(o, collapseStats(res.Stats, dag, p), res.Jobs)
+	fmt.Fprintln(o)
+	fmt.Fprintln(o, "== measured against the flow model's prediction (error = (measured - predicted) / predicted)")
+	fmt.Fprintln(o, "   ideal: the papers' fluid model at line rate; calibrated: with TCP framing, all-to-all ranks on their own; tcp-aware: also slow start, RTT-biased sharing, reconfiguration recovery (docs/fidelity.md)")
 	byKey := func(cs []orchestrate.Comparison) map[job.Key]orchestrate.Comparison {
 		m := map[job.Key]orchestrate.Comparison{}
 		for _, c := range cs {
@@ -128,7 +129,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	cal := byKey(collapseDAG(res.CompareCalibrated, res.Calibrated, res.Measurement, dag))
 	tcp := byKey(collapseDAG(res.CompareTCPAware, res.TCPAware, res.Measurement, dag))
 	if len(dag) > 0 {
-		fmt.Println("   task-graph jobs: one row per iteration, first task's start to last task's end (every task in comparison.csv)")
+		fmt.Fprintln(o, "   task-graph jobs: one row per iteration, first task's start to last task's end (every task in comparison.csv)")
 	}
 	cell := func(m map[job.Key]orchestrate.Comparison, c orchestrate.Comparison) (string, string) {
 		if k, ok := m[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}]; ok {
@@ -136,7 +137,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 		}
 		return "-", "-"
 	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
+	w := tabwriter.NewWriter(o, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "job\titer\tphase\tideal ms\tcalibrated ms\ttcp-aware ms\tmeasured ms\terror ideal\tcalibrated\ttcp-aware\tmeasured end ms\t")
 	for _, c := range collapseDAG(res.Compare, res.Prediction, res.Measurement, dag) {
 		calMs, calErr := cell(cal, c)
@@ -146,20 +147,20 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	}
 	w.Flush()
 	if pm, mm := res.Prediction.MakespanNs, res.Measurement.MakespanNs; pm > 0 {
-		fmt.Fprintf(os.Stdout, "makespan: predicted %.3f s, measured %.3f s (%+.1f%%)\n", float64(pm)/1e9, float64(mm)/1e9, 100*float64(mm-pm)/float64(pm))
+		fmt.Fprintf(o, "makespan: predicted %.3f s, measured %.3f s (%+.1f%%)\n", float64(pm)/1e9, float64(mm)/1e9, 100*float64(mm-pm)/float64(pm))
 	} else {
-		fmt.Fprintf(os.Stdout, "makespan: measured %.3f s (the model predicts none: see the unlimited-links warning)\n", float64(mm)/1e9)
+		fmt.Fprintf(o, "makespan: measured %.3f s (the model predicts none: see the unlimited-links warning)\n", float64(mm)/1e9)
 	}
-	fmt.Println()
+	fmt.Fprintln(o)
 	worst, more := worstAttributions(fr.Attribution)
-	fidelity.PrintAttribution(os.Stdout, worst)
+	fidelity.PrintAttribution(o, worst)
 	if more != "" {
-		fmt.Println(more)
+		fmt.Fprintln(o, more)
 	}
-	fmt.Println()
-	fr.Verdict.Print(os.Stdout)
+	fmt.Fprintln(o)
+	fr.Verdict.Print(o)
 	for _, p := range fr.Problems {
-		fmt.Printf("   (not recorded: %s)\n", p)
+		fmt.Fprintf(o, "   (not recorded: %s)\n", p)
 	}
 	if werr != nil {
 		return werr

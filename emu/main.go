@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -28,6 +29,18 @@ type app struct {
 	start   time.Time
 	incBand bool // emu run --inc-band: INC gets its own band at every shaper
 	incCC   bool // emu run --inc-cc: INC workers run congestion control
+	// out takes what emu run prints of each run (its tables, verdict and
+	// summary); nil is standard output. emu run --repeat prints a line
+	// per run instead.
+	out io.Writer
+}
+
+// stdout is where a run's results are printed.
+func (a *app) stdout() io.Writer {
+	if a.out == nil {
+		return os.Stdout
+	}
+	return a.out
 }
 
 func main() {

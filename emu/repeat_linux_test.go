@@ -50,10 +50,14 @@ func TestCLIRunRepeat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("emu run --repeat 2: %v\n%s", err, out)
 	}
-	for _, want := range []string{"run 1 of 2", "run 2 of 2", "2 runs of one plan", "against the medians", "run-to-run spread"} {
+	for _, want := range []string{"run 1 of 2", "run 2 of 2", "2 runs of one plan", "against the medians", "run-to-run spread", "TCP-aware |error| median"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+	// A line per run, not each run's tables: those are in its directory.
+	if strings.Contains(out, "== jobs, measured") || strings.Count(out, "makespan ") < 2 {
+		t.Errorf("want a line per run and no run's tables:\n%s", out)
 	}
 	sets, _ := filepath.Glob(filepath.Join(root, lab, "repeat-*"))
 	if len(sets) != 1 {
