@@ -503,7 +503,7 @@ func accuracy(in *Inputs) Line {
 		l.Figure += " (" + strings.Join(others, "; ") + ")"
 	}
 	if l.Status != Pass {
-		l.Why = "the attribution says where the difference went (attribution.csv)"
+		l.Why = "the attribution says where the difference went (attribution.csv); one run carries TCP's run-to-run spread: `emu run --repeat 5` measures it"
 	}
 	return l
 }

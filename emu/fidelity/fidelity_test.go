@@ -153,6 +153,10 @@ func TestJudgeLossOCSLatenessAccuracy(t *testing.T) {
 			if l.Figure == "" {
 				t.Error("every line carries a figure")
 			}
+			// An inaccurate run points at the attribution and at sets of runs.
+			if tt.check == "model accuracy" && (l.Status == Warn || l.Status == Fail) && !strings.Contains(l.Why, "emu run --repeat") {
+				t.Errorf("accuracy %s without the hint: %q", l.Status, l.Why)
+			}
 		})
 	}
 }
