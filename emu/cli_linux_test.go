@@ -93,9 +93,16 @@ func TestCLIVersion(t *testing.T) {
 // destruction and the check that nothing of it is left.
 func deployOCSLab(t *testing.T, bin, prefix string) string {
 	t.Helper()
+	return deployLab(t, bin, prefix, "{kind: ocs, racks: 2, servers_per_rack: 1, ocs: {reconfig_delay: 1ms}, rates: {server: 1Gbit, uplink: 1Gbit}}")
+}
+
+// deployLab deploys a lab of this fabric (YAML flow mapping) through the
+// CLI, as deployOCSLab does.
+func deployLab(t *testing.T, bin, prefix, fabric string) string {
+	t.Helper()
 	lab := fabrictest.UniqueLab(prefix)
 	f := filepath.Join(t.TempDir(), "s.yaml")
-	os.WriteFile(f, []byte("name: "+lab+"\nfabric: {kind: ocs, racks: 2, servers_per_rack: 1, ocs: {reconfig_delay: 1ms}, rates: {server: 1Gbit, uplink: 1Gbit}}\n"), 0o644)
+	os.WriteFile(f, []byte("name: "+lab+"\nfabric: "+fabric+"\n"), 0o644)
 	t.Cleanup(func() {
 		run(t, bin, "destroy", lab)
 		fabrictest.AssertGone(t, lab)

@@ -1,15 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -248,33 +247,26 @@ func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string,
 	for i := 1; i <= n; i++ {
 		a.progress("run %d of %d", i, n)
 		dir, err := a.runOnce(ctx, s, src, t, o)
-		if err == nil {
-			fmt.Println(runLine(i, n, dir))
-		}
 		if err != nil {
 			if len(dirs) >= 2 {
 				return fmt.Errorf("run %d of %d: %w (the %d runs before it are kept: emu compare --repeat %s summarises them)", i, n, err, len(dirs), strings.Join(dirs, " "))
 			}
 			return fmt.Errorf("run %d of %d: %w", i, n, err)
 		}
+		fmt.Println(runLine(i, n, dir))
 		dirs = append(dirs, dir)
 	}
 	tab, err := report.RepeatRuns(dirs)
 	if err != nil {
 		return err
 	}
-	fmt.Println()
-	if err := tab.WriteText(os.Stdout); err != nil {
+	var txt, csvb bytes.Buffer
+	if err := errors.Join(tab.WriteText(&txt), tab.WriteCSV(&csvb)); err != nil {
 		return err
 	}
+	fmt.Printf("\n%s", txt.Bytes())
 	set, err := newSetDir(o.out, s.Name, start)
 	if err != nil {
-		return err
-	}
-	var txt strings.Builder
-	_ = tab.WriteText(&txt)
-	var csvb strings.Builder
-	if err := tab.WriteCSV(&csvb); err != nil {
 		return err
 	}
 	page, err := report.RenderRepeat(tab, set)
@@ -282,8 +274,8 @@ func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string,
 		return err
 	}
 	if err := errors.Join(
-		os.WriteFile(filepath.Join(set, "repeat.txt"), []byte(txt.String()), 0o644),
-		os.WriteFile(filepath.Join(set, report.RepeatCSV), []byte(csvb.String()), 0o644),
+		os.WriteFile(filepath.Join(set, "repeat.txt"), txt.Bytes(), 0o644),
+		os.WriteFile(filepath.Join(set, report.RepeatCSV), csvb.Bytes(), 0o644),
 		writeJSONFile(filepath.Join(set, report.RepeatFile), tab),
 		os.WriteFile(filepath.Join(set, report.RepeatPage), page, 0o644),
 	); err != nil {
@@ -307,13 +299,8 @@ func runLine(i, n int, dir string) string {
 	if r.Data == nil {
 		return line
 	}
-	if errs := fidelity.CommErrors(r.Data.ComparisonTCPAware); len(errs) > 0 {
-		abs := make([]float64, len(errs))
-		for k, e := range errs {
-			abs[k] = math.Abs(e)
-		}
-		slices.Sort(abs)
-		line += fmt.Sprintf("  TCP-aware |error| median %.1f%%, max %.1f%%", 100*abs[len(abs)/2], 100*abs[len(abs)-1])
+	if med, mx, n := fidelity.AbsStats(r.Data.ComparisonTCPAware); n > 0 {
+		line += fmt.Sprintf("  TCP-aware |error| median %.1f%%, max %.1f%%", 100*med, 100*mx)
 	}
 	return line + "  " + strings.Join(strings.Fields(verdictLine(r.Data.Verdict)), " ")
 }

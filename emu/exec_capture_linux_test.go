@@ -1,9 +1,7 @@
 package main
 
 import (
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -20,16 +18,8 @@ func TestExecCaptureSeesFastPortEgress(t *testing.T) {
 		t.Skip("tcpdump is not installed (scripts/install installs it)")
 	}
 	bin := buildEmu(t)
-	lab := fabrictest.UniqueLab("fpx")
-	f := filepath.Join(t.TempDir(), "s.yaml")
-	os.WriteFile(f, []byte("name: "+lab+"\nfabric: {kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: unlimited, uplink: unlimited}}\n"), 0o644)
-	t.Cleanup(func() {
-		run(t, bin, "destroy", lab)
-		fabrictest.AssertGone(t, lab)
-	})
-	if out, err := run(t, bin, "deploy", f); err != nil {
-		t.Fatalf("deploy: %v\n%s", err, out)
-	}
+	// Unshaped: no tbf, so the ports are fast.
+	lab := deployLab(t, bin, "fpx", "{kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: unlimited, uplink: unlimited}}")
 	if out, err := run(t, bin, "ocs", "connect", "--lab", lab, "tor0:0", "tor1:0"); err != nil {
 		t.Fatalf("connect: %v\n%s", err, out)
 	}

@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -110,16 +109,7 @@ func TestUIBrowserShowsCircuits(t *testing.T) {
 		t.Skip("chromium is not installed (apt-get install chromium; scripts/browser-check installs it in CI)")
 	}
 	bin := buildEmu(t)
-	lab := fabrictest.UniqueLab("ui")
-	f := filepath.Join(t.TempDir(), "s.yaml")
-	os.WriteFile(f, []byte("name: "+lab+"\nfabric: {kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 2, ocs: {switches: 2, reconfig_delay: 50ms}, rates: {server: 1Gbit, uplink: 1Gbit}}\n"), 0o644)
-	t.Cleanup(func() {
-		run(t, bin, "destroy", lab)
-		fabrictest.AssertGone(t, lab)
-	})
-	if out, err := run(t, bin, "deploy", f); err != nil {
-		t.Fatalf("deploy: %v\n%s", err, out)
-	}
+	lab := deployLab(t, bin, "ui", "{kind: ocs, racks: 4, servers_per_rack: 1, uplinks_per_tor: 2, ocs: {switches: 2, reconfig_delay: 50ms}, rates: {server: 1Gbit, uplink: 1Gbit}}")
 	url, stop := startUI(t, bin, lab, "--results", t.TempDir())
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -212,13 +212,9 @@ func (r *rank) markTransfer(rec *PhaseRecord, phase string, inc bool) <-chan int
 // checkPending runs a finished phase's verification, times it, and
 // writes that phase's record.
 func (r *rank) checkPending(pp **pendingCheck) error {
-	p := *pp
+	p := takePending(pp)
 	if p == nil {
 		return nil
-	}
-	*pp = nil
-	if p.acked != nil {
-		p.rec.LastAckNs = <-p.acked
 	}
 	if p.check == nil {
 		return r.record(p.rec)
@@ -238,18 +234,28 @@ func (r *rank) checkPending(pp **pendingCheck) error {
 // abandonPending writes a finished phase's record unchecked when the rank
 // cannot go on (why), so that no record is lost with the run.
 func (r *rank) abandonPending(pp **pendingCheck, why error) {
-	p := *pp
+	p := takePending(pp)
 	if p == nil {
 		return
-	}
-	*pp = nil
-	if p.acked != nil {
-		p.rec.LastAckNs = <-p.acked
 	}
 	if p.check != nil {
 		p.rec.Note = "not verified: " + why.Error()
 	}
 	_ = r.record(p.rec)
+}
+
+// takePending removes the pending record, if any, with the mark of its
+// last byte's acknowledgement filled in.
+func takePending(pp **pendingCheck) *pendingCheck {
+	p := *pp
+	if p == nil {
+		return nil
+	}
+	*pp = nil
+	if p.acked != nil {
+		p.rec.LastAckNs = <-p.acked
+	}
+	return p
 }
 
 // isStep reports whether phase is one step of a per-step all-reduce.

@@ -479,7 +479,7 @@ func accuracy(in *Inputs) Line {
 	if len(CommErrors(judged)) == 0 {
 		judged, name = in.Calibrated, "calibrated"
 	}
-	med, mx, n := absStats(judged)
+	med, mx, n := AbsStats(judged)
 	if n == 0 {
 		l.Status, l.Figure = NA, "no communication phase predicted"
 		return l
@@ -495,7 +495,7 @@ func accuracy(in *Inputs) Line {
 		if o.name == name {
 			continue
 		}
-		if m, x, k := absStats(o.cs); k > 0 {
+		if m, x, k := AbsStats(o.cs); k > 0 {
 			others = append(others, fmt.Sprintf("%s: median %s, max %s", o.name, pct(m), pct(x)))
 		}
 	}
@@ -508,8 +508,9 @@ func accuracy(in *Inputs) Line {
 	return l
 }
 
-// absStats is the median and max |error| of the communication phases.
-func absStats(cs []record.Comparison) (med, mx float64, n int) {
+// AbsStats is the median (nearest rank) and largest |error| of the
+// communication phases, as the accuracy line reads them; n is how many.
+func AbsStats(cs []record.Comparison) (med, mx float64, n int) {
 	errs := CommErrors(cs)
 	if len(errs) == 0 {
 		return 0, 0, 0

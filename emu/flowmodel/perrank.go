@@ -30,19 +30,19 @@ import (
 // under the median measured against 3.7% in lockstep; docs/fidelity.md).
 // So do jobs a plan caps or decides INC for per activity.
 
-// rankTask is one task of an expanded job: rank's compute, or the flow
-// from rank src to rank dst.
+// rankTask is one task of an expanded job: rank src's compute (dst ==
+// src), or the flow from rank src to rank dst.
 type rankTask struct {
+	name     string
 	key      plan.Key // the original phase
-	rank     int
 	src, dst int
 }
 
 // expanded is one job as a task graph.
 type expanded struct {
 	tasks  []rankTask
-	byKey  map[plan.Key][]string // original phase -> its tasks' names, in tasks' order
-	orig   map[string]plan.Key   // task name -> its original phase
+	byKey  map[plan.Key][]int // original phase -> its tasks (indexes into tasks)
+	byName map[string]int     // task name -> its index
 	ranks  int
 	phases []plan.Key // the original phases, in order
 }
@@ -91,14 +91,14 @@ func expandJob(j *plan.Job) (plan.Job, *expanded) {
 			rank[w] = r
 		}
 	}
-	e := &expanded{byKey: map[plan.Key][]string{}, orig: map[string]plan.Key{}, ranks: n}
+	e := &expanded{byKey: map[plan.Key][]int{}, byName: map[string]int{}, ranks: n}
 	dag := plan.Job{Name: j.Name, Pattern: plan.PatternDAG, Workers: j.Workers, Iterations: 1, ArrivalNs: j.ArrivalNs}
-	add := func(k plan.Key, t plan.Task, rt rankTask) string {
+	add := func(k plan.Key, t plan.Task, src, dst int) string {
 		t.Name = taskName(k.Iteration, k.Phase, len(e.byKey[k]))
 		dag.Tasks = append(dag.Tasks, t)
-		e.tasks = append(e.tasks, rt)
-		e.byKey[k] = append(e.byKey[k], t.Name)
-		e.orig[t.Name] = k
+		e.byName[t.Name] = len(e.tasks)
+		e.byKey[k] = append(e.byKey[k], len(e.tasks))
+		e.tasks = append(e.tasks, rankTask{name: t.Name, key: k, src: src, dst: dst})
 		return t.Name
 	}
 	done := make([][]string, n) // per rank: its flows of the previous exchange
@@ -108,13 +108,12 @@ func expandJob(j *plan.Job) (plan.Job, *expanded) {
 		e.phases = append(e.phases, ck, ak)
 		computed := make([]string, n)
 		for r, w := range j.Workers {
-			computed[r] = add(ck, plan.Task{Kind: plan.TaskCompute, Server: w, ComputeNs: j.ComputeNs, After: done[r]}, rankTask{key: ck, rank: r, src: r, dst: r})
+			computed[r] = add(ck, plan.Task{Kind: plan.TaskCompute, Server: w, ComputeNs: j.ComputeNs, After: done[r]}, r, r)
 		}
 		next := make([][]string, n)
 		for _, f := range j.FlowsINC(job.PhaseAllToAll, false) {
 			src, dst := rank[f.Src], rank[f.Dst]
-			name := add(ak, plan.Task{Kind: plan.TaskTransfer, Src: f.Src, Dst: f.Dst, Bytes: int64(math.Round(f.Bytes)), After: []string{computed[src]}},
-				rankTask{key: ak, rank: src, src: src, dst: dst})
+			name := add(ak, plan.Task{Kind: plan.TaskTransfer, Src: f.Src, Dst: f.Dst, Bytes: int64(math.Round(f.Bytes)), After: []string{computed[src]}}, src, dst)
 			next[src] = append(next[src], name)
 			next[dst] = append(next[dst], name)
 		}
@@ -141,7 +140,7 @@ func (pr *perRank) tasksOf(jobName string, k plan.Key) ([]plan.Key, bool) {
 	}
 	keys := make([]plan.Key, len(ts))
 	for i, t := range ts {
-		keys[i] = plan.Key{Job: jobName, Phase: t}
+		keys[i] = plan.Key{Job: jobName, Phase: e.tasks[t].name}
 	}
 	return keys, true
 }
@@ -150,8 +149,8 @@ func (pr *perRank) tasksOf(jobName string, k plan.Key) ([]plan.Key, bool) {
 // itself when it is not a task), for messages.
 func (pr *perRank) original(k plan.Key) plan.Key {
 	if e, ok := pr.jobs[k.Job]; ok {
-		if o, ok := e.orig[k.Phase]; ok {
-			return o
+		if i, ok := e.byName[k.Phase]; ok {
+			return e.tasks[i].key
 		}
 	}
 	return k
@@ -184,31 +183,26 @@ func (pr *perRank) fold(run *record.Run) {
 	}
 	for _, name := range slices.Sorted(maps.Keys(pr.jobs)) {
 		e, ts := pr.jobs[name], tasks[name]
-		byKey := map[plan.Key][]rankTask{} // in the order of e.byKey's names
-		for _, t := range e.tasks {
-			byKey[t.key] = append(byKey[t.key], t)
-		}
 		var prevEnd []int64 // per rank: when its part of the previous phase ended
 		for _, k := range e.phases {
-			rts := byKey[k]
 			first, last := int64(math.MaxInt64), int64(-1)
 			var bytes float64
 			rankStart, rankEnd := make([]int64, e.ranks), make([]int64, e.ranks)
 			for r := range rankEnd {
 				rankStart[r], rankEnd[r] = -1, -1
 			}
-			for i, n := range e.byKey[k] {
-				sp, ok := ts[n]
+			for _, i := range e.byKey[k] {
+				t := e.tasks[i]
+				sp, ok := ts[t.name]
 				if !ok {
 					continue
 				}
 				first, last = min(first, sp.start), max(last, sp.end)
 				bytes += sp.bytes
-				rt := rts[i]
-				rankEnd[rt.src] = max(rankEnd[rt.src], sp.end)
-				rankEnd[rt.dst] = max(rankEnd[rt.dst], sp.end)
+				rankEnd[t.src] = max(rankEnd[t.src], sp.end)
+				rankEnd[t.dst] = max(rankEnd[t.dst], sp.end)
 				if k.Phase == job.PhaseCompute {
-					rankStart[rt.rank] = sp.start
+					rankStart[t.src] = sp.start
 				}
 			}
 			if last < 0 {

@@ -204,20 +204,24 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	meas.Reconfigurations = pred.Reconfigurations
 	res := &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), INC: adm, Outcome: out,
 		Calibrated: cal, CompareCalibrated: compare(cal, meas), TCPAware: tcp, CompareTCPAware: compare(tcp, meas)}
-	if res.CalibratedLockstep, err = flowmodel.SimulateRanks(p, s, flowmodel.Calibrated, false); err != nil && o.Log != nil {
-		o.Log.Warn("no lockstep calibrated model", "err", err)
-	} else if err == nil {
-		res.CompareCalibratedLockstep = compare(res.CalibratedLockstep, meas)
+	// Two more predictions for the attribution; the run stands without them.
+	also := func(what string, run *record.Run, err error) (*record.Run, []Comparison) {
+		if err != nil && o.Log != nil {
+			o.Log.Warn("no "+what, "err", err)
+		}
+		if err != nil || run == nil {
+			return nil, nil
+		}
+		return run, compare(run, meas)
 	}
+	lock, err := flowmodel.SimulateRanks(p, s, flowmodel.Calibrated, false)
+	res.CalibratedLockstep, res.CompareCalibratedLockstep = also("lockstep calibrated model", lock, err)
 	starts := map[plan.Key]int64{}
 	for _, ph := range meas.Phases {
 		starts[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs
 	}
-	if res.Replay, err = flowmodel.Replay(p, s, flowmodel.TCPAware, starts); err != nil && o.Log != nil {
-		o.Log.Warn("no replay of the TCP-aware model at the measured starts", "err", err)
-	} else if err == nil && res.Replay != nil {
-		res.CompareReplay = compare(res.Replay, meas)
-	}
+	replay, err := flowmodel.Replay(p, s, flowmodel.TCPAware, starts)
+	res.Replay, res.CompareReplay = also("replay of the TCP-aware model at the measured starts", replay, err)
 	return res, nil
 }
 

@@ -230,7 +230,10 @@ func (t *RepeatTable) fit(runs []*Run) {
 			t.SpreadMax, t.SpreadMaxPhase = float64(row.Spread), phaseName(row)
 		}
 	}
-	t.SpreadMedian = Float(median(spreads))
+	t.SpreadMedian = Float(math.NaN())
+	if len(spreads) > 0 {
+		t.SpreadMedian = Float(Summarize(spreads).Median)
+	}
 	for m, name := range Models {
 		f := ModelFit{Model: name}
 		var abs []float64
@@ -250,21 +253,14 @@ func (t *RepeatTable) fit(runs []*Run) {
 		if len(abs) == 0 {
 			continue
 		}
-		f.Phases, f.MedianAbs = len(abs), median(abs)
+		f.Phases, f.MedianAbs = len(abs), Summarize(abs).Median
 		f.Status = fidelity.AccuracyStatus(f.MedianAbs, f.MaxAbs)
 		for _, r := range runs {
-			var errs []float64
-			for _, c := range modelComparisons(r)[m] {
-				if c.Phase != job.PhaseCompute && c.PredictedNs > 0 {
-					errs = append(errs, math.Abs(c.RelErr))
-				}
+			med, mx, n := fidelity.AbsStats(modelComparisons(r)[m])
+			if n == 0 {
+				med, mx = math.NaN(), math.NaN()
 			}
-			if len(errs) == 0 {
-				f.RunMedianAbs, f.RunMaxAbs = append(f.RunMedianAbs, Float(math.NaN())), append(f.RunMaxAbs, Float(math.NaN()))
-				continue
-			}
-			f.RunMedianAbs = append(f.RunMedianAbs, Float(median(errs)))
-			f.RunMaxAbs = append(f.RunMaxAbs, Float(slices.Max(errs)))
+			f.RunMedianAbs, f.RunMaxAbs = append(f.RunMedianAbs, Float(med)), append(f.RunMaxAbs, Float(mx))
 		}
 		t.Fits = append(t.Fits, f)
 	}
@@ -338,19 +334,6 @@ func medianRange(xs []int64) (med, lo, hi int64) {
 		med = (s[n/2-1] + s[n/2]) / 2
 	}
 	return med, s[0], s[n-1]
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[n/2]
 }
 
 // WriteText prints the set: per phase the models beside the measured
