@@ -29,6 +29,26 @@ type Comm struct {
 	// so it is atomic.
 	sent atomic.Int64
 	tm   timing
+	// broken is set once a collective failed: its connections are done,
+	// and a transfer that set its deadline after they were cut must not
+	// block until its timeout (see abort).
+	broken atomic.Bool
+}
+
+// errBroken fails transfers after a collective of the rank failed.
+var errBroken = errors.New("the collective already failed on this rank")
+
+// abort ends every transfer of the rank at once: blocked reads and writes
+// return, and later ones fail. Transfers set their deadline and then read
+// broken, abort sets broken and then cuts the deadlines: whichever comes
+// first, no transfer keeps a fresh deadline past the abort.
+func (c *Comm) abort() {
+	c.broken.Store(true)
+	for _, cn := range c.Conns {
+		if cn != nil {
+			_ = cn.SetDeadline(time.Now())
+		}
+	}
 }
 
 // Sent returns the bytes this rank has written so far.
@@ -75,6 +95,9 @@ func (c *Comm) Send(peer int, b []byte) error {
 		return err
 	}
 	_ = cn.SetWriteDeadline(c.deadline())
+	if c.broken.Load() {
+		return &PeerError{peer, "send to", errBroken}
+	}
 	n, err := cn.Write(b)
 	c.sent.Add(int64(n))
 	if err != nil {
@@ -94,6 +117,9 @@ func (c *Comm) Recv(peer int, b []byte) error {
 		return err
 	}
 	_ = cn.SetReadDeadline(c.deadline())
+	if c.broken.Load() {
+		return &PeerError{peer, "receive from", errBroken}
+	}
 	// The first read is timed on its own: it marks the first byte in.
 	n, err := cn.Read(b)
 	if n > 0 {

@@ -2,7 +2,6 @@ package collective
 
 import (
 	"fmt"
-	"net"
 	"sync"
 	"time"
 )
@@ -42,9 +41,9 @@ type pipeline struct {
 	// sent counts send steps written whole.
 	recvd, recvAt, sent int
 	err                 error
-	// conns are the rank's connections: a failure unblocks the other
-	// stream's read or write on them at once, not after its timeout.
-	conns []net.Conn
+	// comm is the rank's: a failure aborts it, which unblocks the other
+	// stream's read or write at once, not after its timeout.
+	comm *Comm
 }
 
 // checkSchedule refuses a schedule whose step receives into what the same
@@ -67,7 +66,7 @@ func (c *Comm) runPipeline(data []int32, steps []pipeStep, piece int) error {
 	if err := checkSchedule(steps); err != nil {
 		return err
 	}
-	p := &pipeline{steps: steps, conns: c.Conns}
+	p := &pipeline{steps: steps, comm: c}
 	p.cond = sync.NewCond(&p.mu)
 	errc := make(chan error, 1)
 	go func() { errc <- p.sendStream(c, data, piece) }()
@@ -93,11 +92,7 @@ func (p *pipeline) fail(err error) {
 	p.cond.Broadcast()
 	p.mu.Unlock()
 	if first {
-		for _, cn := range p.conns {
-			if cn != nil {
-				_ = cn.SetDeadline(time.Now()) // the collective failed: its connections are done
-			}
-		}
+		p.comm.abort() // the collective failed: its connections are done
 	}
 }
 
