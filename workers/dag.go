@@ -110,13 +110,14 @@ func (r *rank) connectDAG(ctx context.Context) error {
 	var inMu sync.Mutex
 	errc := make(chan error, 2)
 	// A failed dial side or an ended ctx stops the accepts at once rather
-	// than after their 30 s deadline.
+	// than after their 30 s deadline (closing, not a deadline, which the
+	// accept loop would overwrite were it to set its own after this).
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	if ln != nil {
 		go func() {
 			<-ctx.Done()
-			_ = ln.(*net.TCPListener).SetDeadline(time.Now())
+			_ = ln.Close()
 		}()
 	}
 	go func() {
