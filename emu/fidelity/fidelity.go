@@ -487,6 +487,10 @@ func accuracy(in *Inputs) Line {
 	l.Value = med
 	l.Status = AccuracyStatus(med, mx)
 	l.Figure = fmt.Sprintf("|error| against the %s model: median %s, max %s over %d communication phases", name, pct(med), pct(mx), n)
+	worst, hasWorst := worstPhase(judged)
+	if hasWorst {
+		l.Figure += fmt.Sprintf("; worst %s iteration %d %s at %+.1f%%", worst.Job, worst.Iteration, worst.Phase, 100*worst.RelErr)
+	}
 	var others []string
 	for _, o := range []struct {
 		name string
@@ -504,8 +508,46 @@ func accuracy(in *Inputs) Line {
 	}
 	if l.Status != Pass {
 		l.Why = "the attribution says where the difference went (attribution.csv); one run carries TCP's run-to-run spread: `emu run --repeat 5` measures it"
+		if inc, ok := in.worstINC(judged); ok && inc.RelErr > AccuracyMaxPass && headroom(in).Status != Pass {
+			l.Why += fmt.Sprintf("; %s iteration %d %s (%+.1f%%) is in-network aggregation, which the emulator runs in userspace: with the CPUs this busy INC pushes lose their share of shared links to TCP, and the phases beside them gain (docs/fidelity.md, \"INC beside cubic on a busy CPU\")",
+				inc.Job, inc.Iteration, inc.Phase, 100*inc.RelErr)
+		}
 	}
 	return l
+}
+
+// worstPhase is the communication phase with the largest |error| (the
+// first of equals); false when there is none.
+func worstPhase(cs []record.Comparison) (record.Comparison, bool) {
+	var w record.Comparison
+	found := false
+	for _, c := range cs {
+		if c.Phase != job.PhaseCompute && c.PredictedNs > 0 && (!found || math.Abs(c.RelErr) > math.Abs(w.RelErr)) {
+			w, found = c, true
+		}
+	}
+	return w, found
+}
+
+// worstINC is the in-network aggregation push with the largest |error|
+// (one whose workers measured the tree's round trip); false when none.
+func (in *Inputs) worstINC(cs []record.Comparison) (record.Comparison, bool) {
+	if in.Measurement == nil {
+		return record.Comparison{}, false
+	}
+	inc := map[job.Key]bool{}
+	for _, p := range in.Measurement.Phases {
+		if p.INCRTTNs > 0 {
+			inc[job.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase}] = true
+		}
+	}
+	var pushes []record.Comparison
+	for _, c := range cs {
+		if inc[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] {
+			pushes = append(pushes, c)
+		}
+	}
+	return worstPhase(pushes)
 }
 
 // AbsStats is the median (nearest rank) and largest |error| of the

@@ -161,6 +161,47 @@ func TestJudgeLossOCSLatenessAccuracy(t *testing.T) {
 	}
 }
 
+// The accuracy line names its worst phase, and where an INC push is more
+// than 10% slower than the model on a machine without CPU headroom it
+// says what that does to INC.
+func TestAccuracyNamesWorstPhase(t *testing.T) {
+	cmp := func(incErr float64) []record.Comparison {
+		return []record.Comparison{
+			{Job: "moe", Iteration: 1, Phase: "alltoall", PredictedNs: 100, RelErr: 0.4},
+			{Job: "vgg", Iteration: 0, Phase: "push", PredictedNs: 100, RelErr: incErr},
+			{Job: "vgg", Iteration: 0, Phase: "compute", PredictedNs: 100, RelErr: 0.9}, // compute never counts
+		}
+	}
+	meas := func(incRTT int64) *record.Run {
+		return &record.Run{Phases: []record.Phase{{Job: "moe", Iteration: 1, Phase: "alltoall"}, {Job: "vgg", Phase: "push", INCRTTNs: incRTT}}}
+	}
+	for _, tt := range []struct {
+		name   string
+		in     Inputs
+		hinted bool
+	}{
+		{"INC push 16% off, CPUs saturated", Inputs{TCPAware: cmp(0.16), Measurement: meas(7e6), Host: hostAt(0.97, 0.01, 10)}, true},
+		{"INC push 16% off, CPUs with headroom", Inputs{TCPAware: cmp(0.16), Measurement: meas(7e6), Host: hostAt(0.5, 0.01, 10)}, false},
+		{"INC push 4% off, CPUs saturated", Inputs{TCPAware: cmp(0.04), Measurement: meas(7e6), Host: hostAt(0.97, 0.01, 10)}, false},
+		{"INC push 16% faster, CPUs saturated", Inputs{TCPAware: cmp(-0.16), Measurement: meas(7e6), Host: hostAt(0.97, 0.01, 10)}, false},
+		{"a TCP push 16% off, CPUs saturated", Inputs{TCPAware: cmp(0.16), Measurement: meas(0), Host: hostAt(0.97, 0.01, 10)}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := line(Judge(&tt.in), "model accuracy")
+			if !strings.Contains(l.Figure, "; worst moe iteration 1 alltoall at +40.0%") {
+				t.Errorf("figure does not name the worst phase: %q", l.Figure)
+			}
+			if got := strings.Contains(l.Why, "vgg iteration 0 push (+16.0%) is in-network aggregation"); got != tt.hinted {
+				t.Errorf("INC hint %v, want %v: %q", got, tt.hinted, l.Why)
+			}
+		})
+	}
+	// Nothing to name without a communication phase.
+	if l := line(Judge(&Inputs{TCPAware: cmp(0)[2:]}), "model accuracy"); strings.Contains(l.Figure, "worst") {
+		t.Errorf("a worst phase without communication phases: %q", l.Figure)
+	}
+}
+
 func TestVerdictIsWorstLineAndPrints(t *testing.T) {
 	v := Judge(&Inputs{Host: hostAt(1, 0.5, 5)})
 	if v.Status != Fail {
