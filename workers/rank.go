@@ -416,9 +416,27 @@ func (r *rank) connect(ctx context.Context) error {
 		}
 		defer ln.Close()
 	}
+	// A failed side or an ended ctx stops the other at once rather than
+	// after its deadline (the listener is closed, not given a deadline,
+	// which the accept loop would overwrite were it to set its own after).
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	if ln != nil {
+		go func() {
+			<-ctx.Done()
+			_ = ln.Close()
+		}()
+	}
 	errc := make(chan error, 2)
-	go func() { errc <- r.acceptPeers(ln, accept) }()
-	go func() { errc <- r.dialPeers(ctx, self, dial) }()
+	side := func(f func() error) {
+		err := f()
+		if err != nil {
+			stop()
+		}
+		errc <- err
+	}
+	go side(func() error { return r.acceptPeers(ln, accept) })
+	go side(func() error { return r.dialPeers(ctx, self, dial) })
 	return errors.Join(<-errc, <-errc)
 }
 

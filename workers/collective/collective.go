@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
@@ -85,6 +86,22 @@ func (c *Comm) deadline() time.Time {
 	return time.Now().Add(c.Timeout)
 }
 
+// failure collects the errors of a collective's concurrent transfers:
+// the first aborts the rank's transfers (abort), so that none waits for
+// its timeout on a peer that is gone, and it is the one reported, not
+// the aborted transfers' own errors.
+type failure struct {
+	c    *Comm
+	once sync.Once
+	err  error
+}
+
+func (f *failure) add(err error) {
+	if err != nil {
+		f.once.Do(func() { f.err = err; f.c.abort() })
+	}
+}
+
 // Send writes b to a peer. Empty transfers are skipped on both sides.
 func (c *Comm) Send(peer int, b []byte) error {
 	if len(b) == 0 {
@@ -141,28 +158,31 @@ func (c *Comm) Recv(peer int, b []byte) error {
 // what arrives into dst, piece by piece, so that the additions overlap the
 // transfer instead of following it.
 func (c *Comm) SendRecvAdd(to int, sb []byte, from int, dst, scratch []int32) error {
-	errc := make(chan error, 1)
-	go func() { errc <- c.Send(to, sb) }()
-	var rerr error
+	f := &failure{c: c}
+	done := make(chan struct{})
+	go func() { f.add(c.Send(to, sb)); close(done) }()
 	for off := 0; off < len(dst); {
 		p := scratch[:min(len(scratch), len(dst)-off)]
-		if rerr = c.Recv(from, asBytes(p)); rerr != nil {
+		if err := c.Recv(from, asBytes(p)); err != nil {
+			f.add(err)
 			break
 		}
 		add(dst[off:off+len(p)], p)
 		off += len(p)
 	}
-	return errors.Join(<-errc, rerr)
+	<-done
+	return f.err
 }
 
 // SendRecv sends to one peer while receiving from another, so that large
 // transfers in a ring or pairwise exchange cannot deadlock.
 func (c *Comm) SendRecv(to int, sb []byte, from int, rb []byte) error {
-	errc := make(chan error, 1)
-	go func() { errc <- c.Send(to, sb) }()
-	rerr := c.Recv(from, rb)
-	serr := <-errc
-	return errors.Join(serr, rerr)
+	f := &failure{c: c}
+	done := make(chan struct{})
+	go func() { f.add(c.Send(to, sb)); close(done) }()
+	f.add(c.Recv(from, rb))
+	<-done
+	return f.err
 }
 
 // chunks splits n elements into k nearly equal parts: [start, end) each.
@@ -365,28 +385,24 @@ func (c *Comm) HDAllReduce(data []int32) error {
 // it, all at once. Each peer's last byte in is marked (Timing.PeerRecvNs):
 // one flow per peer, so the attribution can time every flow.
 func (c *Comm) AllToAll(send, recv [][]int32) error {
-	errc := make(chan error, 2*c.N)
-	pending := 0
+	f := &failure{c: c}
+	var wg sync.WaitGroup
 	for p := 0; p < c.N; p++ {
 		if p == c.Rank {
 			copy(recv[p], send[p])
 			continue
 		}
-		pending += 2
-		go func() { errc <- c.Send(p, asBytes(send[p])) }()
+		wg.Add(2)
+		go func() { defer wg.Done(); f.add(c.Send(p, asBytes(send[p]))) }()
 		go func() {
+			defer wg.Done()
 			err := c.Recv(p, asBytes(recv[p]))
 			if err == nil {
 				c.peerDone(p, clock())
 			}
-			errc <- err
+			f.add(err)
 		}()
 	}
-	var errs []error
-	for ; pending > 0; pending-- {
-		if err := <-errc; err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
+	wg.Wait()
+	return f.err
 }

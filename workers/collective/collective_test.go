@@ -3,6 +3,7 @@ package collective
 import (
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -282,5 +283,43 @@ func TestPipelineFailureUnblocksTheOtherStream(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the receive stream stayed blocked after the send stream failed")
+	}
+}
+
+// A failed transfer ends a collective's other transfers at once, with
+// the failure's error, instead of leaving them blocked until the
+// timeout: rank 0 talks to rank 1, which is gone, and to rank 2, which
+// never sends.
+func TestFailureEndsTheOtherTransfers(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		run  func(c *Comm) error
+	}{
+		{"all-to-all", func(c *Comm) error {
+			bufs := func() [][]int32 { return [][]int32{make([]int32, 8), make([]int32, 8), make([]int32, 8)} }
+			return c.AllToAll(bufs(), bufs())
+		}},
+		{"send and receive", func(c *Comm) error { return c.SendRecv(1, make([]byte, 8), 2, make([]byte, 8)) }},
+		{"send and add", func(c *Comm) error {
+			return c.SendRecvAdd(1, make([]byte, 8), 2, make([]int32, 2), make([]int32, 2))
+		}},
+		{"parameter server", func(c *Comm) error { return c.ServePush(make([]int32, 8)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conns := mesh(3)
+			_ = conns[1][0].Close()
+			c := &Comm{Rank: 0, N: 3, Conns: conns[0], Timeout: time.Minute}
+			done := make(chan error, 1)
+			go func() { done <- tc.run(c) }()
+			select {
+			case err := <-done:
+				var pe *PeerError
+				if !errors.As(err, &pe) || pe.Peer != 1 || (!errors.Is(err, io.EOF) && !errors.Is(err, io.ErrClosedPipe)) {
+					t.Errorf("with rank 1 gone: %v, want the closed connection to rank 1", err)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the transfers with rank 2 stayed blocked after the one with rank 1 failed")
+			}
+		})
 	}
 }

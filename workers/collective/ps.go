@@ -1,7 +1,6 @@
 package collective
 
 import (
-	"errors"
 	"sync"
 )
 
@@ -59,10 +58,10 @@ func (c *Comm) ServePull(sum []int32) error {
 }
 
 // eachWorker runs fn for every worker (every rank but the server's own)
-// at once and joins their errors.
+// at once; the first error ends the others' transfers and is returned.
 func (c *Comm) eachWorker(fn func(w int) error) error {
+	f := &failure{c: c}
 	var wg sync.WaitGroup
-	errs := make([]error, c.N)
 	for w := 0; w < c.N; w++ {
 		if w == c.Rank {
 			continue
@@ -70,9 +69,9 @@ func (c *Comm) eachWorker(fn func(w int) error) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[w] = fn(w)
+			f.add(fn(w))
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return f.err
 }
