@@ -3,6 +3,7 @@ package main
 import (
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,12 +25,18 @@ func TestExecCaptureSeesFastPortEgress(t *testing.T) {
 		t.Fatalf("connect: %v\n%s", err, out)
 	}
 	td := exec.Command(bin, "exec", lab+".tor0", "--", "timeout", "5", "tcpdump", "-l", "-n", "-c", "6", "-i", "up0", "icmp")
-	var out strings.Builder
+	var out lockedBuffer
 	td.Stdout, td.Stderr = &out, &out
 	if err := td.Start(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Second) // tcpdump opens its socket
+	// Ping once tcpdump's socket is open (it says so), however long emu
+	// exec and tcpdump take to start on a busy machine.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(out.String(), "listening on"); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("tcpdump did not start listening within 10 s:\n%s", out.String())
+		}
+	}
 	if o, err := run(t, bin, "exec", lab+".r0s0", "--", "ping", "-c", "3", "-i", "0.2", "10.0.1.1"); err != nil {
 		t.Fatalf("ping: %v\n%s", err, o)
 	}
@@ -44,4 +51,22 @@ func TestExecCaptureSeesFastPortEgress(t *testing.T) {
 	if n := strings.Count(got, "ICMP echo reply"); n != 3 {
 		t.Errorf("tcpdump on tor0's up0 saw %d of 3 echo replies it received:\n%s", n, got)
 	}
+}
+
+// lockedBuffer collects a process's output while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -85,12 +85,15 @@ func TestArmedSwitchesResolve(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSwitch(t)
 			apply(t, s, cfgs["fwd"])
+			// One base for every instant: their order must not depend on
+			// how long arming the earlier ones took.
+			base := int64(Monotonic())
 			for _, a := range tc.armed {
 				g := free(t, s.gen)
 				if err := s.Write(g, cfgs[a.cfg]); err != nil {
 					t.Fatal(err)
 				}
-				if err := s.gen.Arm(g, ahead(a.at)); err != nil {
+				if err := s.gen.Arm(g, uint64(base+int64(a.at))); err != nil {
 					t.Fatal(err)
 				}
 			}

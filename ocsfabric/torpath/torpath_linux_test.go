@@ -255,7 +255,11 @@ func TestGenerationSwitchesAtInstant(t *testing.T) {
 		}
 		return net.HardwareAddr(out[0:6]).String()
 	}
-	if got := via(); got != topo.ToRMAC(1).String() || monoclock.Now() >= at1 {
+	got := via()
+	if monoclock.Now() >= at1 {
+		t.Skip("staging and the first frame ran past the first instant (150 ms): the machine was too slow to test before it")
+	}
+	if got != topo.ToRMAC(1).String() {
 		t.Fatalf("before the first instant: via %s, want tor1's MAC", got)
 	}
 	_ = monoclock.SleepUntil(t.Context(), at1)
@@ -308,7 +312,9 @@ func TestMakeBeforeBreak(t *testing.T) {
 			}
 		}
 	}
-	if monoclock.Now() >= ch.LitUntil {
+	// check runs 20 frames against one instant: leave them 50 ms before
+	// the lit hops' end, so that none runs past it.
+	if monoclock.Now()+int64(50*time.Millisecond) >= ch.LitUntil {
 		t.Skip("the machine was too slow to test inside the dark period")
 	}
 	check("dark period", monoclock.Now())

@@ -31,7 +31,12 @@ func burst(t *testing.T, src, dst probe.Host, port, n int) int {
 		t.Fatal(err)
 	}
 	defer recv.Close()
-	_ = recv.SetReadBuffer(8 << 20)
+	// SO_RCVBUF is capped at twice net.core.rmem_max (416 KiB on a stock
+	// machine, a few hundred datagrams): a receiver descheduled for a few
+	// ms would then lose datagrams the rule never saw. As root, force it.
+	if rc, err := recv.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20) })
+	}
 	var send *net.UDPConn
 	if err := netns.Do(src.NS, func() (err error) { send, err = net.DialUDP("udp4", nil, laddr); return err }); err != nil {
 		t.Fatal(err)
