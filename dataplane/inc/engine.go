@@ -410,7 +410,7 @@ func add(s *slot, exp int8, payload []byte) {
 		return
 	}
 	for i := range v {
-		v[i] += shift(int32(binary.BigEndian.Uint32(payload[4*i:])), d)
+		v[i] += shift(int32(binary.LittleEndian.Uint32(payload[4*i:])), d)
 	}
 }
 

@@ -68,7 +68,7 @@ func (r *rig) send(from netip.AddrPort, h Header, elems []int32) []sent {
 func fromWire(payload []byte) []int32 {
 	out := make([]int32, len(payload)/4)
 	for i := range out {
-		out[i] = int32(binary.BigEndian.Uint32(payload[4*i:]))
+		out[i] = int32(binary.LittleEndian.Uint32(payload[4*i:]))
 	}
 	return out
 }

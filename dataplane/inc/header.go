@@ -21,7 +21,7 @@ import (
 const Port = 48864
 
 // Version is the header version this package speaks.
-const Version = 1
+const Version = 2 // 2: elements little endian
 
 // HeaderLen is the size of the INC header in bytes.
 const HeaderLen = 20
@@ -80,7 +80,7 @@ func init() {
 	layers.RegisterUDPPortLayerType(layers.UDPPort(Port), LayerTypeINC)
 }
 
-// Header is the INC header, followed on the wire by Count big-endian
+// Header is the INC header, followed on the wire by Count little-endian
 // int32 elements (the layer's Payload).
 type Header struct {
 	layers.BaseLayer
@@ -133,7 +133,7 @@ func (h *Header) NextLayerType() gopacket.LayerType { return gopacket.LayerTypeP
 // DecodeFromBytes reads the header from data without copying: Payload
 // aliases data. It checks the length, version, type, slot and count.
 //
-// Layout (big endian): 0 version, 1 type, 2 job, 4 worker, 6 workers,
+// Layout (header fields big endian; the elements after it little endian): 0 version, 1 type, 2 job, 4 worker, 6 workers,
 // 8 slot (bit 15: set), 10 count, 12 packet, 16 exponent, 17 flags,
 // 18..19 zero.
 func (h *Header) DecodeFromBytes(data []byte, df gopacket.DecodeFeedback) error {

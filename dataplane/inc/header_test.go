@@ -77,7 +77,7 @@ func TestDecodeRejects(t *testing.T) {
 		b          []byte
 	}{
 		{"short", "shorter than", good[:HeaderLen-1]},
-		{"version", "version", mod(func(b []byte) []byte { b[0] = 2; return b })},
+		{"version 1 (big-endian elements)", "version", mod(func(b []byte) []byte { b[0] = 1; return b })},
 		{"type", "unknown packet type", mod(func(b []byte) []byte { b[1] = 9; return b })},
 		{"truncated elements", "for 2 elements", good[:len(good)-1]},
 		{"count over k", "over the", mod(func(b []byte) []byte { b[10], b[11] = 0xff, 0xff; return b })},

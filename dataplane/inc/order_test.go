@@ -11,8 +11,8 @@ import (
 // at odd lengths and unaligned offsets, and on the portable path.
 func TestElementOrder(t *testing.T) {
 	for _, native := range []bool{true, false} {
-		saved := littleEndian
-		littleEndian = littleEndian && native
+		saved := nativeWire
+		nativeWire = nativeWire && native
 		for _, n := range []int{0, 1, 7, 360} {
 			for _, off := range []int{0, 1, 3} {
 				a, b := make([]int32, n), make([]int32, n)
@@ -24,7 +24,7 @@ func TestElementOrder(t *testing.T) {
 				putElems(wa[off:], a)
 				putElems(wb[off:], b)
 				for i := range a {
-					if got := int32(binary.BigEndian.Uint32(wa[off+4*i:])); got != a[i] {
+					if got := int32(binary.LittleEndian.Uint32(wa[off+4*i:])); got != a[i] {
 						t.Fatalf("native %v n %d off %d: putElems[%d] = %d, want %d", native, n, off, i, got, a[i])
 					}
 				}
@@ -43,6 +43,6 @@ func TestElementOrder(t *testing.T) {
 				}
 			}
 		}
-		littleEndian = saved
+		nativeWire = saved
 	}
 }
