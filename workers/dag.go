@@ -121,11 +121,15 @@ func (r *rank) connectDAG(ctx context.Context) error {
 		}()
 	}
 	go func() {
-		errc <- acceptGreeted(ln, recv, func(h uint32) int { return int(h) }, "transfers", func(k int, c net.Conn) {
+		err := acceptGreeted(ln, recv, func(h uint32) int { return int(h) }, "transfers", func(k int, c net.Conn) {
 			inMu.Lock()
 			r.dag.in[k] = c
 			inMu.Unlock()
 		})
+		if err != nil {
+			stop() // the dial side stops retrying
+		}
+		errc <- err
 	}()
 	go func() {
 		for _, k := range send {

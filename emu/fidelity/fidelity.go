@@ -508,7 +508,7 @@ func accuracy(in *Inputs) Line {
 	}
 	if l.Status != Pass {
 		l.Why = "the attribution says where the difference went (attribution.csv); one run carries TCP's run-to-run spread: `emu run --repeat 5` measures it"
-		if inc, ok := in.worstINC(judged); ok && inc.RelErr > AccuracyMaxPass && headroom(in).Status != Pass {
+		if inc, ok := in.slowestINC(judged); ok && inc.RelErr > AccuracyMaxPass && len(in.Host) > 0 && headroom(in).Status != Pass {
 			l.Why += fmt.Sprintf("; %s iteration %d %s (%+.1f%%) is in-network aggregation, which the emulator runs in userspace: with the CPUs this busy INC pushes lose their share of shared links to TCP, and the phases beside them gain (docs/fidelity.md, \"INC beside cubic on a busy CPU\")",
 				inc.Job, inc.Iteration, inc.Phase, 100*inc.RelErr)
 		}
@@ -529,9 +529,10 @@ func worstPhase(cs []record.Comparison) (record.Comparison, bool) {
 	return w, found
 }
 
-// worstINC is the in-network aggregation push with the largest |error|
-// (one whose workers measured the tree's round trip); false when none.
-func (in *Inputs) worstINC(cs []record.Comparison) (record.Comparison, bool) {
+// slowestINC is the in-network aggregation push that ran slowest against
+// the model (the largest signed error; one whose workers measured the
+// tree's round trip); false when there is none.
+func (in *Inputs) slowestINC(cs []record.Comparison) (record.Comparison, bool) {
 	if in.Measurement == nil {
 		return record.Comparison{}, false
 	}
@@ -541,13 +542,14 @@ func (in *Inputs) worstINC(cs []record.Comparison) (record.Comparison, bool) {
 			inc[job.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase}] = true
 		}
 	}
-	var pushes []record.Comparison
+	var w record.Comparison
+	found := false
 	for _, c := range cs {
-		if inc[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] {
-			pushes = append(pushes, c)
+		if inc[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] && c.PredictedNs > 0 && (!found || c.RelErr > w.RelErr) {
+			w, found = c, true
 		}
 	}
-	return worstPhase(pushes)
+	return w, found
 }
 
 // AbsStats is the median (nearest rank) and largest |error| of the

@@ -185,6 +185,7 @@ func TestAccuracyNamesWorstPhase(t *testing.T) {
 		{"INC push 4% off, CPUs saturated", Inputs{TCPAware: cmp(0.04), Measurement: meas(7e6), Host: hostAt(0.97, 0.01, 10)}, false},
 		{"INC push 16% faster, CPUs saturated", Inputs{TCPAware: cmp(-0.16), Measurement: meas(7e6), Host: hostAt(0.97, 0.01, 10)}, false},
 		{"a TCP push 16% off, CPUs saturated", Inputs{TCPAware: cmp(0.16), Measurement: meas(0), Host: hostAt(0.97, 0.01, 10)}, false},
+		{"INC push 16% off, CPU not measured", Inputs{TCPAware: cmp(0.16), Measurement: meas(7e6)}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			l := line(Judge(&tt.in), "model accuracy")
@@ -195,6 +196,13 @@ func TestAccuracyNamesWorstPhase(t *testing.T) {
 				t.Errorf("INC hint %v, want %v: %q", got, tt.hinted, l.Why)
 			}
 		})
+	}
+	// A faster INC push does not hide a slower one.
+	two := append(cmp(0.16), record.Comparison{Job: "vgg", Iteration: 1, Phase: "push", PredictedNs: 100, RelErr: -0.3})
+	m := meas(7e6)
+	m.Phases = append(m.Phases, record.Phase{Job: "vgg", Iteration: 1, Phase: "push", INCRTTNs: 7e6})
+	if l := line(Judge(&Inputs{TCPAware: two, Measurement: m, Host: hostAt(0.97, 0.01, 10)}), "model accuracy"); !strings.Contains(l.Why, "vgg iteration 0 push (+16.0%) is in-network aggregation") {
+		t.Errorf("a faster INC push hid the slow one: %q", l.Why)
 	}
 	// Nothing to name without a communication phase.
 	if l := line(Judge(&Inputs{TCPAware: cmp(0)[2:]}), "model accuracy"); strings.Contains(l.Figure, "worst") {
