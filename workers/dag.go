@@ -109,17 +109,9 @@ func (r *rank) connectDAG(ctx context.Context) error {
 	}
 	var inMu sync.Mutex
 	errc := make(chan error, 2)
-	// A failed dial side or an ended ctx stops the accepts at once rather
-	// than after their 30 s deadline (closing, not a deadline, which the
-	// accept loop would overwrite were it to set its own after this).
-	ctx, stop := context.WithCancel(ctx)
+	// A failed side or an ended ctx stops the other at once.
+	ctx, stop := closeOnDone(ctx, ln)
 	defer stop()
-	if ln != nil {
-		go func() {
-			<-ctx.Done()
-			_ = ln.Close()
-		}()
-	}
 	go func() {
 		err := acceptGreeted(ln, recv, func(h uint32) int { return int(h) }, "transfers", func(k int, c net.Conn) {
 			inMu.Lock()

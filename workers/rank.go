@@ -416,17 +416,9 @@ func (r *rank) connect(ctx context.Context) error {
 		}
 		defer ln.Close()
 	}
-	// A failed side or an ended ctx stops the other at once rather than
-	// after its deadline (the listener is closed, not given a deadline,
-	// which the accept loop would overwrite were it to set its own after).
-	ctx, stop := context.WithCancel(ctx)
+	// A failed side or an ended ctx stops the other at once.
+	ctx, stop := closeOnDone(ctx, ln)
 	defer stop()
-	if ln != nil {
-		go func() {
-			<-ctx.Done()
-			_ = ln.Close()
-		}()
-	}
 	errc := make(chan error, 2)
 	side := func(f func() error) {
 		err := f()
@@ -448,6 +440,21 @@ func (r *rank) acceptPeers(ln net.Listener, want []int) error {
 		return r.ps
 	}
 	return acceptGreeted(ln, want, id, "ranks", func(p int, c net.Conn) { r.comm.Conns[p] = c })
+}
+
+// closeOnDone returns a ctx that the caller's stop (or the parent) ends,
+// and closes ln (if any) when it does: an accept loop then stops at once
+// rather than after its deadline. Closing, not a deadline, which the
+// accept loop would overwrite were it to set its own after.
+func closeOnDone(parent context.Context, ln net.Listener) (context.Context, context.CancelFunc) {
+	ctx, stop := context.WithCancel(parent)
+	if ln != nil {
+		go func() {
+			<-ctx.Done()
+			_ = ln.Close()
+		}()
+	}
+	return ctx, stop
 }
 
 // acceptGreeted accepts connections on ln until one has greeted with each
