@@ -108,46 +108,34 @@ func (r *rank) connectDAG(ctx context.Context) error {
 		defer ln.Close()
 	}
 	var inMu sync.Mutex
-	errc := make(chan error, 2)
-	// A failed side or an ended ctx stops the other at once.
-	ctx, stop := closeOnDone(ctx, ln)
-	defer stop()
-	go func() {
-		err := acceptGreeted(ln, recv, func(h uint32) int { return int(h) }, "transfers", func(k int, c net.Conn) {
+	accept := func() error {
+		return acceptGreeted(ln, recv, func(h uint32) int { return int(h) }, "transfers", func(k int, c net.Conn) {
 			inMu.Lock()
 			r.dag.in[k] = c
 			inMu.Unlock()
 		})
-		if err != nil {
-			stop() // the dial side stops retrying
-		}
-		errc <- err
-	}()
-	go func() {
+	}
+	dial := func(ctx context.Context) error {
 		for _, k := range send {
 			t := &j.Tasks[k]
 			dst := rankOf[t.Dst]
 			addr := net.JoinHostPort(r.spec.Addrs[t.Dst], strconv.Itoa(r.port(dst)))
 			c, err := r.dialRetry(ctx, addr)
 			if err != nil {
-				stop()
-				errc <- fmt.Errorf("task %s: dial rank %d at %s: %w", t.Name, dst, addr, err)
-				return
+				return fmt.Errorf("task %s: dial rank %d at %s: %w", t.Name, dst, addr, err)
 			}
 			var hdr [4]byte
 			binary.BigEndian.PutUint32(hdr[:], uint32(k))
 			if _, err := c.Write(hdr[:]); err != nil {
 				c.Close()
-				stop()
-				errc <- fmt.Errorf("task %s: greet rank %d: %w", t.Name, dst, err)
-				return
+				return fmt.Errorf("task %s: greet rank %d: %w", t.Name, dst, err)
 			}
 			tune(c)
 			r.dag.out[k] = c
 		}
-		errc <- nil
-	}()
-	return errors.Join(<-errc, <-errc)
+		return nil
+	}
+	return acceptAndDial(ctx, ln, accept, dial)
 }
 
 // listen listens on addr in the rank's namespace with its congestion

@@ -416,20 +416,8 @@ func (r *rank) connect(ctx context.Context) error {
 		}
 		defer ln.Close()
 	}
-	// A failed side or an ended ctx stops the other at once.
-	ctx, stop := closeOnDone(ctx, ln)
-	defer stop()
-	errc := make(chan error, 2)
-	side := func(f func() error) {
-		err := f()
-		if err != nil {
-			stop()
-		}
-		errc <- err
-	}
-	go side(func() error { return r.acceptPeers(ln, accept) })
-	go side(func() error { return r.dialPeers(ctx, self, dial) })
-	return errors.Join(<-errc, <-errc)
+	return acceptAndDial(ctx, ln, func() error { return r.acceptPeers(ln, accept) },
+		func(ctx context.Context) error { return r.dialPeers(ctx, self, dial) })
 }
 
 func (r *rank) acceptPeers(ln net.Listener, want []int) error {
@@ -442,19 +430,31 @@ func (r *rank) acceptPeers(ln net.Listener, want []int) error {
 	return acceptGreeted(ln, want, id, "ranks", func(p int, c net.Conn) { r.comm.Conns[p] = c })
 }
 
-// closeOnDone returns a ctx that the caller's stop (or the parent) ends,
-// and closes ln (if any) when it does: an accept loop then stops at once
-// rather than after its deadline. Closing, not a deadline, which the
-// accept loop would overwrite were it to set its own after.
-func closeOnDone(parent context.Context, ln net.Listener) (context.Context, context.CancelFunc) {
-	ctx, stop := context.WithCancel(parent)
+// acceptAndDial runs a connect's two sides at once and joins their
+// errors. A failed side, or an ended ctx, stops the other at once: the
+// dial side through its ctx, the accept side by closing ln (if any), not
+// by a deadline, which the accept loop would overwrite were it to set its
+// own after.
+func acceptAndDial(ctx context.Context, ln net.Listener, accept func() error, dial func(context.Context) error) error {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
 	if ln != nil {
 		go func() {
 			<-ctx.Done()
 			_ = ln.Close()
 		}()
 	}
-	return ctx, stop
+	errc := make(chan error, 2)
+	side := func(f func() error) {
+		err := f()
+		if err != nil {
+			stop()
+		}
+		errc <- err
+	}
+	go side(accept)
+	go side(func() error { return dial(ctx) })
+	return errors.Join(<-errc, <-errc)
 }
 
 // acceptGreeted accepts connections on ln until one has greeted with each

@@ -466,7 +466,7 @@ func lateness(in *Inputs) Line {
 func CommErrors(cs []record.Comparison) []float64 {
 	var out []float64
 	for _, c := range cs {
-		if c.Phase != job.PhaseCompute && c.PredictedNs > 0 {
+		if commPhase(c) {
 			out = append(out, c.RelErr)
 		}
 	}
@@ -519,14 +519,7 @@ func accuracy(in *Inputs) Line {
 // worstPhase is the communication phase with the largest |error| (the
 // first of equals); false when there is none.
 func worstPhase(cs []record.Comparison) (record.Comparison, bool) {
-	var w record.Comparison
-	found := false
-	for _, c := range cs {
-		if c.Phase != job.PhaseCompute && c.PredictedNs > 0 && (!found || math.Abs(c.RelErr) > math.Abs(w.RelErr)) {
-			w, found = c, true
-		}
-	}
-	return w, found
+	return largest(cs, commPhase, func(c record.Comparison) float64 { return math.Abs(c.RelErr) })
 }
 
 // slowestINC is the in-network aggregation push that ran slowest against
@@ -542,10 +535,22 @@ func (in *Inputs) slowestINC(cs []record.Comparison) (record.Comparison, bool) {
 			inc[job.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase}] = true
 		}
 	}
+	return largest(cs, func(c record.Comparison) bool {
+		return commPhase(c) && inc[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}]
+	}, func(c record.Comparison) float64 { return c.RelErr })
+}
+
+// commPhase reports whether c is a communication phase the model
+// predicted: the phases the accuracy line reads.
+func commPhase(c record.Comparison) bool { return c.Phase != job.PhaseCompute && c.PredictedNs > 0 }
+
+// largest is the first of the phases keep accepts with the largest score;
+// false when keep accepts none.
+func largest(cs []record.Comparison, keep func(record.Comparison) bool, score func(record.Comparison) float64) (record.Comparison, bool) {
 	var w record.Comparison
 	found := false
 	for _, c := range cs {
-		if inc[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] && c.PredictedNs > 0 && (!found || c.RelErr > w.RelErr) {
+		if keep(c) && (!found || score(c) > score(w)) {
 			w, found = c, true
 		}
 	}
