@@ -17,8 +17,9 @@ import (
 //     pace, so it is not penalised per queue crossed);
 //   - all segments of a tree move at the rate of the slowest;
 //   - that rate is at most the window over the tree's round trip: the
-//     base RTT plus the standing queues TCP keeps on the links of the
-//     slowest worker's branch (up to the root and back).
+//     base RTT, the aggregators' user-space hops (TCPModel.INCHopsNs) and the
+//     standing queues TCP keeps on the links of the slowest worker's
+//     branch (up to the root and back).
 //
 // What capacity a segment cannot use goes to the other flows. docs/fidelity.md
 // has the runs this follows.
@@ -30,6 +31,16 @@ const (
 	INCWindowSlots = 256
 	INCSlotBytes   = 1440
 )
+
+// INCHopsNs is what the aggregators' user-space hops (worker -> ToR ->
+// root ToR and back: three or four socket wake-ups) add to a tree's round
+// trip while TCP traffic shares the CPUs. Measured on plan-demo: vgg's
+// second push, beside gpt's ring through three standing queues (7.6 ms in
+// the model), had round trips of 8.5-8.8 ms (its workers' mean, over the
+// part of the push the ring shared; 15 runs); a single block on an idle
+// fabric returns in 0.2-0.4 ms (docs/fidelity.md). Beside TCP the
+// aggregators wait for a CPU at every hop.
+const INCHopsNs = 1_000_000
 
 // incTreeRates returns the common rate of every INC tree in comp (its
 // slowest segment's share, capped by its window) for all their segments,
@@ -78,10 +89,10 @@ func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]floa
 	return fixed
 }
 
-// incTreeRTT is a tree's round trip: the base RTT plus, on the branch of
-// the slowest ToR, the standing queues that TCP keeps on the links of its
-// segments (a link only INC fills holds the window itself, which the
-// rate already pays).
+// incTreeRTT is a tree's round trip: the base RTT and the aggregators'
+// hops plus, on the branch of the slowest ToR, the standing queues that
+// TCP keeps on the links of its segments (a link only INC fills holds the
+// window itself, which the rate already pays).
 func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) int64 {
 	// A segment's queue delay, and which ToR's branch it belongs to: a
 	// worker's segments to its ToR, a ToR's segments to the root.
@@ -119,7 +130,7 @@ func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) int64 {
 	for r, q := range worker {
 		longest = math.Max(longest, q+tor[r])
 	}
-	return max(1, s.opt.TCP.BaseRTTNs) + int64(longest)
+	return max(1, s.opt.TCP.BaseRTTNs) + s.opt.TCP.INCHopsNs + int64(longest)
 }
 
 // carriesTCP reports whether a link carries a flow in progress that is

@@ -17,8 +17,9 @@ import (
 // segment shares like a flow through one: 1 + q ms. So on those links
 // the segment gets 10 * (1/(1+q)) / (1/(1+q) + 1/(1+2q)) MB/s, every
 // segment of the tree moves at that rate, capped by the window
-// (256 slots of 1440 B) over the tree's round trip, 1 + 2q ms (the two
-// queues TCP keeps on tor1's branch), and the TCP flow gets the rest.
+// (256 slots of 1440 B) over the tree's round trip, 1 + 1 + 2q ms (the
+// base RTT, 1 ms of aggregator hops and the two queues TCP keeps on
+// tor1's branch), and the TCP flow gets the rest.
 func TestINCTreeSharesByHand(t *testing.T) {
 	s := scen(t, "fabric: {kind: eps, racks: 2, servers_per_rack: 2, rates: {server: 80Mbit}, eps: {oversubscription: 2}}\n")
 	tree := plan.Job{Name: "inc", Pattern: "ps", Workers: []string{"r0s0", "r1s0"}, INC: true, Aggregator: "tor0", Bytes: 100e6, Iterations: 1}
@@ -29,17 +30,17 @@ func TestINCTreeSharesByHand(t *testing.T) {
 		queueMs float64
 		inc     float64 // MB/s
 	}{
-		// 10 * (1/2) / (1/2 + 1/3) = 6; the window allows 368,640 B / 3 ms.
+		// 10 * (1/2) / (1/2 + 1/3) = 6; the window allows 368,640 B / 4 ms.
 		{"the share limits the tree", 1, 6},
-		// 1 + 2*100 ms: the window allows 368,640 B / 201 ms = 1.834 MB/s,
-		// under the share of 6.656.
-		{"the window limits the tree", 100, window / 0.201 / 1e6},
+		// 1 + 1 + 2*100 ms: the window allows 368,640 B / 202 ms = 1.825
+		// MB/s, under the share of 6.656.
+		{"the window limits the tree", 100, window / 0.202 / 1e6},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q := int64(tt.queueMs * 1e6)
 			sim := New(s.Fabric, []plan.Job{tree, tcp}, Options{ASAP: true, TCP: &TCPModel{
-				RTTExponent: 1, BaseRTTNs: 1e6, QueueNs: func(scenario.Rate) int64 { return q }}})
+				RTTExponent: 1, BaseRTTNs: 1e6, INCHopsNs: 1e6, QueueNs: func(scenario.Rate) int64 { return q }}})
 			sim.RunUntil(1)
 			var incRates []float64
 			tcpRate := 0.0

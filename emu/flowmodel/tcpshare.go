@@ -31,6 +31,9 @@ type TCPModel struct {
 	// MSS is a full segment's payload: after an RTO the window restarts
 	// from one segment.
 	MSS float64
+	// INCHopsNs is what the aggregators add to an INC tree's round trip
+	// (INCHopsNs, incshare.go).
+	INCHopsNs int64
 }
 
 // CubicRTTExponent is α for cubic, measured on this emulator with the
@@ -71,6 +74,7 @@ func TCPModelFor(f scenario.Fabric) *TCPModel {
 		PTOMinNs:    TLPMinNs,
 		RTOMinNs:    RTOMinNs,
 		MSS:         float64(Framing(mtu).PayloadBytes),
+		INCHopsNs:   INCHopsNs,
 	}
 }
 
