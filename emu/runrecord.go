@@ -122,7 +122,7 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 		CalibratedLockstep: res.CompareCalibratedLockstep}
 	for _, t := range res.Outcome.TCP {
 		in.TCP = append(in.TCP, fidelity.TCPSample{Job: t.Job, Rank: t.Rank, Peer: t.Peer, TNs: t.TNs, Retrans: t.Retrans,
-			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs, Ssthresh: t.SsthreshSegs})
+			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs, Ssthresh: t.SsthreshSegs, RTTUs: t.RTTUs})
 	}
 	in.Flows = flowsOf(res.Outcome.Phases)
 	if res.TCPAware != nil {
@@ -136,6 +136,7 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	}
 	if f := r.s.Fabric; f.Rates.Server != scenario.Unlimited {
 		in.LinkPayloadBps = float64(f.Rates.Server) / 8 * flowmodel.Framing(f.MTU).Goodput()
+		in.MSS = flowmodel.Framing(f.MTU).PayloadBytes
 	}
 	for _, p := range res.Outcome.Phases {
 		in.BytesSent += p.Bytes

@@ -40,7 +40,9 @@ type PhaseStat struct {
 	EndNs     int64  `json:"end_ns"`   // last rank's end
 	// DurationNs is the longest time one rank spent in the phase (as
 	// nccl-tests reports the slowest rank); for PS push and pull it is the
-	// span from the first start to the last end. algbw and busbw use it.
+	// span from the first start (a pull: its data) to the last end, for a
+	// ring or halving-doubling all-reduce from the last rank's start to
+	// the last end. algbw and busbw use it.
 	DurationNs int64   `json:"duration_ns"`
 	Bytes      int64   `json:"size_bytes"` // per-rank buffer, as nccl-tests counts it
 	AlgBwBps   float64 `json:"algbw_bps,omitempty"`
@@ -48,11 +50,14 @@ type PhaseStat struct {
 	Verified   bool    `json:"verified"`
 	// FirstStartNs is the first rank's start; StartNs differs from it for
 	// a pull, which is timed from when its data exist (the server's
-	// push-complete). The rest are record.Phase's measured parts.
+	// push-complete), and for a ring or halving-doubling all-reduce, timed
+	// from its last rank's start. The rest are record.Phase's measured
+	// parts.
 	FirstStartNs int64 `json:"first_start_ns"`
 	WaitDataNs   int64 `json:"wait_data_ns,omitempty"`
 	SkewNs       int64 `json:"skew_ns,omitempty"`
 	LatenessNs   int64 `json:"lateness_ns,omitempty"`
+	LateInNs     int64 `json:"late_in_ns,omitempty"`
 	VerifyNs     int64 `json:"verify_ns,omitempty"`
 	INCRTTNs     int64 `json:"inc_rtt_ns,omitempty"`
 	INCStallNs   int64 `json:"inc_stall_ns,omitempty"`
@@ -76,6 +81,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		PhaseStat
 		verified  int
 		lastStart int64
+		starts    [][2]int64 // per rank: start, gate
 	}
 	m := map[job.Key]*acc{}
 	// The parameter server's records: when each push completed (the sum
@@ -110,6 +116,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		a.EndNs = max(a.EndNs, end)
 		if r.GateNs > 0 {
 			a.LatenessNs = max(a.LatenessNs, r.StartNs-r.GateNs)
+			a.starts = append(a.starts, [2]int64{r.StartNs, r.GateNs})
 		}
 		a.VerifyNs = max(a.VerifyNs, r.VerifyNs)
 		a.INCRTTNs = max(a.INCRTTNs, r.INCRTTNs)
@@ -117,6 +124,15 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		if r.Verified {
 			a.verified++
 		}
+	}
+	// lateIn is the largest time a rank started after it could, counted
+	// only from the instant the phase is timed from.
+	lateIn := func(starts [][2]int64, from int64) int64 {
+		var l int64
+		for _, sg := range starts {
+			l = max(l, sg[0]-max(sg[1], from))
+		}
+		return l
 	}
 	var stats []PhaseStat
 	run := &record.Run{Source: "emulation"}
@@ -132,6 +148,19 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 			st.StartNs = ps.EndNs
 			st.SkewNs = max(0, a.lastStart-st.StartNs) // only starts after the data count
 		}
+		if k.Phase == job.PhaseAllReduce && j != nil && (j.Pattern == job.PatternRing || j.Pattern == job.PatternHD) {
+			// Every rank of a ring or halving-doubling all-reduce needs
+			// every other rank's data: it can end only once the last rank
+			// has started. Time it from then, as the lockstep models do (a
+			// rank that started late was late because its previous phase
+			// ended late, which that phase's time holds already); the
+			// early ranks' wait is waiting for data.
+			st.WaitDataNs = a.lastStart - st.StartNs
+			st.StartNs = a.lastStart
+			st.SkewNs = 0
+			st.DurationNs = st.EndNs - st.StartNs
+		}
+		st.LateInNs = lateIn(a.starts, st.StartNs)
 		if k.Phase == job.PhasePush {
 			if ps, ok := psPush[job.Key{Job: k.Job, Iteration: k.Iteration, Phase: job.PhasePull}]; ok {
 				st.VerifyNs = max(st.VerifyNs, ps.VerifyNs)
@@ -163,7 +192,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		stats = append(stats, st)
 		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
 			StartNs: st.StartNs, EndNs: st.EndNs, DurationNs: st.DurationNs,
-			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs, INCStallNs: st.INCStallNs})
+			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, LateInNs: st.LateInNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs, INCStallNs: st.INCStallNs})
 		if j != nil {
 			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
 		}

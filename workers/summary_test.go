@@ -28,7 +28,7 @@ func TestSummarizeTimesWhatWasMeant(t *testing.T) {
 	}}
 	stats, _, run := Summarize([]job.Job{j}, o)
 	want := map[string]PhaseStat{
-		job.PhasePush: {StartNs: 40 * ms, FirstStartNs: 40 * ms, EndNs: 252 * ms, DurationNs: 212 * ms, SkewNs: 5 * ms, LatenessNs: 3 * ms, VerifyNs: 3 * ms},
+		job.PhasePush: {StartNs: 40 * ms, FirstStartNs: 40 * ms, EndNs: 252 * ms, DurationNs: 212 * ms, SkewNs: 5 * ms, LatenessNs: 3 * ms, LateInNs: 3 * ms, VerifyNs: 3 * ms},
 		job.PhasePull: {StartNs: 250 * ms, FirstStartNs: 240 * ms, EndNs: 470 * ms, DurationNs: 220 * ms, WaitDataNs: 10 * ms, VerifyNs: 4 * ms, Verified: true},
 	}
 	if len(stats) != 2 {
@@ -37,13 +37,42 @@ func TestSummarizeTimesWhatWasMeant(t *testing.T) {
 	for _, s := range stats {
 		w := want[s.Phase]
 		if s.StartNs != w.StartNs || s.FirstStartNs != w.FirstStartNs || s.EndNs != w.EndNs || s.DurationNs != w.DurationNs ||
-			s.WaitDataNs != w.WaitDataNs || s.SkewNs != w.SkewNs || s.LatenessNs != w.LatenessNs || s.VerifyNs != w.VerifyNs || s.Verified != w.Verified {
+			s.WaitDataNs != w.WaitDataNs || s.SkewNs != w.SkewNs || s.LatenessNs != w.LatenessNs || s.LateInNs != w.LateInNs || s.VerifyNs != w.VerifyNs || s.Verified != w.Verified {
 			t.Errorf("%s:\n got %+v\nwant %+v", s.Phase, s, w)
 		}
 	}
 	for _, p := range run.Phases {
 		if p.Phase == job.PhasePull && (p.StartNs != 250*ms || p.WaitDataNs != 10*ms || p.DurationNs != 220*ms) {
 			t.Errorf("measurement's pull %+v: want it timed from 250 ms", p)
+		}
+	}
+}
+
+// Hand-computed: a ring of three ranks. They started at 100, 104 (its
+// gate opened at 102: 2 ms late) and 110 ms, and ended at 300, 305 and
+// 302 ms. No rank can end before the last one has started, so the phase
+// is timed from 110 ms: 195 ms, with 10 ms of waiting for the others
+// before and no skew; the 2 ms of lateness fell before 110 ms, outside.
+func TestSummarizeTimesRingFromLastRank(t *testing.T) {
+	const ms = int64(1e6)
+	t0 := 1000 * ms
+	at := func(x int64) int64 { return t0 + x*ms }
+	for _, pattern := range []string{job.PatternRing, job.PatternHD} {
+		j := job.Job{Name: "r", Pattern: pattern, Workers: []string{"a", "b", "c"}, Bytes: 8 << 20, Iterations: 1}
+		o := &Outcome{T0: t0, Phases: []PhaseRecord{
+			{Job: "r", Phase: job.PhaseAllReduce, Rank: 0, GateNs: at(100), StartNs: at(100), EndNs: at(300), Verified: true},
+			{Job: "r", Phase: job.PhaseAllReduce, Rank: 1, GateNs: at(102), StartNs: at(104), EndNs: at(305), Verified: true},
+			{Job: "r", Phase: job.PhaseAllReduce, Rank: 2, GateNs: at(110), StartNs: at(110), EndNs: at(302), Verified: true},
+		}}
+		stats, _, run := Summarize([]job.Job{j}, o)
+		want := PhaseStat{StartNs: 110 * ms, FirstStartNs: 100 * ms, EndNs: 305 * ms, DurationNs: 195 * ms, WaitDataNs: 10 * ms, LatenessNs: 2 * ms}
+		s := stats[0]
+		if s.StartNs != want.StartNs || s.FirstStartNs != want.FirstStartNs || s.EndNs != want.EndNs || s.DurationNs != want.DurationNs ||
+			s.WaitDataNs != want.WaitDataNs || s.SkewNs != 0 || s.LatenessNs != want.LatenessNs || s.LateInNs != 0 {
+			t.Errorf("%s:\n got %+v\nwant %+v", pattern, s, want)
+		}
+		if p := run.Phases[0]; p.StartNs != 110*ms || p.DurationNs != 195*ms || p.WaitDataNs != 10*ms || p.LatenessNs != 2*ms {
+			t.Errorf("%s: measurement's all-reduce %+v: want it timed from 110 ms", pattern, p)
 		}
 	}
 }

@@ -19,22 +19,22 @@ const AttributeAbove = 0.05
 // never claim more than the difference; what no part explains is the
 // residual.
 const (
-	PartFraming  = "framing"   // the calibrated model's time - the ideal's (TCP headers), ranks in lockstep in both
-	PartRanks    = "ranks"     // the calibrated model's time with all-to-all ranks on their own - in lockstep
-	PartTCP      = "tcp"       // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
-	PartDrift    = "drift"     // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
-	PartLateness = "lateness"  // the latest rank's start after it could start
-	PartSkew     = "skew"      // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
-	PartHyStart  = "hystart"   // how much longer the flows cubic's HyStart cut short took than the others
-	PartRTO      = "rto"       // time in RTO recovery on the job's connections (TCP_INFO)
-	PartINCStall = "inc_stall" // the time an INC push's worker went without any result while a retransmission timeout was due (the largest over workers)
-	PartLoss     = "loss"      // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
-	PartCPU      = "cpu"       // wall time x the share of all CPUs other processes held
-	PartResidual = "residual"
+	PartFraming   = "framing"    // the calibrated model's time - the ideal's (TCP headers), ranks in lockstep in both
+	PartRanks     = "ranks"      // the calibrated model's time with all-to-all ranks on their own - in lockstep
+	PartTCP       = "tcp"        // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
+	PartDrift     = "drift"      // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
+	PartLateness  = "lateness"   // the latest rank's start after it could start
+	PartSkew      = "skew"       // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
+	PartEarlyExit = "early_exit" // how much longer the flows whose slow start ended below their share of the path took than the others
+	PartRTO       = "rto"        // time in RTO recovery on the job's connections (TCP_INFO)
+	PartINCStall  = "inc_stall"  // the time an INC push's worker went without any result while a retransmission timeout was due (the largest over workers)
+	PartLoss      = "loss"       // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
+	PartCPU       = "cpu"        // wall time x the share of all CPUs other processes held
+	PartResidual  = "residual"
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartHyStart, PartRTO, PartINCStall, PartLoss, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartEarlyExit, PartRTO, PartINCStall, PartLoss, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -116,9 +116,9 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartRanks, ranks},
 			{PartTCP, modelTCP},
 			{PartDrift, drift},
-			{PartLateness, m.LatenessNs},
-			{PartSkew, max(0, m.SkewNs-m.LatenessNs-in.ModelPhases[k].SkewNs)},
-			{PartHyStart, in.hystartCost(k)},
+			{PartLateness, m.LateInNs},
+			{PartSkew, max(0, m.SkewNs-m.LateInNs-in.ModelPhases[k].SkewNs)},
+			{PartEarlyExit, in.earlyExitCost(k)},
 			{PartRTO, rto},
 			{PartINCStall, m.INCStallNs},
 			{PartLoss, lossNs},
@@ -187,29 +187,32 @@ func (in *Inputs) tcpDuring(jobName string, from, to int64) (rtoNs int64, retran
 	return worstRTO, retrans
 }
 
-// HyStartEarlySegs: a slow-start threshold below this, set with no
-// retransmission, is cubic's HyStart ending slow start at its first
-// chance (hystart_low_window is 16 segments; from an initial window of 10
-// the window is 20-31 when HyStart first looks). Such a flow then grows
-// its window by about 4% per RTT (cubic with no earlier maximum) and
-// stays below its share of a busy link for the rest of a short transfer:
-// on plan-demo's all-to-all, flows cut at 27-30 segments took 85-123 ms,
-// flows whose threshold was 53 or more 19-84 ms (docs/fidelity.md).
+// HyStartEarlySegs is HyStart's first chance to end slow start
+// (hystart_low_window is 16 segments; from an initial window of 10 the
+// window is 20-31 when HyStart first looks). It is the early-exit
+// threshold when a flow's share of its path cannot be computed (no link
+// rate, RTT or MSS recorded).
 const HyStartEarlySegs = 32
 
-// hystartCost is how much longer the phase's flows that HyStart cut
-// short took than its other flows: the longest cut flow's time minus the
-// longest other flow's, each timed from when both its ranks had started.
-// 0 when the phase has no per-flow marks, or no flow (or every flow) was
-// cut.
-func (in *Inputs) hystartCost(k job.Key) int64 {
+// earlyExitCost is how much longer the phase's flows whose slow start
+// ended early took than its other flows: the longest such flow's time
+// minus the longest other flow's, each timed from when both its ranks
+// had started. 0 when the phase has no per-flow marks, or no flow (or
+// every flow) ended slow start early.
+func (in *Inputs) earlyExitCost(k job.Key) int64 {
+	fromSrc := map[int]int{} // the phase's flows each rank sends at once
+	for _, f := range in.Flows {
+		if f.Job == k.Job && f.Iteration == k.Iteration && f.Phase == k.Phase {
+			fromSrc[f.Src]++
+		}
+	}
 	var cut, other int64 = -1, -1
 	for _, f := range in.Flows {
 		if f.Job != k.Job || f.Iteration != k.Iteration || f.Phase != k.Phase || f.EndNs <= f.StartNs {
 			continue
 		}
 		d := f.EndNs - f.StartNs
-		if in.hystartCut(f) {
+		if in.exitedEarly(f, fromSrc[f.Src]) {
 			cut = max(cut, d)
 		} else {
 			other = max(other, d)
@@ -221,12 +224,21 @@ func (in *Inputs) hystartCost(k job.Key) int64 {
 	return max(0, cut-other)
 }
 
-// hystartCut reports whether the flow's sending connection had left slow
-// start at HyStart's first chance by the time the flow ended: the first
-// TCP sample at or after its end (the last one before when there is
-// none) shows a threshold below HyStartEarlySegs and no retransmission
-// (a loss sets the threshold too).
-func (in *Inputs) hystartCut(f Flow) bool {
+// exitedEarly reports whether the flow's sending connection had left
+// slow start below the flow's share of its path by the time the flow
+// ended: the first TCP sample at or after its end (the last one before
+// when there is none) shows a slow-start threshold below the share.
+// HyStart sets the threshold where it ends slow start, a loss where it
+// struck; either way the connection then grows its window by about half
+// a segment per RTT (cubic's TCP-friendly region, with no earlier
+// maximum) and stays below its share of a busy link for the rest of a
+// short transfer: on plan-demo's all-to-all, flows cut at 18-30 segments
+// took 85-123 ms, flows whose threshold was above their share 15-60 ms
+// (docs/fidelity.md). The share is the path's window (the link's payload
+// rate x the connection's smoothed RTT, which holds the queues it
+// crossed) over the flows its rank sends at once, an upper bound: flows
+// of other jobs from the same server are not counted.
+func (in *Inputs) exitedEarly(f Flow, flowsFromSrc int) bool {
 	best, after := -1, false
 	for i, s := range in.TCP {
 		if s.Job != f.Job || s.Rank != f.Src || s.Peer != f.Dst {
@@ -244,7 +256,20 @@ func (in *Inputs) hystartCut(f Flow) bool {
 		return false
 	}
 	s := in.TCP[best]
-	return s.Ssthresh > 0 && s.Ssthresh < HyStartEarlySegs && s.Retrans == 0
+	if s.Ssthresh == 0 || s.Ssthresh >= 1<<31-1 {
+		return false // not recorded, or slow start never ended
+	}
+	return float64(s.Ssthresh) < in.shareSegs(s.RTTUs, flowsFromSrc)
+}
+
+// shareSegs is a flow's share of its path's window in segments: the
+// server link's payload rate x rtt over the flows sharing it, or
+// HyStartEarlySegs when that cannot be computed.
+func (in *Inputs) shareSegs(rttUs uint32, flows int) float64 {
+	if in.LinkPayloadBps <= 0 || in.MSS <= 0 || rttUs == 0 || flows <= 0 {
+		return HyStartEarlySegs
+	}
+	return in.LinkPayloadBps * float64(rttUs) / 1e6 / float64(in.MSS) / float64(flows)
 }
 
 // foreignDuring is the wall time between from and to, weighted by the

@@ -118,6 +118,8 @@ type TCPSample struct {
 	// Ssthresh is the slow-start threshold in segments (0: not recorded;
 	// 2^31-1: never set).
 	Ssthresh uint32
+	// RTTUs is the smoothed RTT (µs; 0: not recorded).
+	RTTUs uint32
 }
 
 // Flow is one flow of a phase that its ranks time per peer (all-to-all:
@@ -168,6 +170,9 @@ type Inputs struct {
 	// LinkPayloadBps is the server links' payload rate in bytes/s (the
 	// calibrated model's), to turn retransmitted bytes into time.
 	LinkPayloadBps float64
+	// MSS is a full segment's payload (bytes), to turn a window in
+	// segments into bytes.
+	MSS int
 }
 
 // Judge makes the verdict.

@@ -226,19 +226,20 @@ func TestVerdictIsWorstLineAndPrints(t *testing.T) {
 }
 
 // A hand-computed decomposition: ideal 200 ms, calibrated 209 ms,
-// measured 240 ms. The ranks started 4 ms apart, one of them 1 ms late;
+// measured 240 ms. The ranks started 4 ms apart, one of them 1 ms late
+// (after the phase's first rank had started: inside the timed phase);
 // a connection spent 10 ms in RTO recovery and 125 kB were retransmitted
 // (1 ms at 125 MB/s); other processes held 20% of the CPUs for the whole
 // 240 ms (48 ms, capped at what is left: 15 ms). Residual 0.
 func TestAttributeByHand(t *testing.T) {
 	const ms = int64(1e6)
 	t0 := int64(1000 * ms)
-	meas := &record.Run{Phases: []record.Phase{{Job: "j", Iteration: 0, Phase: "allreduce", StartNs: 0, EndNs: 240 * ms,
-		LatenessNs: 1 * ms, SkewNs: 4 * ms, VerifyNs: 6 * ms}}}
+	meas := &record.Run{Phases: []record.Phase{{Job: "j", Iteration: 0, Phase: "alltoall", StartNs: 0, EndNs: 240 * ms,
+		LatenessNs: 1 * ms, LateInNs: 1 * ms, SkewNs: 4 * ms, VerifyNs: 6 * ms}}}
 	in := &Inputs{
 		Measurement:    meas,
-		Ideal:          []record.Comparison{{Job: "j", Phase: "allreduce", PredictedNs: 200 * ms, MeasuredNs: 240 * ms, RelErr: 0.2}},
-		Calibrated:     []record.Comparison{{Job: "j", Phase: "allreduce", PredictedNs: 209 * ms, MeasuredNs: 240 * ms, RelErr: 31.0 / 209}},
+		Ideal:          []record.Comparison{{Job: "j", Phase: "alltoall", PredictedNs: 200 * ms, MeasuredNs: 240 * ms, RelErr: 0.2}},
+		Calibrated:     []record.Comparison{{Job: "j", Phase: "alltoall", PredictedNs: 209 * ms, MeasuredNs: 240 * ms, RelErr: 31.0 / 209}},
 		LinkPayloadBps: 125e6,
 		TCP: []TCPSample{
 			{Job: "j", Rank: 0, Peer: 1, TNs: t0 - 10*ms},
@@ -270,6 +271,14 @@ func TestAttributeByHand(t *testing.T) {
 	in.Calibrated[0].RelErr = 0.04
 	if got := Attribute(in, t0); len(got) != 0 {
 		t.Errorf("a phase within 5%% was attributed: %+v", got)
+	}
+	// Lateness before the instant the phase is timed from (a rank that
+	// was late before the data existed) is not in its time: the skew
+	// takes all 4 ms.
+	in.Calibrated[0].RelErr = 31.0 / 209
+	meas.Phases[0].LateInNs = 0
+	if a := Attribute(in, t0)[0]; a.Parts[PartLateness] != 0 || a.Parts[PartSkew] != 4*ms || a.Parts[PartCPU] != 16*ms {
+		t.Errorf("lateness outside the phase: lateness %d, skew %d, cpu %d", a.Parts[PartLateness], a.Parts[PartSkew], a.Parts[PartCPU])
 	}
 }
 
@@ -356,42 +365,45 @@ func TestAttributeAgainstTCPAware(t *testing.T) {
 	}
 }
 
-// HyStart's part, by hand: an all-to-all of three ranks measured 150 ms
-// against a TCP-aware 100 (ideal 80, calibrated 84: 70 ms to explain, 4
-// framing and 16 tcp). Its six flows took 40-60 ms, but 1->2 took 110
-// ms: its connection's threshold was 27 segments with no retransmission
-// (HyStart cut it), so hystart = 110 - 60 = 50 ms, and nothing is left.
-// Flow 0->2 also shows a threshold of 20, but after a retransmission (a
-// loss, not HyStart); 2->0 a threshold of 53 (not HyStart's first
-// chance).
-func TestAttributeHyStartByHand(t *testing.T) {
+// The early-exit part, by hand: an all-to-all of three ranks measured
+// 160 ms against a TCP-aware 100 (ideal 80, calibrated 84: 80 ms to
+// explain, 4 framing and 16 tcp). The links carry 100 MB/s of payload in
+// 1000-byte segments and each rank sends two flows at once, so a flow's
+// share of a path with a 2 ms RTT is 100e6 x 0.002 / 1000 / 2 = 100
+// segments. 1->2 took 110 ms: HyStart ended its slow start at 27
+// segments (no retransmission); 0->2 took 60 ms after a loss set its
+// threshold at 20. 2->0's threshold of 53 is above its share at a 1 ms
+// RTT (50). The other flows took at most 50 ms, so early_exit = 110 - 50
+// = 60 ms, and nothing is left.
+func TestAttributeEarlyExitByHand(t *testing.T) {
 	const ms = int64(1e6)
 	cmp := func(pred int64) []record.Comparison {
-		return []record.Comparison{{Job: "moe", Phase: "alltoall", PredictedNs: pred, MeasuredNs: 150 * ms, RelErr: float64(150*ms-pred) / float64(pred)}}
+		return []record.Comparison{{Job: "moe", Phase: "alltoall", PredictedNs: pred, MeasuredNs: 160 * ms, RelErr: float64(160*ms-pred) / float64(pred)}}
 	}
 	flow := func(src, dst int, start, end int64) Flow {
 		return Flow{Job: "moe", Phase: "alltoall", Src: src, Dst: dst, StartNs: start * ms, EndNs: end * ms}
 	}
-	sample := func(rank, peer int, at int64, ssthresh, retrans uint32) TCPSample {
-		return TCPSample{Job: "moe", Rank: rank, Peer: peer, TNs: at * ms, Ssthresh: ssthresh, Retrans: retrans}
+	sample := func(rank, peer int, at int64, ssthresh, retrans, rttUs uint32) TCPSample {
+		return TCPSample{Job: "moe", Rank: rank, Peer: peer, TNs: at * ms, Ssthresh: ssthresh, Retrans: retrans, RTTUs: rttUs}
 	}
 	const never = 1<<31 - 1
 	in := &Inputs{
-		Measurement: &record.Run{Phases: []record.Phase{{Job: "moe", Phase: "alltoall", EndNs: 150 * ms}}},
+		Measurement: &record.Run{Phases: []record.Phase{{Job: "moe", Phase: "alltoall", EndNs: 160 * ms}}},
 		Ideal:       cmp(80 * ms), Calibrated: cmp(84 * ms), TCPAware: cmp(100 * ms),
+		LinkPayloadBps: 100e6, MSS: 1000,
 		Flows: []Flow{flow(0, 1, 0, 40), flow(0, 2, 0, 60), flow(1, 0, 0, 45), flow(1, 2, 0, 110), flow(2, 0, 5, 55), flow(2, 1, 5, 50)},
 		TCP: []TCPSample{
-			sample(0, 1, 50, never, 0), sample(0, 2, 50, never, 0), sample(0, 2, 100, 20, 3),
-			sample(1, 0, 50, never, 0), sample(1, 2, 20, never, 0), sample(1, 2, 100, 27, 0), sample(1, 2, 150, 27, 0),
-			sample(2, 0, 100, 53, 0), sample(2, 1, 100, never, 0),
-			sample(1, 2, 120, 27, 0), // the first sample after 1->2 ended decides
+			sample(0, 1, 50, never, 0, 2000), sample(0, 2, 50, never, 0, 2000), sample(0, 2, 100, 20, 3, 2000),
+			sample(1, 0, 50, never, 0, 2000), sample(1, 2, 20, never, 0, 2000), sample(1, 2, 150, 27, 0, 2000),
+			sample(2, 0, 100, 53, 0, 1000), sample(2, 1, 100, never, 0, 2000),
+			sample(1, 2, 120, 27, 0, 2000), // the first sample after 1->2 ended decides
 		},
 	}
 	as := Attribute(in, 0)
 	if len(as) != 1 {
 		t.Fatalf("%d attributions, want 1", len(as))
 	}
-	want := map[string]int64{PartFraming: 4 * ms, PartTCP: 16 * ms, PartHyStart: 50 * ms}
+	want := map[string]int64{PartFraming: 4 * ms, PartTCP: 16 * ms, PartEarlyExit: 60 * ms}
 	for _, p := range Parts {
 		if as[0].Parts[p] != want[p] {
 			t.Errorf("%s = %.3f ms, want %.3f", p, float64(as[0].Parts[p])/1e6, float64(want[p])/1e6)
@@ -402,21 +414,32 @@ func TestAttributeHyStartByHand(t *testing.T) {
 		edit func(in *Inputs)
 		want int64
 	}{
-		{"no flow cut", func(in *Inputs) { in.TCP = in.TCP[:5] }, 0},
-		{"the cut flow was not the slowest", func(in *Inputs) { in.Flows[3].EndNs = 50 * ms }, 0},
-		{"a loss set the threshold", func(in *Inputs) { in.TCP[9].Retrans = 1 }, 0},
+		{"no flow cut", func(in *Inputs) { in.TCP = in.TCP[:2] }, 0},
+		{"no cut flow outlasted the others", func(in *Inputs) { in.Flows[3].EndNs, in.Flows[1].EndNs = 45*ms, 45*ms }, 0},
+		{"a threshold above the share (RTT 0.5 ms: share 25)", func(in *Inputs) { in.TCP[8].RTTUs = 500 }, 0},
+		{"one flow per rank: 2->0's share is 100 now", func(in *Inputs) {
+			in.Flows = []Flow{in.Flows[0], in.Flows[3], in.Flows[4]} // 0->1 40 ms, 1->2 110, 2->0 50: 110 - 40, capped at the 60 left
+		}, 60 * ms},
+		{"one flow per rank, 1->2 the slowest cut", func(in *Inputs) {
+			in.Flows = []Flow{in.Flows[0], in.Flows[3], in.Flows[4]}
+			in.Flows[1].EndNs = 90 * ms // 90 - 40
+		}, 50 * ms},
+		{"no link rate: HyStart's first chance (32)", func(in *Inputs) { in.LinkPayloadBps = 0 }, 60 * ms},
 		{"every flow cut", func(in *Inputs) { in.Flows = []Flow{in.Flows[3]} }, 0},
 		{"no per-flow marks", func(in *Inputs) { in.Flows = nil }, 0},
-		{"only a sample before the end", func(in *Inputs) { in.TCP = append(in.TCP[:5], sample(1, 2, 100, 27, 0)) }, 50 * ms},
-		{"the cut capped at what is left", func(in *Inputs) { in.Flows[3].EndNs = 200 * ms }, 50 * ms},
+		{"only a sample before the end", func(in *Inputs) {
+			in.TCP = append(append(in.TCP[:4:4], in.TCP[6:8]...), sample(1, 2, 100, 27, 0, 2000), sample(1, 2, 10, never, 0, 2000))
+		}, 60 * ms},
+		{"the sample after the end decides", func(in *Inputs) { in.TCP[8].Ssthresh = never }, 0}, // 1->2 (110) uncut, the slowest
+		{"the cut capped at what is left", func(in *Inputs) { in.Flows[3].EndNs = 200 * ms }, 60 * ms},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := *in
 			c.Flows, c.TCP = append([]Flow(nil), in.Flows...), append([]TCPSample(nil), in.TCP...)
 			tt.edit(&c)
-			if got := Attribute(&c, 0)[0].Parts[PartHyStart]; got != tt.want {
-				t.Errorf("hystart = %.3f ms, want %.3f", float64(got)/1e6, float64(tt.want)/1e6)
+			if got := Attribute(&c, 0)[0].Parts[PartEarlyExit]; got != tt.want {
+				t.Errorf("early_exit = %.3f ms, want %.3f", float64(got)/1e6, float64(tt.want)/1e6)
 			}
 		})
 	}

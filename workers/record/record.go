@@ -12,21 +12,25 @@ type Phase struct {
 	Rank      int    `json:"rank"`
 	StartNs   int64  `json:"start_ns"`
 	EndNs     int64  `json:"end_ns"`
-	// DurationNs, when set, is the longest time one rank spent in the
-	// phase; start and end then span the first rank's start to the last
-	// rank's end, which also counts skew between ranks.
+	// DurationNs, when set, is the phase's time: the longest time one
+	// rank spent in it, or the span from start to end (parameter-server
+	// phases, all-reduces timed from their last rank's start); start and
+	// end span the instant the phase is timed from to the last rank's end.
 	DurationNs int64   `json:"duration_ns,omitempty"`
 	Bytes      float64 `json:"bytes,omitempty"`
 	// Measured only (emulation), what the time is made of, ns:
 	// WaitDataNs is how long the first rank waited for the phase's data to
-	// exist (a pull's sum at the server; the phase is timed from then),
-	// SkewNs the spread of the ranks' starts (the models' per-rank
-	// all-to-all predicts it too), LatenessNs the largest time
-	// a rank started after it could (gate open and previous phase done),
-	// VerifyNs the longest verification of the result (outside the phase).
+	// exist (a pull's sum at the server, a ring or halving-doubling
+	// all-reduce's last rank; the phase is timed from then), SkewNs the
+	// spread of the ranks' starts after that (the models' per-rank
+	// all-to-all predicts it too), LatenessNs the largest time a rank
+	// started after it could (gate open and previous phase done), LateInNs
+	// the part of that inside the timed phase, VerifyNs the longest
+	// verification of the result (outside the phase).
 	WaitDataNs int64 `json:"wait_data_ns,omitempty"`
 	SkewNs     int64 `json:"skew_ns,omitempty"`
 	LatenessNs int64 `json:"lateness_ns,omitempty"`
+	LateInNs   int64 `json:"late_in_ns,omitempty"`
 	VerifyNs   int64 `json:"verify_ns,omitempty"`
 	// INCRTTNs is an in-network aggregation push's round trip, a block to
 	// its sum, measured: the largest of the workers' means (by Little's
