@@ -56,6 +56,11 @@ type Options struct {
 	// PerRank lets the ranks of all-to-all jobs run on their own instead
 	// of in lockstep (perrank.go; clock plans).
 	PerRank bool
+	// Unchained phases start when released, without waiting for their
+	// predecessors (Replay: a phase the emulation started while the
+	// model's predecessor still ran, as a parameter server's next push
+	// does once one worker has its pull).
+	Unchained map[plan.Key]bool
 }
 
 // Sim is one fluid simulation in progress.
@@ -281,9 +286,13 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 		for q, k := range keys {
 			js.keyIdx[k] = q
 		}
-		for q, ps := range j.Preds() {
+		preds := j.Preds()
+		for q, ps := range preds {
+			if opt.Unchained[keys[q]] {
+				ps = nil // its predecessors' ends take it below 0: never ready twice
+			}
 			js.waiting[q] = len(ps)
-			for _, pq := range ps {
+			for _, pq := range preds[q] {
 				js.succs[pq] = append(js.succs[pq], q)
 			}
 			if len(ps) == 0 {

@@ -69,6 +69,16 @@ func TestReplay(t *testing.T) {
 			t.Errorf("%s push replayed: %+v, want [%d, %d] ms", tc.job, ph, tc.start/ms, tc.end/ms)
 		}
 	}
+	// a's pull really started at 0.5 s, while its push still ran in the
+	// model (one worker had its data early): it starts then all the same,
+	// in the circuit's other direction, and ends at 1.5 s.
+	early, err := Replay(p, s, Ideal, map[plan.Key]int64{{Job: "a", Iteration: 0, Phase: "push"}: 0, {Job: "a", Iteration: 0, Phase: "pull"}: 500 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ph, ok := phaseOf(early, "a", 0, "pull"); !ok || !near(ph.StartNs, 500*ms) || !near(ph.EndNs, 1500*ms) {
+		t.Errorf("a's pull replayed: %+v, want [500, 1500] ms", ph)
+	}
 	if a := p.Stages[1].Activities[0]; a.StartNs == nil || *a.StartNs != 2000*ms || len(p.Stages[0].Activities) != 4 || len(p.Stages[1].Activities) != 2 {
 		t.Errorf("Replay changed the plan it was given: stage 1 starts with %+v", a)
 	}

@@ -42,6 +42,11 @@ func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, er
 // (what the ideal model does): the attribution's "ranks" part is the
 // difference.
 func SimulateRanks(p *plan.Plan, s *scenario.Scenario, m Model, perRank bool) (*record.Run, error) {
+	return simulate(p, s, modelOptions(s, m, perRank), m)
+}
+
+// modelOptions are a model's options on a scenario.
+func modelOptions(s *scenario.Scenario, m Model, perRank bool) Options {
 	var opt Options
 	if m == Calibrated || m == TCPAware {
 		opt.Goodput = Framing(s.Fabric.MTU).Goodput()
@@ -51,7 +56,7 @@ func SimulateRanks(p *plan.Plan, s *scenario.Scenario, m Model, perRank bool) (*
 		opt.SlowStart = SlowStartFor(s.Fabric)
 		opt.TCP = TCPModelFor(s.Fabric)
 	}
-	return simulate(p, s, opt, m)
+	return opt
 }
 
 // SimulateWith is Simulate (the ideal model) with options (CoalesceNs);
@@ -303,14 +308,17 @@ func UnlimitedLinks(f scenario.Fabric) string {
 		set, set)
 }
 
-// Replay predicts a clock-mode plan again with every phase released when
+// Replay predicts a clock-mode plan again with every phase started when
 // the emulation started it (starts: ns from time zero, per phase) instead
 // of when the plan said, circuits still switching at the plan's instants.
-// A phase still starts no earlier than its predecessor ends in the model.
-// Against Simulate's prediction it shows how much of a phase's time came
-// from what ran beside it once the phases had drifted from the plan: the
-// attribution's drift. Barrier plans have no fixed instants to replay
-// against: nil, nil.
+// A phase with a measured start starts then even where its predecessor
+// still runs in the model (a parameter server's next push starts once
+// its first worker has its pull, not once the last has); an all-to-all's
+// ranks still wait for their own flows (perrank.go). Against Simulate's
+// prediction it shows how much of a phase's time came from what ran
+// beside it once the phases had drifted from the plan: the attribution's
+// drift. Barrier plans have no fixed instants to replay against: nil,
+// nil.
 func Replay(p *plan.Plan, s *scenario.Scenario, m Model, starts map[plan.Key]int64) (*record.Run, error) {
 	if p.Mode != plan.ModeClock || len(p.Stages) == 0 {
 		return nil, nil
@@ -341,7 +349,12 @@ func Replay(p *plan.Plan, s *scenario.Scenario, m Model, starts map[plan.Key]int
 			q.Stages[si].Activities = append(q.Stages[si].Activities, a)
 		}
 	}
-	run, err := SimulateModel(&q, s, m)
+	opt := modelOptions(s, m, m == Calibrated || m == TCPAware)
+	opt.Unchained = make(map[plan.Key]bool, len(starts))
+	for k := range starts {
+		opt.Unchained[k] = true
+	}
+	run, err := simulate(&q, s, opt, m)
 	if err != nil {
 		return nil, fmt.Errorf("replay at the measured starts: %w", err)
 	}
