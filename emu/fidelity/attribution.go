@@ -1,6 +1,7 @@
 package fidelity
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -137,6 +138,24 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		out = append(out, a)
 	}
 	return out
+}
+
+// partHyStartBefore27Nov is early_exit's name in run directories written
+// before it counted losses too: reading one, its figure is early_exit's.
+const partHyStartBefore27Nov = "hystart"
+
+// UnmarshalJSON reads an attribution, renaming parts earlier versions
+// wrote under other names, so that old run directories still report.
+func (a *Attribution) UnmarshalJSON(b []byte) error {
+	type plain Attribution
+	if err := json.Unmarshal(b, (*plain)(a)); err != nil {
+		return err
+	}
+	if v, ok := a.Parts[partHyStartBefore27Nov]; ok {
+		a.Parts[PartEarlyExit] += v
+		delete(a.Parts, partHyStartBefore27Nov)
+	}
+	return nil
 }
 
 func byKey(cs []record.Comparison) map[job.Key]record.Comparison {

@@ -2,6 +2,7 @@ package fidelity
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"strings"
 	"testing"
@@ -442,5 +443,23 @@ func TestAttributeEarlyExitByHand(t *testing.T) {
 				t.Errorf("early_exit = %.3f ms, want %.3f", float64(got)/1e6, float64(tt.want)/1e6)
 			}
 		})
+	}
+}
+
+// A run directory from before early_exit holds the part as "hystart".
+func TestAttributionReadsOldPartNames(t *testing.T) {
+	var a Attribution
+	if err := json.Unmarshal([]byte(`{"job":"moe","phase":"alltoall","parts_ns":{"hystart":5000000,"skew":1000000}}`), &a); err != nil {
+		t.Fatal(err)
+	}
+	if a.Parts[PartEarlyExit] != 5e6 || a.Parts[PartSkew] != 1e6 || len(a.Parts) != 2 {
+		t.Errorf("parts %v, want early_exit 5 ms and skew 1 ms", a.Parts)
+	}
+	b, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"early_exit":5000000`) || strings.Contains(string(b), "hystart") {
+		t.Errorf("written back as %s", b)
 	}
 }
