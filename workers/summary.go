@@ -41,8 +41,8 @@ type PhaseStat struct {
 	// DurationNs is the longest time one rank spent in the phase (as
 	// nccl-tests reports the slowest rank); for PS push and pull it is the
 	// span from the first start (a pull: its data) to the last end, for a
-	// ring or halving-doubling all-reduce from the last rank's start to
-	// the last end. algbw and busbw use it.
+	// ring or halving-doubling all-reduce from when its last rank could
+	// start to the last end. algbw and busbw use it.
 	DurationNs int64   `json:"duration_ns"`
 	Bytes      int64   `json:"size_bytes"` // per-rank buffer, as nccl-tests counts it
 	AlgBwBps   float64 `json:"algbw_bps,omitempty"`
@@ -51,8 +51,8 @@ type PhaseStat struct {
 	// FirstStartNs is the first rank's start; StartNs differs from it for
 	// a pull, which is timed from when its data exist (the server's
 	// push-complete), and for a ring or halving-doubling all-reduce, timed
-	// from its last rank's start. The rest are record.Phase's measured
-	// parts.
+	// from when its last rank could start. The rest are record.Phase's
+	// measured parts.
 	FirstStartNs int64 `json:"first_start_ns"`
 	WaitDataNs   int64 `json:"wait_data_ns,omitempty"`
 	SkewNs       int64 `json:"skew_ns,omitempty"`
@@ -70,8 +70,10 @@ type JobStat struct {
 }
 
 // Summarize aggregates rank records per phase (first start to last end
-// over the worker ranks; the PS is not a rank) and computes nccl-tests'
-// algbw = size / time and busbw = algbw x BusFactor.
+// over the worker ranks, the PS not a rank; a pull from when its data
+// exist, a ring or halving-doubling all-reduce from when its last rank
+// could start) and computes nccl-tests' algbw = size / time and busbw =
+// algbw x BusFactor.
 func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run) {
 	byJob := map[string]*job.Job{}
 	for i := range jobs {
@@ -81,6 +83,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		PhaseStat
 		verified  int
 		lastStart int64
+		lastGate  int64      // the latest a rank could start (its start where no gate was recorded)
 		starts    [][2]int64 // per rank: start, gate
 	}
 	m := map[job.Key]*acc{}
@@ -117,6 +120,9 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		if r.GateNs > 0 {
 			a.LatenessNs = max(a.LatenessNs, r.StartNs-r.GateNs)
 			a.starts = append(a.starts, [2]int64{r.StartNs, r.GateNs})
+			a.lastGate = max(a.lastGate, r.GateNs)
+		} else {
+			a.lastGate = max(a.lastGate, r.StartNs)
 		}
 		a.VerifyNs = max(a.VerifyNs, r.VerifyNs)
 		a.INCRTTNs = max(a.INCRTTNs, r.INCRTTNs)
@@ -151,13 +157,16 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		if k.Phase == job.PhaseAllReduce && j != nil && (j.Pattern == job.PatternRing || j.Pattern == job.PatternHD) {
 			// Every rank of a ring or halving-doubling all-reduce needs
 			// every other rank's data: it can end only once the last rank
-			// has started. Time it from then, as the lockstep models do (a
-			// rank that started late was late because its previous phase
-			// ended late, which that phase's time holds already); the
-			// early ranks' wait is waiting for data.
-			st.WaitDataNs = a.lastStart - st.StartNs
-			st.StartNs = a.lastStart
-			st.SkewNs = 0
+			// has joined. Time it from when the last rank could start (its
+			// gate open and its previous phase done), as the lockstep
+			// models do: a rank whose previous phase ended late was late
+			// in that phase's time already. The early ranks' wait is
+			// waiting for data; a rank that started after it could is
+			// lateness, inside the phase.
+			from := max(st.StartNs, a.lastGate)
+			st.WaitDataNs = from - st.StartNs
+			st.StartNs = from
+			st.SkewNs = max(0, a.lastStart-from)
 			st.DurationNs = st.EndNs - st.StartNs
 		}
 		st.LateInNs = lateIn(a.starts, st.StartNs)

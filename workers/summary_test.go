@@ -50,29 +50,39 @@ func TestSummarizeTimesWhatWasMeant(t *testing.T) {
 
 // Hand-computed: a ring of three ranks. They started at 100, 104 (its
 // gate opened at 102: 2 ms late) and 110 ms, and ended at 300, 305 and
-// 302 ms. No rank can end before the last one has started, so the phase
-// is timed from 110 ms: 195 ms, with 10 ms of waiting for the others
-// before and no skew; the 2 ms of lateness fell before 110 ms, outside.
+// 302 ms. No rank can end before the last one has joined, so the phase
+// is timed from when the last rank could start, 110 ms: 195 ms, with 10
+// ms of waiting for the others before; the 2 ms of lateness fell before,
+// outside. When the last rank's gate opened at 107 instead, it started 3
+// ms late: the phase is timed from 107 (198 ms), and those 3 ms are skew
+// and lateness inside it.
 func TestSummarizeTimesRingFromLastRank(t *testing.T) {
 	const ms = int64(1e6)
 	t0 := 1000 * ms
 	at := func(x int64) int64 { return t0 + x*ms }
-	for _, pattern := range []string{job.PatternRing, job.PatternHD} {
-		j := job.Job{Name: "r", Pattern: pattern, Workers: []string{"a", "b", "c"}, Bytes: 8 << 20, Iterations: 1}
-		o := &Outcome{T0: t0, Phases: []PhaseRecord{
-			{Job: "r", Phase: job.PhaseAllReduce, Rank: 0, GateNs: at(100), StartNs: at(100), EndNs: at(300), Verified: true},
-			{Job: "r", Phase: job.PhaseAllReduce, Rank: 1, GateNs: at(102), StartNs: at(104), EndNs: at(305), Verified: true},
-			{Job: "r", Phase: job.PhaseAllReduce, Rank: 2, GateNs: at(110), StartNs: at(110), EndNs: at(302), Verified: true},
-		}}
-		stats, _, run := Summarize([]job.Job{j}, o)
-		want := PhaseStat{StartNs: 110 * ms, FirstStartNs: 100 * ms, EndNs: 305 * ms, DurationNs: 195 * ms, WaitDataNs: 10 * ms, LatenessNs: 2 * ms}
-		s := stats[0]
-		if s.StartNs != want.StartNs || s.FirstStartNs != want.FirstStartNs || s.EndNs != want.EndNs || s.DurationNs != want.DurationNs ||
-			s.WaitDataNs != want.WaitDataNs || s.SkewNs != 0 || s.LatenessNs != want.LatenessNs || s.LateInNs != 0 {
-			t.Errorf("%s:\n got %+v\nwant %+v", pattern, s, want)
-		}
-		if p := run.Phases[0]; p.StartNs != 110*ms || p.DurationNs != 195*ms || p.WaitDataNs != 10*ms || p.LatenessNs != 2*ms {
-			t.Errorf("%s: measurement's all-reduce %+v: want it timed from 110 ms", pattern, p)
+	for _, tc := range []struct {
+		lastGate int64
+		want     PhaseStat
+	}{
+		{110, PhaseStat{StartNs: 110 * ms, FirstStartNs: 100 * ms, EndNs: 305 * ms, DurationNs: 195 * ms, WaitDataNs: 10 * ms, LatenessNs: 2 * ms}},
+		{107, PhaseStat{StartNs: 107 * ms, FirstStartNs: 100 * ms, EndNs: 305 * ms, DurationNs: 198 * ms, WaitDataNs: 7 * ms, SkewNs: 3 * ms, LatenessNs: 3 * ms, LateInNs: 3 * ms}},
+	} {
+		for _, pattern := range []string{job.PatternRing, job.PatternHD} {
+			j := job.Job{Name: "r", Pattern: pattern, Workers: []string{"a", "b", "c"}, Bytes: 8 << 20, Iterations: 1}
+			o := &Outcome{T0: t0, Phases: []PhaseRecord{
+				{Job: "r", Phase: job.PhaseAllReduce, Rank: 0, GateNs: at(100), StartNs: at(100), EndNs: at(300), Verified: true},
+				{Job: "r", Phase: job.PhaseAllReduce, Rank: 1, GateNs: at(102), StartNs: at(104), EndNs: at(305), Verified: true},
+				{Job: "r", Phase: job.PhaseAllReduce, Rank: 2, GateNs: at(tc.lastGate), StartNs: at(110), EndNs: at(302), Verified: true},
+			}}
+			stats, _, run := Summarize([]job.Job{j}, o)
+			s, w := stats[0], tc.want
+			if s.StartNs != w.StartNs || s.FirstStartNs != w.FirstStartNs || s.EndNs != w.EndNs || s.DurationNs != w.DurationNs ||
+				s.WaitDataNs != w.WaitDataNs || s.SkewNs != w.SkewNs || s.LatenessNs != w.LatenessNs || s.LateInNs != w.LateInNs {
+				t.Errorf("%s, last gate %d ms:\n got %+v\nwant %+v", pattern, tc.lastGate, s, w)
+			}
+			if p := run.Phases[0]; p.StartNs != w.StartNs || p.DurationNs != w.DurationNs || p.WaitDataNs != w.WaitDataNs || p.LateInNs != w.LateInNs {
+				t.Errorf("%s, last gate %d ms: measurement's all-reduce %+v", pattern, tc.lastGate, p)
+			}
 		}
 	}
 }

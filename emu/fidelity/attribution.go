@@ -1,7 +1,6 @@
 package fidelity
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -24,7 +23,7 @@ const (
 	PartRanks     = "ranks"      // the calibrated model's time with all-to-all ranks on their own - in lockstep
 	PartTCP       = "tcp"        // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
 	PartDrift     = "drift"      // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
-	PartLateness  = "lateness"   // the latest rank's start after it could start
+	PartLateness  = "lateness"   // the latest rank's start after it could start, inside the timed phase
 	PartSkew      = "skew"       // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
 	PartEarlyExit = "early_exit" // how much longer the flows whose slow start ended below their share of the path took than the others
 	PartRTO       = "rto"        // time in RTO recovery on the job's connections (TCP_INFO)
@@ -35,7 +34,7 @@ const (
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartEarlyExit, PartRTO, PartINCStall, PartLoss, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -119,10 +118,12 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartDrift, drift},
 			{PartLateness, m.LateInNs},
 			{PartSkew, max(0, m.SkewNs-m.LateInNs-in.ModelPhases[k].SkewNs)},
-			{PartEarlyExit, in.earlyExitCost(k)},
 			{PartRTO, rto},
 			{PartINCStall, m.INCStallNs},
 			{PartLoss, lossNs},
+			// After rto and loss: a cut flow's extra time holds its own
+			// recovery, which they measure directly.
+			{PartEarlyExit, in.earlyExitCost(k)},
 			{PartCPU, in.foreignDuring(from, to)},
 		}
 		left := gap
@@ -141,21 +142,19 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 }
 
 // partHyStartBefore27Nov is early_exit's name in run directories written
-// before it counted losses too: reading one, its figure is early_exit's.
+// before it counted losses too.
 const partHyStartBefore27Nov = "hystart"
 
-// UnmarshalJSON reads an attribution, renaming parts earlier versions
-// wrote under other names, so that old run directories still report.
-func (a *Attribution) UnmarshalJSON(b []byte) error {
-	type plain Attribution
-	if err := json.Unmarshal(b, (*plain)(a)); err != nil {
-		return err
+// RenameOldParts renames the parts earlier versions wrote under other
+// names, so that old run directories still report: "hystart" is read as
+// early_exit.
+func RenameOldParts(as []Attribution) {
+	for _, a := range as {
+		if v, ok := a.Parts[partHyStartBefore27Nov]; ok {
+			a.Parts[PartEarlyExit] += v
+			delete(a.Parts, partHyStartBefore27Nov)
+		}
 	}
-	if v, ok := a.Parts[partHyStartBefore27Nov]; ok {
-		a.Parts[PartEarlyExit] += v
-		delete(a.Parts, partHyStartBefore27Nov)
-	}
-	return nil
 }
 
 func byKey(cs []record.Comparison) map[job.Key]record.Comparison {

@@ -418,14 +418,26 @@ func TestAttributeEarlyExitByHand(t *testing.T) {
 		{"no flow cut", func(in *Inputs) { in.TCP = in.TCP[:2] }, 0},
 		{"no cut flow outlasted the others", func(in *Inputs) { in.Flows[3].EndNs, in.Flows[1].EndNs = 45*ms, 45*ms }, 0},
 		{"a threshold above the share (RTT 0.5 ms: share 25)", func(in *Inputs) { in.TCP[8].RTTUs = 500 }, 0},
-		{"one flow per rank: 2->0's share is 100 now", func(in *Inputs) {
-			in.Flows = []Flow{in.Flows[0], in.Flows[3], in.Flows[4]} // 0->1 40 ms, 1->2 110, 2->0 50: 110 - 40, capped at the 60 left
+		// 2->0 (50 ms, threshold 53 at a 1 ms RTT) beside 0->1 (40 ms): its
+		// rank sends one flow, so its share is 100 and it was cut: 50 - 40.
+		{"one flow per rank: 2->0's share is 100", func(in *Inputs) { in.Flows = []Flow{in.Flows[0], in.Flows[4]} }, 10 * ms},
+		// With 2->1 beside it its share is 50, above 53: nothing cut.
+		{"two flows per rank: 2->0's share is 50", func(in *Inputs) { in.Flows = []Flow{in.Flows[0], in.Flows[4], in.Flows[5]} }, 0},
+		// 1->2's threshold of 33 is below its share of 100...
+		{"a threshold of 33 below the share", func(in *Inputs) { in.TCP[5].Ssthresh, in.TCP[8].Ssthresh = 33, 33 }, 60 * ms},
+		// ...but not below HyStart's first chance (32), the threshold
+		// without a link rate; 0->2 (20) is, but took 60 ms to 1->2's 110.
+		{"no link rate: HyStart's first chance (32)", func(in *Inputs) {
+			in.TCP[5].Ssthresh, in.TCP[8].Ssthresh = 33, 33
+			in.LinkPayloadBps = 0
+		}, 0},
+		{"no link rate, 1->2 at 31", func(in *Inputs) {
+			in.TCP[5].Ssthresh, in.TCP[8].Ssthresh = 31, 31
+			in.LinkPayloadBps = 0
 		}, 60 * ms},
-		{"one flow per rank, 1->2 the slowest cut", func(in *Inputs) {
-			in.Flows = []Flow{in.Flows[0], in.Flows[3], in.Flows[4]}
-			in.Flows[1].EndNs = 90 * ms // 90 - 40
-		}, 50 * ms},
-		{"no link rate: HyStart's first chance (32)", func(in *Inputs) { in.LinkPayloadBps = 0 }, 60 * ms},
+		// 1->2 spent 20 ms in RTO recovery: rto claims it, early_exit the
+		// rest of the cut flow's excess (no time counted twice).
+		{"the cut flow's RTO counted once", func(in *Inputs) { in.TCP[5].RTOTimeMs = 20 }, 40 * ms},
 		{"every flow cut", func(in *Inputs) { in.Flows = []Flow{in.Flows[3]} }, 0},
 		{"no per-flow marks", func(in *Inputs) { in.Flows = nil }, 0},
 		{"only a sample before the end", func(in *Inputs) {
@@ -448,18 +460,12 @@ func TestAttributeEarlyExitByHand(t *testing.T) {
 
 // A run directory from before early_exit holds the part as "hystart".
 func TestAttributionReadsOldPartNames(t *testing.T) {
-	var a Attribution
-	if err := json.Unmarshal([]byte(`{"job":"moe","phase":"alltoall","parts_ns":{"hystart":5000000,"skew":1000000}}`), &a); err != nil {
+	var as []Attribution
+	if err := json.Unmarshal([]byte(`[{"job":"moe","phase":"alltoall","parts_ns":{"hystart":5000000,"skew":1000000}}]`), &as); err != nil {
 		t.Fatal(err)
 	}
-	if a.Parts[PartEarlyExit] != 5e6 || a.Parts[PartSkew] != 1e6 || len(a.Parts) != 2 {
-		t.Errorf("parts %v, want early_exit 5 ms and skew 1 ms", a.Parts)
-	}
-	b, err := json.Marshal(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(b), `"early_exit":5000000`) || strings.Contains(string(b), "hystart") {
-		t.Errorf("written back as %s", b)
+	RenameOldParts(as)
+	if p := as[0].Parts; p[PartEarlyExit] != 5e6 || p[PartSkew] != 1e6 || len(p) != 2 {
+		t.Errorf("parts %v, want early_exit 5 ms and skew 1 ms", p)
 	}
 }

@@ -34,7 +34,7 @@ const (
 
 // INCHopsNs is what the aggregators' user-space hops (worker -> ToR ->
 // root ToR and back: three or four socket wake-ups) add to a tree's round
-// trip while TCP traffic shares the CPUs. Measured on plan-demo: vgg's
+// trip while TCP traffic shares its links and the CPUs. Measured on plan-demo: vgg's
 // second push, beside gpt's ring through three standing queues (7.6 ms in
 // the model), had round trips of 8.5-8.8 ms (its workers' mean, over the
 // part of the push the ring shared; 15 runs); a single block on an idle
@@ -89,10 +89,10 @@ func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]floa
 	return fixed
 }
 
-// incTreeRTT is a tree's round trip: the base RTT and the aggregators'
-// hops plus, on the branch of the slowest ToR, the standing queues that
-// TCP keeps on the links of its segments (a link only INC fills holds the
-// window itself, which the rate already pays).
+// incTreeRTT is a tree's round trip: the base RTT plus, on the branch of
+// the slowest ToR, the standing queues that TCP keeps on the links of its
+// segments (a link only INC fills holds the window itself, which the rate
+// already pays) and, where there are such queues, the aggregators' hops.
 func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) int64 {
 	// A segment's queue delay, and which ToR's branch it belongs to: a
 	// worker's segments to its ToR, a ToR's segments to the root.
@@ -130,7 +130,11 @@ func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) int64 {
 	for r, q := range worker {
 		longest = math.Max(longest, q+tor[r])
 	}
-	return max(1, s.opt.TCP.BaseRTTNs) + s.opt.TCP.INCHopsNs + int64(longest)
+	rtt := max(1, s.opt.TCP.BaseRTTNs) + int64(longest)
+	if longest > 0 {
+		rtt += s.opt.TCP.INCHopsNs // beside TCP the aggregators wait for a CPU
+	}
+	return rtt
 }
 
 // carriesTCP reports whether a link carries a flow in progress that is

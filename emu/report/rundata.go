@@ -127,5 +127,6 @@ func ReadRunData(dir string) (*RunData, error) {
 	if d.Format != DataFormat {
 		return nil, fmt.Errorf("%s: format %q, this emu reads %q", path, d.Format, DataFormat)
 	}
+	fidelity.RenameOldParts(d.Attribution)
 	return &d, nil
 }
