@@ -215,8 +215,11 @@ const HyStartEarlySegs = 32
 // earlyExitCost is how much longer the phase's flows whose slow start
 // ended early took than its other flows: the longest such flow's time
 // minus the longest other flow's, each timed from when both its ranks
-// had started. 0 when the phase has no per-flow marks, or no flow (or
-// every flow) ended slow start early.
+// had started. Where every flow's threshold is below its share (an upper
+// bound, which then tells the flows nothing), the flows cut at HyStart's
+// first chance (HyStartEarlySegs, by HyStart or a loss) count instead. 0
+// when the phase has no per-flow marks, or no flow (or every flow) was
+// cut.
 func (in *Inputs) earlyExitCost(k job.Key) int64 {
 	fromSrc := map[int]int{} // the phase's flows each rank sends at once
 	for _, f := range in.Flows {
@@ -224,17 +227,28 @@ func (in *Inputs) earlyExitCost(k job.Key) int64 {
 			fromSrc[f.Src]++
 		}
 	}
-	var cut, other int64 = -1, -1
-	for _, f := range in.Flows {
-		if f.Job != k.Job || f.Iteration != k.Iteration || f.Phase != k.Phase || f.EndNs <= f.StartNs {
-			continue
+	cost := func(byShare bool) (cut, other int64) {
+		cut, other = -1, -1
+		for _, f := range in.Flows {
+			if f.Job != k.Job || f.Iteration != k.Iteration || f.Phase != k.Phase || f.EndNs <= f.StartNs {
+				continue
+			}
+			share := float64(HyStartEarlySegs)
+			if byShare {
+				share = -1 // exitedEarly computes it
+			}
+			d := f.EndNs - f.StartNs
+			if in.exitedEarly(f, fromSrc[f.Src], share) {
+				cut = max(cut, d)
+			} else {
+				other = max(other, d)
+			}
 		}
-		d := f.EndNs - f.StartNs
-		if in.exitedEarly(f, fromSrc[f.Src]) {
-			cut = max(cut, d)
-		} else {
-			other = max(other, d)
-		}
+		return cut, other
+	}
+	cut, other := cost(true)
+	if cut >= 0 && other < 0 {
+		cut, other = cost(false)
 	}
 	if cut < 0 || other < 0 {
 		return 0
@@ -256,7 +270,9 @@ func (in *Inputs) earlyExitCost(k job.Key) int64 {
 // rate x the connection's smoothed RTT, which holds the queues it
 // crossed) over the flows its rank sends at once, an upper bound: flows
 // of other jobs from the same server are not counted.
-func (in *Inputs) exitedEarly(f Flow, flowsFromSrc int) bool {
+//
+// A non-negative share (segments) is used as it is instead.
+func (in *Inputs) exitedEarly(f Flow, flowsFromSrc int, share float64) bool {
 	best, after := -1, false
 	for i, s := range in.TCP {
 		if s.Job != f.Job || s.Rank != f.Src || s.Peer != f.Dst {
@@ -277,7 +293,10 @@ func (in *Inputs) exitedEarly(f Flow, flowsFromSrc int) bool {
 	if s.Ssthresh == 0 || s.Ssthresh >= 1<<31-1 {
 		return false // not recorded, or slow start never ended
 	}
-	return float64(s.Ssthresh) < in.shareSegs(s.RTTUs, flowsFromSrc)
+	if share < 0 {
+		share = in.shareSegs(s.RTTUs, flowsFromSrc)
+	}
+	return float64(s.Ssthresh) < share
 }
 
 // shareSegs is a flow's share of its path's window in segments: the

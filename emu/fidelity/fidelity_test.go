@@ -439,6 +439,18 @@ func TestAttributeEarlyExitByHand(t *testing.T) {
 		// rest of the cut flow's excess (no time counted twice).
 		{"the cut flow's RTO counted once", func(in *Inputs) { in.TCP[5].RTOTimeMs = 20 }, 40 * ms},
 		{"every flow cut", func(in *Inputs) { in.Flows = []Flow{in.Flows[3]} }, 0},
+		// At a 10 ms RTT every share is 500 segments and every threshold
+		// (100 where none was set) below it: the share tells the flows
+		// nothing, so HyStart's first chance decides: 1->2 (27) and 0->2
+		// (20) were cut, 110 - 50.
+		{"every flow below its share: HyStart's first chance decides", func(in *Inputs) {
+			for i := range in.TCP {
+				in.TCP[i].RTTUs = 10000
+				if in.TCP[i].Ssthresh == never {
+					in.TCP[i].Ssthresh = 100
+				}
+			}
+		}, 60 * ms},
 		{"no per-flow marks", func(in *Inputs) { in.Flows = nil }, 0},
 		{"only a sample before the end", func(in *Inputs) {
 			in.TCP = append(append(in.TCP[:4:4], in.TCP[6:8]...), sample(1, 2, 100, 27, 0, 2000), sample(1, 2, 10, never, 0, 2000))
