@@ -357,6 +357,78 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
+// The issue's bar for an attribution: every phase more than JudgedAbove
+// off the TCP-aware model is accounted for to within ExplainedWithin of
+// its prediction (the residual's share).
+const (
+	JudgedAbove     = 0.10
+	ExplainedWithin = 0.05
+)
+
+// Tally counts, over runs, how far the attribution explains the phases
+// more than JudgedAbove off the TCP-aware model (the calibrated model
+// without one).
+type Tally struct {
+	Runs   int `json:"runs"`
+	Phases int `json:"phases"` // more than JudgedAbove off
+	// Explained phases have a residual within ExplainedWithin of the
+	// prediction. Of the others, Under took less time than the models and
+	// the measured parts give them (a negative residual, which no measured
+	// part can take: the phase beat the model), Over more.
+	Explained int `json:"explained"`
+	Under     int `json:"under"`
+	Over      int `json:"over"`
+	// Worst is the phase with the largest residual share left, and its
+	// share (signed).
+	Worst      string  `json:"worst,omitempty"`
+	WorstShare float64 `json:"worst_share,omitempty"`
+}
+
+// Add counts one run's attribution.
+func (t *Tally) Add(as []Attribution) {
+	t.Runs++
+	for _, a := range as {
+		if math.Abs(a.JudgedErr()) <= JudgedAbove {
+			continue
+		}
+		pred := a.TCPAwareNs
+		if pred <= 0 {
+			pred = a.CalibratedNs
+		}
+		if pred <= 0 {
+			continue
+		}
+		t.Phases++
+		share := float64(a.Parts[PartResidual]) / float64(pred)
+		switch {
+		case math.Abs(share) <= ExplainedWithin:
+			t.Explained++
+			continue
+		case share < 0:
+			t.Under++
+		default:
+			t.Over++
+		}
+		if math.Abs(share) > math.Abs(t.WorstShare) {
+			t.Worst, t.WorstShare = fmt.Sprintf("%s iteration %d %s", a.Job, a.Iteration, a.Phase), share
+		}
+	}
+}
+
+// Print writes the tally as lines of text, indented.
+func (t Tally) Print(w io.Writer) {
+	if t.Phases == 0 {
+		fmt.Fprintf(w, "   no communication phase was more than %.0f%% off the TCP-aware model in %d runs\n", 100*JudgedAbove, t.Runs)
+		return
+	}
+	fmt.Fprintf(w, "   %d phases more than %.0f%% off the TCP-aware model in %d runs; the parts explain all but <= %.0f points of %d\n",
+		t.Phases, 100*JudgedAbove, t.Runs, 100*ExplainedWithin, t.Explained)
+	if left := t.Under + t.Over; left > 0 {
+		fmt.Fprintf(w, "   %d left: %d faster than the models and the measured parts say (a negative residual no measured part can take), %d slower; worst %s, %+.1f points\n",
+			left, t.Under, t.Over, t.Worst, 100*t.WorstShare)
+	}
+}
+
 // JudgedErr is the relative error the attribution is judged by: against
 // the TCP-aware model where the run has one, else the calibrated model.
 func (a Attribution) JudgedErr() float64 {

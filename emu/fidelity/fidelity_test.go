@@ -481,3 +481,38 @@ func TestAttributionReadsOldPartNames(t *testing.T) {
 		t.Errorf("parts %v, want early_exit 5 ms and skew 1 ms", p)
 	}
 }
+
+// The tally over runs, by hand: TCP-aware predictions of 100 ms.
+func TestTally(t *testing.T) {
+	const ms = int64(1e6)
+	at := func(rel float64, residual int64) Attribution {
+		return Attribution{Job: "j", Phase: "alltoall", TCPAwareNs: 100 * ms, RelErrTCP: rel, Parts: map[string]int64{PartResidual: residual}}
+	}
+	tests := []struct {
+		name                           string
+		runs                           [][]Attribution
+		phases, explained, under, over int
+		worst                          float64
+	}{
+		{"nothing over 10%", [][]Attribution{{at(0.09, 9*ms), at(-0.1, -10*ms)}}, 0, 0, 0, 0, 0},
+		{"explained within 5 points", [][]Attribution{{at(0.3, 5*ms)}, {at(-0.2, -5*ms)}}, 2, 2, 0, 0, 0},
+		{"faster and slower left", [][]Attribution{{at(-0.2, -15*ms), at(0.4, 6*ms)}, {at(0.15, 0)}}, 3, 1, 1, 1, -0.15},
+		{"slower with a negative residual counts as under", [][]Attribution{{at(0.12, -8*ms)}}, 1, 0, 1, 0, -0.08},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tl Tally
+			for _, r := range tt.runs {
+				tl.Add(r)
+			}
+			if tl.Runs != len(tt.runs) || tl.Phases != tt.phases || tl.Explained != tt.explained || tl.Under != tt.under || tl.Over != tt.over || math.Abs(tl.WorstShare-tt.worst) > 1e-9 {
+				t.Errorf("tally %+v, want %d phases, %d explained, %d under, %d over, worst %.2f", tl, tt.phases, tt.explained, tt.under, tt.over, tt.worst)
+			}
+			var b bytes.Buffer
+			tl.Print(&b)
+			if tt.phases == 0 && !strings.Contains(b.String(), "no communication phase") || tt.under+tt.over > 0 && !strings.Contains(b.String(), "left") {
+				t.Errorf("printed %q", b.String())
+			}
+		})
+	}
+}

@@ -122,6 +122,9 @@ type RepeatTable struct {
 	SpreadMedian   Float   `json:"spread_median"`
 	SpreadMax      float64 `json:"spread_max"`
 	SpreadMaxPhase string  `json:"spread_max_phase"`
+	// Attribution tallies the runs' attributions (runs with a data file):
+	// how many phases more than 10% off the TCP-aware model they explain.
+	Attribution *fidelity.Tally `json:"attribution,omitempty"`
 }
 
 // RepeatRuns loads run directories of one plan and summarises them.
@@ -215,6 +218,14 @@ func Repeats(runs []*Run) (*RepeatTable, error) {
 		t.Rows = append(t.Rows, row)
 	}
 	t.fit(runs)
+	for _, r := range runs {
+		if r.Data != nil {
+			if t.Attribution == nil {
+				t.Attribution = &fidelity.Tally{}
+			}
+			t.Attribution.Add(r.Data.Attribution)
+		}
+	}
 	return t, nil
 }
 
@@ -365,6 +376,10 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "   (pass: median <= %.0f%% and max <= %.0f%%, as the verdict's accuracy line)\n", 100*fidelity.AccuracyMedianPass, 100*fidelity.AccuracyMaxPass)
 	fmt.Fprintf(w, "   run-to-run spread of a phase: median %s, max %s (%s)\n", pctUnsigned(float64(t.SpreadMedian)), pctUnsigned(t.SpreadMax), t.SpreadMaxPhase)
+	if t.Attribution != nil {
+		fmt.Fprintln(w, "\n== attribution over the set (each run's attribution.csv; docs/fidelity.md)")
+		t.Attribution.Print(w)
+	}
 	fmt.Fprintln(w, "\n== runs")
 	for i, r := range t.Runs {
 		v := r.Verdict
@@ -532,6 +547,7 @@ func RenderRepeat(t *RepeatTable, pageDir string) ([]byte, error) {
 			return "neg"
 		},
 		"span": rangeOf,
+		"spts": func(x float64) string { return fmt.Sprintf("%+.1f", 100*x) },
 	}).Parse(repeatTmpl)
 	if err != nil {
 		return nil, err

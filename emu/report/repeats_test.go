@@ -230,3 +230,41 @@ func TestRenderRepeat(t *testing.T) {
 		t.Errorf("%d median marks, want 1", n)
 	}
 }
+
+// The set's attribution tally, in text and on the page: run a's push is
+// 30% over the TCP-aware model with 2 ms unexplained, run b's 40% over
+// with 20 ms unexplained.
+func TestRepeatAttributionTally(t *testing.T) {
+	a, b := fakeRun("runa", 156, fidelity.Pass), fakeRun("runb", 168, fidelity.Fail)
+	attr := func(rel float64, residual int64) []fidelity.Attribution {
+		return []fidelity.Attribution{{Job: "j", Phase: "push", TCPAwareNs: 120e6, RelErrTCP: rel, Parts: map[string]int64{fidelity.PartResidual: residual}}}
+	}
+	a.Data.Attribution, b.Data.Attribution = attr(0.3, 2e6), attr(0.4, 20e6)
+	tab, err := Repeats([]*Run{a, b})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tl := tab.Attribution; tl == nil || tl.Runs != 2 || tl.Phases != 2 || tl.Explained != 1 || tl.Over != 1 || tl.Worst != "j iteration 0 push" {
+		t.Fatalf("tally %+v", tab.Attribution)
+	}
+	var txt bytes.Buffer
+	if err := tab.WriteText(&txt); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(txt.String(), "2 phases more than 10% off the TCP-aware model in 2 runs; the parts explain all but <= 5 points of 1") ||
+		!strings.Contains(txt.String(), "0 faster than the models and the measured parts say (a negative residual no measured part can take), 1 slower; worst j iteration 0 push, +16.7 points") {
+		t.Errorf("text:\n%s", txt.String())
+	}
+	page, err := RenderRepeat(tab, ".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), `id="attribution-tally"`) || !strings.Contains(string(page), "(worst j iteration 0 push, &#43;16.7 points)") {
+		t.Errorf("page lacks the tally: %s", regexp.MustCompile(`<p id="attribution-tally">[^<]*`).FindString(string(page)))
+	}
+	// Runs without a data file have no tally.
+	a.Data, b.Data = nil, nil
+	if tab, err := Repeats([]*Run{a, b}); err != nil || tab.Attribution != nil {
+		t.Errorf("tally without data files: %+v, %v", tab, err)
+	}
+}
