@@ -157,6 +157,10 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	if more != "" {
 		fmt.Fprintln(o, more)
 	}
+	var tally fidelity.Tally // the bar: phases more than 10% off, explained to within 5 points
+	if tally.Add(fr.Attribution); tally.Phases > 0 {
+		tally.Print(o)
+	}
 	fmt.Fprintln(o)
 	fr.Verdict.Print(o)
 	for _, p := range fr.Problems {

@@ -417,12 +417,16 @@ func (t *Tally) Add(as []Attribution) {
 
 // Print writes the tally as lines of text, indented.
 func (t Tally) Print(w io.Writer) {
+	runs := fmt.Sprintf("%d runs", t.Runs)
+	if t.Runs == 1 {
+		runs = "the run"
+	}
 	if t.Phases == 0 {
-		fmt.Fprintf(w, "   no communication phase was more than %.0f%% off the TCP-aware model in %d runs\n", 100*JudgedAbove, t.Runs)
+		fmt.Fprintf(w, "   no communication phase was more than %.0f%% off the TCP-aware model in %s\n", 100*JudgedAbove, runs)
 		return
 	}
-	fmt.Fprintf(w, "   %d phases more than %.0f%% off the TCP-aware model in %d runs; the parts explain all but <= %.0f points of %d\n",
-		t.Phases, 100*JudgedAbove, t.Runs, 100*ExplainedWithin, t.Explained)
+	fmt.Fprintf(w, "   %d phases more than %.0f%% off the TCP-aware model in %s; the parts explain all but <= %.0f points of %d\n",
+		t.Phases, 100*JudgedAbove, runs, 100*ExplainedWithin, t.Explained)
 	if left := t.Under + t.Over; left > 0 {
 		fmt.Fprintf(w, "   %d left: %d faster than the models and the measured parts say (a negative residual no measured part can take), %d slower; worst %s, %+.1f points\n",
 			left, t.Under, t.Over, t.Worst, 100*t.WorstShare)
