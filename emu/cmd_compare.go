@@ -28,8 +28,10 @@ makespans; the page needs no network. Every argument must be a complete
 run directory; what is missing is named.
 
 With --repeat the runs must be runs of one plan (as emu run --repeat makes):
-it prints each phase's measured median and range against the three models
-and how far single runs scatter, and writes that page (repeat.html, or -o).`,
+it prints each phase's measured median and range against the three models,
+how far single runs scatter and how many phases more than 10% off the
+TCP-aware model the runs' attributions explain, and writes that page
+(repeat.html, or -o).`,
 		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html\n  emu compare --repeat results/quickstart/2026*",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -73,7 +73,8 @@ points at the newest). The lab is destroyed again, also on Ctrl-C or failure.
 
 TCP shares links differently from run to run: --repeat N runs the scenario N
 times and summarises the set (each phase's median and range against the
-models) in results/<lab>/repeat-<date-time>/.`,
+models, and how many phases the runs' attributions explain) in
+results/<lab>/repeat-<date-time>/.`,
 		Example: "  sudo emu run\n  sudo emu run scenarios/quickstart.yaml --duration 5s\n  sudo emu run plan-demo --repeat 5",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -122,7 +123,7 @@ models) in results/<lab>/repeat-<date-time>/.`,
 	cmd.Flags().BoolVar(&a.incCC, "inc-cc", false, "INC workers run congestion control (ATP-style window; docs/inc.md)")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")
-	cmd.Flags().IntVar(&repeat, "repeat", 1, "run the scenario this many times (each deployed afresh) and summarise the set: each phase's median and range against the models (docs/fidelity.md)")
+	cmd.Flags().IntVar(&repeat, "repeat", 1, "run the scenario this many times (each deployed afresh) and summarise the set: each phase's median and range against the models, and the attributions' tally (docs/fidelity.md)")
 	pcap.add(cmd)
 	return cmd
 }
