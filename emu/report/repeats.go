@@ -547,7 +547,7 @@ func RenderRepeat(t *RepeatTable, pageDir string) ([]byte, error) {
 			return "neg"
 		},
 		"span": rangeOf,
-		"spts": func(x float64) string { return fmt.Sprintf("%+.1f", 100*x) },
+		"spts": signedPoints,
 	}).Parse(repeatTmpl)
 	if err != nil {
 		return nil, err
