@@ -425,8 +425,12 @@ func (t Tally) Print(w io.Writer) {
 		fmt.Fprintf(w, "   no communication phase was more than %.0f%% off the TCP-aware model in %s\n", 100*JudgedAbove, runs)
 		return
 	}
-	fmt.Fprintf(w, "   %d phases more than %.0f%% off the TCP-aware model in %s; the parts explain all but <= %.0f points of %d\n",
-		t.Phases, 100*JudgedAbove, runs, 100*ExplainedWithin, t.Explained)
+	phases := fmt.Sprintf("%d phases", t.Phases)
+	if t.Phases == 1 {
+		phases = "1 phase"
+	}
+	fmt.Fprintf(w, "   %s more than %.0f%% off the TCP-aware model in %s; the parts explain all but <= %.0f points of %d\n",
+		phases, 100*JudgedAbove, runs, 100*ExplainedWithin, t.Explained)
 	if left := t.Under + t.Over; left > 0 {
 		fmt.Fprintf(w, "   %d left: %d faster than the models and the measured parts say (a negative residual no measured part can take), %d slower; worst %s, %+.1f points\n",
 			left, t.Under, t.Over, t.Worst, 100*t.WorstShare)
