@@ -233,12 +233,13 @@ func (in *Inputs) earlyExitCost(k job.Key) int64 {
 			if f.Job != k.Job || f.Iteration != k.Iteration || f.Phase != k.Phase || f.EndNs <= f.StartNs {
 				continue
 			}
+			d := f.EndNs - f.StartNs
+			segs, rttUs, ok := in.slowStartExit(f)
 			share := float64(HyStartEarlySegs)
 			if byShare {
-				share = -1 // exitedEarly computes it
+				share = in.shareSegs(rttUs, fromSrc[f.Src])
 			}
-			d := f.EndNs - f.StartNs
-			if in.exitedEarly(f, fromSrc[f.Src], share) {
+			if ok && float64(segs) < share {
 				cut = max(cut, d)
 			} else {
 				other = max(other, d)
@@ -256,23 +257,19 @@ func (in *Inputs) earlyExitCost(k job.Key) int64 {
 	return max(0, cut-other)
 }
 
-// exitedEarly reports whether the flow's sending connection had left
-// slow start below the flow's share of its path by the time the flow
-// ended: the first TCP sample at or after its end (the last one before
-// when there is none) shows a slow-start threshold below the share.
-// HyStart sets the threshold where it ends slow start, a loss where it
-// struck; either way the connection then grows its window by about half
-// a segment per RTT (cubic's TCP-friendly region, with no earlier
-// maximum) and stays below its share of a busy link for the rest of a
-// short transfer: on plan-demo's all-to-all, flows cut at 18-30 segments
-// took 85-123 ms, flows whose threshold was above their share 15-60 ms
-// (docs/fidelity.md). The share is the path's window (the link's payload
-// rate x the connection's smoothed RTT, which holds the queues it
-// crossed) over the flows its rank sends at once, an upper bound: flows
-// of other jobs from the same server are not counted.
-//
-// A non-negative share (segments) is used as it is instead.
-func (in *Inputs) exitedEarly(f Flow, flowsFromSrc int, share float64) bool {
+// slowStartExit is where the flow's sending connection had left slow
+// start by the time the flow ended, and its smoothed RTT then: the first
+// TCP sample at or after its end (the last one before when there is
+// none). ok is false when no threshold was recorded or slow start never
+// ended. HyStart sets the threshold where it ends slow start, a loss
+// where it struck; either way the connection then grows its window by
+// about half a segment per RTT (cubic's TCP-friendly region, with no
+// earlier maximum) and, if the threshold is below its share of a busy
+// path (shareSegs), stays below it for the rest of a short transfer: on
+// plan-demo's all-to-all, flows cut at 18-30 segments took 85-123 ms,
+// flows whose threshold was above their share 15-60 ms
+// (docs/fidelity.md).
+func (in *Inputs) slowStartExit(f Flow) (segs, rttUs uint32, ok bool) {
 	best, after := -1, false
 	for i, s := range in.TCP {
 		if s.Job != f.Job || s.Rank != f.Src || s.Peer != f.Dst {
@@ -287,20 +284,19 @@ func (in *Inputs) exitedEarly(f Flow, flowsFromSrc int, share float64) bool {
 		}
 	}
 	if best < 0 {
-		return false
+		return 0, 0, false
 	}
 	s := in.TCP[best]
 	if s.Ssthresh == 0 || s.Ssthresh >= 1<<31-1 {
-		return false // not recorded, or slow start never ended
+		return 0, 0, false // not recorded, or slow start never ended
 	}
-	if share < 0 {
-		share = in.shareSegs(s.RTTUs, flowsFromSrc)
-	}
-	return float64(s.Ssthresh) < share
+	return s.Ssthresh, s.RTTUs, true
 }
 
 // shareSegs is a flow's share of its path's window in segments: the
-// server link's payload rate x rtt over the flows sharing it, or
+// server link's payload rate x the connection's smoothed RTT (which holds
+// the queues it crossed) over the flows its rank sends at once, an upper
+// bound (flows of other jobs from the same server are not counted); or
 // HyStartEarlySegs when that cannot be computed.
 func (in *Inputs) shareSegs(rttUs uint32, flows int) float64 {
 	if in.LinkPayloadBps <= 0 || in.MSS <= 0 || rttUs == 0 || flows <= 0 {
@@ -415,25 +411,33 @@ func (t *Tally) Add(as []Attribution) {
 	}
 }
 
-// Print writes the tally as lines of text, indented.
-func (t Tally) Print(w io.Writer) {
+// Lines says the tally in one or two sentences: `emu run`, the repeat
+// summary and both pages print them.
+func (t Tally) Lines() []string {
 	runs := fmt.Sprintf("%d runs", t.Runs)
 	if t.Runs == 1 {
 		runs = "the run"
 	}
 	if t.Phases == 0 {
-		fmt.Fprintf(w, "   no communication phase was more than %.0f%% off the TCP-aware model in %s\n", 100*JudgedAbove, runs)
-		return
+		return []string{fmt.Sprintf("no communication phase was more than %.0f%% off the TCP-aware model in %s", 100*JudgedAbove, runs)}
 	}
 	phases := fmt.Sprintf("%d phases", t.Phases)
 	if t.Phases == 1 {
 		phases = "1 phase"
 	}
-	fmt.Fprintf(w, "   %s more than %.0f%% off the TCP-aware model in %s; the parts explain all but <= %.0f points of %d\n",
-		phases, 100*JudgedAbove, runs, 100*ExplainedWithin, t.Explained)
+	out := []string{fmt.Sprintf("%s more than %.0f%% off the TCP-aware model in %s; the parts explain all but <= %.0f points of %d",
+		phases, 100*JudgedAbove, runs, 100*ExplainedWithin, t.Explained)}
 	if left := t.Under + t.Over; left > 0 {
-		fmt.Fprintf(w, "   %d left: %d faster than the models and the measured parts say (a negative residual no measured part can take), %d slower; worst %s, %+.1f points\n",
-			left, t.Under, t.Over, t.Worst, 100*t.WorstShare)
+		out = append(out, fmt.Sprintf("%d left: %d faster than the models and the measured parts say (a negative residual no measured part can take), %d slower; worst %s, %+.1f points",
+			left, t.Under, t.Over, t.Worst, 100*t.WorstShare))
+	}
+	return out
+}
+
+// Print writes the tally's lines, indented.
+func (t Tally) Print(w io.Writer) {
+	for _, l := range t.Lines() {
+		fmt.Fprintf(w, "   %s\n", l)
 	}
 }
 

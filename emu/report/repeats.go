@@ -547,7 +547,6 @@ func RenderRepeat(t *RepeatTable, pageDir string) ([]byte, error) {
 			return "neg"
 		},
 		"span": rangeOf,
-		"spts": signedPoints,
 	}).Parse(repeatTmpl)
 	if err != nil {
 		return nil, err

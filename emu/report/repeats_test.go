@@ -259,7 +259,7 @@ func TestRepeatAttributionTally(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(page), `id="attribution-tally"`) || !strings.Contains(string(page), "(worst j iteration 0 push, &#43;16.7 points)") {
+	if !strings.Contains(string(page), `id="attribution-tally"`) || !strings.Contains(string(page), "1 slower; worst j iteration 0 push, &#43;16.7 points.") {
 		t.Errorf("page lacks the tally: %s", regexp.MustCompile(`<p id="attribution-tally">[^<]*`).FindString(string(page)))
 	}
 	// Runs without a data file have no tally.

@@ -53,10 +53,9 @@ func Write(dir string) (string, error) {
 // Render builds the HTML of a loaded run.
 func Render(r *Run) ([]byte, error) {
 	t, err := template.New("page").Funcs(template.FuncMap{
-		"ms":   func(ns int64) string { return trimFloat(float64(ns)/1e6, 2) },
-		"pct":  pct,
-		"spts": signedPoints,
-		"add":  func(a, b float64) float64 { return a + b },
+		"ms":  func(ns int64) string { return trimFloat(float64(ns)/1e6, 2) },
+		"pct": pct,
+		"add": func(a, b float64) float64 { return a + b },
 		"short": func(s string) string {
 			if len(s) > 12 {
 				return s[:12]
@@ -508,6 +507,3 @@ func buildStats(cs []Comparison) []kindStats {
 	}
 	return append(out, kindStats{Kind: "all phases", Stats: Summarize(all)})
 }
-
-// signedPoints is a share as signed percentage points, one decimal.
-func signedPoints(x float64) string { return fmt.Sprintf("%+.1f", 100*x) }
