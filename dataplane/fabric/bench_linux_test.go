@@ -87,3 +87,21 @@ func median(d []time.Duration) time.Duration {
 	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
 	return s[len(s)/2]
 }
+
+// BenchmarkQdiscStats reports one pass over plan-demo's fabric (4 racks x
+// 2 servers, 3 uplinks per ToR, 40 shaped ports): the run recorder reads
+// it every 20 ms, so a pass must cost well under that.
+func BenchmarkQdiscStats(b *testing.B) {
+	skipUnlessRoot(b)
+	lab := deploy(b, spec(b, uniqueLab("qds"), "{kind: ocs, racks: 4, servers_per_rack: 2, uplinks_per_tor: 3, rates: {server: 1Gbit, uplink: 1Gbit}}"))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		st, err := lab.QdiscStats()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(st) < 40 {
+			b.Fatalf("%d qdiscs, want at least 40", len(st))
+		}
+	}
+}

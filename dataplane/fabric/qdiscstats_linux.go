@@ -22,7 +22,7 @@ type QdiscStat struct {
 	Overlimits uint32 `json:"overlimits"`
 	Requeues   uint32 `json:"requeues"`
 	Backlog    uint32 `json:"backlog_bytes"`
-	// TNs is when the kernel answered for this interface (CLOCK_MONOTONIC):
+	// TNs is when the kernel answered for this node (CLOCK_MONOTONIC):
 	// one pass over a lab's nodes takes milliseconds, more on a busy host,
 	// so rates must divide by each counter's own time.
 	TNs int64 `json:"t_ns,omitempty"`
@@ -41,34 +41,37 @@ func (l *Lab) QdiscStats() ([]QdiscStat, error) {
 		if err != nil {
 			return nil, fmt.Errorf("qdisc stats of %s: links: %w", n.Name, err)
 		}
+		ifName := make(map[int]string, len(links))
 		for _, ln := range links {
-			if ln.Attrs().Flags&0x8 != 0 || ln.Attrs().Name == "lo" { // IFF_LOOPBACK
+			if ln.Attrs().Flags&0x8 == 0 && ln.Attrs().Name != "lo" { // IFF_LOOPBACK
+				ifName[ln.Attrs().Index] = ln.Attrs().Name
+			}
+		}
+		// One dump per namespace: the recorder reads every 20 ms.
+		qs, err := h.QdiscList(nil)
+		at := monoclock.Now()
+		if err != nil {
+			return nil, fmt.Errorf("qdisc stats of %s: %w", n.Name, err)
+		}
+		for _, q := range qs {
+			a := q.Attrs()
+			name, ok := ifName[a.LinkIndex]
+			if a.Parent != netlink.HANDLE_ROOT || !ok {
 				continue
 			}
-			qs, err := h.QdiscList(ln)
-			at := monoclock.Now()
-			if err != nil {
-				return nil, fmt.Errorf("qdisc stats of %s:%s: %w", n.Name, ln.Attrs().Name, err)
+			st := QdiscStat{Node: n.Name, Iface: name, Kind: q.Type(), TNs: at}
+			if t, ok := q.(*netlink.Tbf); ok {
+				st.RateBps = t.Rate
 			}
-			for _, q := range qs {
-				a := q.Attrs()
-				if a.Parent != netlink.HANDLE_ROOT {
-					continue
+			if s := a.Statistics; s != nil {
+				if s.Basic != nil {
+					st.Bytes, st.Packets = s.Basic.Bytes, s.Basic.Packets
 				}
-				st := QdiscStat{Node: n.Name, Iface: ln.Attrs().Name, Kind: q.Type(), TNs: at}
-				if t, ok := q.(*netlink.Tbf); ok {
-					st.RateBps = t.Rate
+				if s.Queue != nil {
+					st.Drops, st.Overlimits, st.Requeues, st.Backlog = s.Queue.Drops, s.Queue.Overlimits, s.Queue.Requeues, s.Queue.Backlog
 				}
-				if s := a.Statistics; s != nil {
-					if s.Basic != nil {
-						st.Bytes, st.Packets = s.Basic.Bytes, s.Basic.Packets
-					}
-					if s.Queue != nil {
-						st.Drops, st.Overlimits, st.Requeues, st.Backlog = s.Queue.Drops, s.Queue.Overlimits, s.Queue.Requeues, s.Queue.Backlog
-					}
-				}
-				out = append(out, st)
 			}
+			out = append(out, st)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {

@@ -42,6 +42,16 @@ const EPSName = "eps"
 // UplinkIface is the ToR-side name of uplink u.
 func UplinkIface(u int) string { return "up" + strconv.Itoa(u) }
 
+// ServerIface is a server's one interface, cabled to its ToR.
+const ServerIface = "eth0"
+
+// ToRServerIface is the ToR-side name of the port cabled to server i.
+func ToRServerIface(i int) string { return "s" + strconv.Itoa(i) }
+
+// CoreIface is a ToR's port to the packet core; the core names its
+// port to rack r ToRName(r).
+const CoreIface = "core"
+
 // OCSPortIface is the OCS-side name of the port cabled to uplink u of rack r.
 func OCSPortIface(r, u int) string { return fmt.Sprintf("tor%du%d", r, u) }
 

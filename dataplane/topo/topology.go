@@ -12,7 +12,6 @@
 package topo
 
 import (
-	"fmt"
 	"net"
 	"net/netip"
 	"sort"
@@ -149,7 +148,7 @@ func Build(f Spec) *Topology {
 		for i := 0; i < f.ServersPerRack; i++ {
 			srv := names.ServerName(r, i)
 			add(Node{Name: srv, Kind: KindServer, Rack: r, Index: i, Addr: ServerAddr(r, i)})
-			down := fmt.Sprintf("s%d", i)
+			down := names.ToRServerIface(i)
 			l := Link{Kind: LinkServer, Rate: f.ServerRate, OCS: -1, Port: -1,
 				A: Endpoint{Node: srv, Iface: "eth0", MAC: mac(macServer, r, i, 0), Addr: ServerAddr(r, i)},
 				B: Endpoint{Node: tor, Iface: down, MAC: mac(macToRDown, r, i, 0), Addr: GatewayAddr(r)},

@@ -23,6 +23,7 @@ const (
 	PartRanks     = "ranks"      // the calibrated model's time with all-to-all ranks on their own - in lockstep
 	PartTCP       = "tcp"        // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
 	PartDrift     = "drift"      // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
+	PartSharing   = "sharing"    // the replayed model's time with the others' measured share of the phase's busiest link - with its own (signed; sharing.go)
 	PartLateness  = "lateness"   // the latest rank's start after it could start, inside the timed phase
 	PartSkew      = "skew"       // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
 	PartEarlyExit = "early_exit" // how much longer the flows whose slow start ended below their share of the path took than the others
@@ -34,7 +35,7 @@ const (
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartSharing, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -103,6 +104,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		if in.LinkPayloadBps > 0 {
 			lossNs = int64(float64(retrans) / in.LinkPayloadBps * 1e9)
 		}
+		sharing, _ := in.sharingCost(k, from, to)
 		gap := a.MeasuredNs - a.IdealNs
 		framing, ranks := a.CalibratedNs-a.IdealNs, int64(0)
 		if l, ok := lock[k]; ok && l.PredictedNs > 0 {
@@ -116,6 +118,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartRanks, ranks},
 			{PartTCP, modelTCP},
 			{PartDrift, drift},
+			{PartSharing, sharing},
 			{PartLateness, m.LateInNs},
 			{PartSkew, max(0, m.SkewNs-m.LateInNs-in.ModelPhases[k].SkewNs)},
 			{PartRTO, rto},
@@ -129,7 +132,9 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		left := gap
 		for _, p := range parts {
 			v := p.ns
-			if p.name != PartFraming && p.name != PartRanks && p.name != PartTCP && p.name != PartDrift { // the models' own figures, never capped
+			// The models' own figures are never capped, nor is sharing,
+			// which is signed: a cap would hide where it overshoots.
+			if p.name != PartFraming && p.name != PartRanks && p.name != PartTCP && p.name != PartDrift && p.name != PartSharing {
 				v = max(0, min(v, left))
 			}
 			a.Parts[p.name] = v

@@ -173,6 +173,13 @@ type Inputs struct {
 	// MSS is a full segment's payload (bytes), to turn a window in
 	// segments into bytes.
 	MSS int
+	// Goodput is the payload's share of a link's wire bytes (the
+	// calibrated model's framing), to turn shaper bytes into payload.
+	Goodput float64
+	// ModelLinks is, per phase and link, what the replayed TCP-aware
+	// model put on the link while the phase ran (record.Run.PhaseLinks):
+	// the attribution's sharing part compares the shapers' counts with it.
+	ModelLinks []record.PhaseLink
 }
 
 // Judge makes the verdict.

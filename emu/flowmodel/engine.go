@@ -61,6 +61,9 @@ type Options struct {
 	// model's predecessor still ran, as a parameter server's next push
 	// does once one worker has its pull).
 	Unchained map[plan.Key]bool
+	// LinkShares records what every physical link carried, per phase, to
+	// report per phase what shared its links (record.Run.PhaseLinks).
+	LinkShares bool
 }
 
 // Sim is one fluid simulation in progress.
@@ -97,6 +100,10 @@ type Sim struct {
 	// flow: the TCP-aware model restarts a long-idle one from its
 	// initial window.
 	conns map[connKey]int64
+
+	// linkTrace is, per physical link, what the flows carried over it
+	// (Options.LinkShares; linkshare.go).
+	linkTrace [][]linkSeg
 
 	// keyName, if set, names a phase in messages (a per-rank task by the
 	// phase it belongs to).
@@ -258,6 +265,9 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	s := &Sim{f: f, opt: opt, byName: map[string]int{}, darkEnds: map[int64][]int32{}}
 	n := 2*f.Racks*f.ServersPerRack + f.Racks*f.UplinksPerToR + 2*f.Racks
 	s.res = make([]resource, n)
+	if opt.LinkShares {
+		s.linkTrace = make([][]linkSeg, n)
+	}
 	if f.HasOCS() {
 		s.Stats.UplinkBytes = make([]float64, f.Racks*f.UplinksPerToR)
 	}
@@ -797,6 +807,9 @@ func (s *Sim) advance(fl *flow) {
 	if dt := s.now - fl.last; dt > 0 && fl.rate > 0 {
 		sent := math.Min(fl.remaining, fl.rate*float64(dt)/1e9)
 		fl.remaining -= sent
+		if s.linkTrace != nil && sent > 0 {
+			s.traceLinks(fl, sent)
+		}
 		if fl.hops > 0 {
 			s.Stats.OCSBytes += sent
 			s.Stats.CircuitHopBytes += sent * float64(fl.hops)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
@@ -17,11 +18,12 @@ func phaseOf(run *record.Run, job string, it int, phase string) (record.Phase, b
 	return record.Phase{}, false
 }
 
-func TestReplay(t *testing.T) {
+// twoPushes is a plan of two jobs that each push S over the one circuit,
+// a at 0 and b at 2 s: alone, each takes 1 s.
+func twoPushes(t *testing.T) (*plan.Plan, *scenario.Scenario) {
+	t.Helper()
 	s := scen(t, "fabric: {kind: ocs, racks: 2, servers_per_rack: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
 	at := func(ns int64) *int64 { return &ns }
-	// Two jobs push S over the one circuit, a at 0 and b at 2 s: alone,
-	// each takes 1 s.
 	p := &plan.Plan{Mode: plan.ModeClock,
 		Jobs: []plan.Job{{Name: "a", Pattern: "ps", Workers: []string{"r0s0", "r1s0"}, PS: "r0s0", Bytes: S, Iterations: 1},
 			{Name: "b", Pattern: "ps", Workers: []string{"r0s1", "r1s1"}, PS: "r0s1", Bytes: S, Iterations: 1}},
@@ -35,6 +37,11 @@ func TestReplay(t *testing.T) {
 	if err := plan.Check(p, s); err != nil {
 		t.Fatal(err)
 	}
+	return p, s
+}
+
+func TestReplay(t *testing.T) {
+	p, s := twoPushes(t)
 	pred, err := SimulateModel(p, s, Ideal)
 	if err != nil {
 		t.Fatal(err)

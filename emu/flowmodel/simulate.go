@@ -123,6 +123,7 @@ func simulate(p *plan.Plan, s *scenario.Scenario, opt Options, m Model) (*record
 	if pr != nil {
 		pr.fold(run)
 	}
+	run.PhaseLinks = sim.phaseLinks(run.Phases)
 	run.Stages = stages
 	if m != Ideal {
 		run.Source = "flow-model-" + string(m)
@@ -350,6 +351,7 @@ func Replay(p *plan.Plan, s *scenario.Scenario, m Model, starts map[plan.Key]int
 		}
 	}
 	opt := modelOptions(s, m, m == Calibrated || m == TCPAware)
+	opt.LinkShares = true
 	opt.Unchained = make(map[plan.Key]bool, len(starts))
 	for k := range starts {
 		opt.Unchained[k] = true

@@ -67,7 +67,7 @@ type RunData struct {
 // Series are the run's time series, t_ns from time zero.
 type Series struct {
 	HostCPU []hoststat.Sample `json:"host_cpu"`
-	// Shapers: one per shaped link, its counters per 100 ms.
+	// Shapers: one per shaped link, its counters every 20 ms (100 ms in runs before 27 Nov 2026).
 	Shapers []ShaperSeries `json:"shapers"`
 	// TCP and RankPhases are the ranks' records as written (JSON
 	// objects), times moved to the axis.

@@ -113,7 +113,7 @@ type throughputChart struct {
 	Empty         string
 }
 
-// buildThroughput draws each busy shaped port's rate (Mbit/s per 100 ms
+// buildThroughput draws each busy shaped port's rate (Mbit/s per
 // counter interval) on the timeline's time axis, with the OCS dark
 // periods shaded and the configured rate dashed.
 func buildThroughput(r *Run) throughputChart {

@@ -77,6 +77,26 @@ type Run struct {
 	// its circuit (flow model only): the model's paths, which a run checks
 	// against the bytes its shapers counted.
 	UplinkBytes map[string]float64 `json:"uplink_bytes,omitempty"`
+	// PhaseLinks is, per phase and shaped link its flows crossed, what
+	// the link carried while the phase ran (flow model replay only).
+	PhaseLinks []PhaseLink `json:"phase_links,omitempty"`
+}
+
+// PhaseLink is what one shaped link ("node:iface", the egress of a
+// sending interface) carried while a phase ran, in a flow model: the
+// phase's own payload over it, and every other phase's payload from the
+// phase's start to its end (WindowNs). RateBps is the link's payload
+// rate, bytes/s.
+// The attribution's sharing part compares it with the link's counters.
+type PhaseLink struct {
+	Job        string  `json:"job"`
+	Iteration  int     `json:"iteration"`
+	Phase      string  `json:"phase"`
+	Link       string  `json:"link"`
+	OwnBytes   float64 `json:"own_bytes"`
+	OtherBytes float64 `json:"other_bytes"`
+	RateBps    float64 `json:"rate_bytes_per_s"`
+	WindowNs   int64   `json:"window_ns"`
 }
 
 // Comparison is one phase, predicted against measured (comparison.json).

@@ -1,0 +1,121 @@
+package flowmodel
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// linkSeg is payload one flow carried over one physical link between t0
+// and t1, at a constant rate.
+type linkSeg struct {
+	t0, t1 int64
+	bytes  float64
+	job, q int32 // the flow's job and phase
+}
+
+// traceLinks records, when Options.LinkShares is set, what a flow sent
+// since it was last advanced on each physical link of its path.
+func (s *Sim) traceLinks(fl *flow, sent float64) {
+	for _, r := range fl.res {
+		if int(r) < len(s.linkTrace) {
+			s.linkTrace[r] = append(s.linkTrace[r], linkSeg{t0: fl.last, t1: s.now, bytes: sent, job: int32(fl.job), q: int32(fl.phase)})
+		}
+	}
+}
+
+// resName names a physical resource as the emulator names the shaped
+// interface that sends onto it ("node:iface"), "" for none.
+func (s *Sim) resName(r int32) string {
+	f := s.f
+	srv := int32(f.Racks * f.ServersPerRack)
+	ups := int32(f.Racks * f.UplinksPerToR)
+	racks := int32(f.Racks)
+	switch {
+	case r < 0:
+		return ""
+	case r < srv:
+		return names.ServerName(int(r)/f.ServersPerRack, int(r)%f.ServersPerRack) + ":" + names.ServerIface
+	case r < 2*srv:
+		i := int(r - srv)
+		return names.ToRName(i/f.ServersPerRack) + ":" + names.ToRServerIface(i%f.ServersPerRack)
+	case r < 2*srv+ups:
+		i := int(r - 2*srv)
+		return names.ToRName(i/f.UplinksPerToR) + ":" + names.UplinkIface(i%f.UplinksPerToR)
+	case r < 2*srv+ups+racks:
+		return names.ToRName(int(r-2*srv-ups)) + ":" + names.CoreIface
+	case r < 2*srv+ups+2*racks:
+		return names.EPSName + ":" + names.ToRName(int(r-2*srv-ups-racks))
+	}
+	return ""
+}
+
+// phaseLinks is, for every phase in phases (original keys, windows as the
+// run reports them) and every link its flows crossed, its own payload
+// over the link and the others' payload during its window.
+func (s *Sim) phaseLinks(phases []record.Phase) []record.PhaseLink {
+	if s.linkTrace == nil {
+		return nil
+	}
+	win := make(map[plan.Key][2]int64, len(phases))
+	for _, p := range phases {
+		win[plan.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase}] = [2]int64{p.StartNs, p.EndNs}
+	}
+	keyOf := func(sg linkSeg) plan.Key {
+		k := s.jobs[sg.job].keys[sg.q]
+		if s.keyName != nil {
+			k = s.keyName(k)
+		}
+		return k
+	}
+	var out []record.PhaseLink
+	for r, segs := range s.linkTrace {
+		if len(segs) == 0 {
+			continue
+		}
+		own := map[plan.Key]float64{}
+		keys := make([]plan.Key, len(segs))
+		for i, sg := range segs {
+			keys[i] = keyOf(sg)
+			own[keys[i]] += sg.bytes
+		}
+		name := s.resName(int32(r))
+		for k, b := range own {
+			w, ok := win[k]
+			if !ok || name == "" {
+				continue
+			}
+			var others float64
+			for i, sg := range segs {
+				if keys[i] != k {
+					others += overlap(sg, w[0], w[1])
+				}
+			}
+			out = append(out, record.PhaseLink{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Link: name,
+				OwnBytes: b, OtherBytes: others, RateBps: s.res[r].capBps, WindowNs: w[1] - w[0]})
+		}
+	}
+	slices.SortFunc(out, func(a, b record.PhaseLink) int {
+		return cmp.Or(cmp.Compare(a.Job, b.Job), cmp.Compare(a.Iteration, b.Iteration), cmp.Compare(a.Phase, b.Phase), cmp.Compare(a.Link, b.Link))
+	})
+	return out
+}
+
+// overlap is the part of a segment's bytes sent between from and to (the
+// segment sent at a constant rate).
+func overlap(sg linkSeg, from, to int64) float64 {
+	if sg.t1 <= sg.t0 {
+		if sg.t0 >= from && sg.t0 < to {
+			return sg.bytes
+		}
+		return 0
+	}
+	lo, hi := max(sg.t0, from), min(sg.t1, to)
+	if hi <= lo {
+		return 0
+	}
+	return sg.bytes * float64(hi-lo) / float64(sg.t1-sg.t0)
+}

@@ -1,0 +1,64 @@
+package flowmodel
+
+import (
+	"math"
+	"testing"
+
+	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// A replay reports, per phase and link, the phase's own payload and what
+// the others sent over the link while it ran: b's push really started at
+// 0.5 s, so a (0-1.5 s) and b (0.5-2 s) each shared the circuit with the
+// other for a second, at half the rate.
+func TestReplayPhaseLinks(t *testing.T) {
+	p, s := twoPushes(t)
+	run, err := Replay(p, s, Ideal, map[plan.Key]int64{{Job: "b", Iteration: 0, Phase: "push"}: 500 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[[2]string]record.PhaseLink{}
+	for _, pl := range run.PhaseLinks {
+		got[[2]string{pl.Job + " " + pl.Phase, pl.Link}] = pl
+	}
+	const rate = 125e6 // 1 Gbit/s, ideal: the line rate
+	for _, tc := range []struct {
+		phase, link string
+		own, others float64
+		window      int64
+		rateBps     float64
+	}{
+		{"a push", "tor1:up0", S, S / 2, 1500 * ms, rate},
+		{"b push", "tor1:up0", S, S / 2, 1500 * ms, rate},
+		{"a push", "r1s0:eth0", S, 0, 1500 * ms, 10 * rate},
+		{"a push", "tor0:s0", S, 0, 1500 * ms, 10 * rate},
+		{"b push", "r1s1:eth0", S, 0, 1500 * ms, 10 * rate},
+		// a's pull runs 1.5-3 s, b's from 2 s: half of each shared.
+		{"a pull", "tor0:up0", S, S / 2, 1500 * ms, rate},
+	} {
+		pl, ok := got[[2]string{tc.phase, tc.link}]
+		if !ok {
+			t.Errorf("%s: no figures for %s (have %v)", tc.phase, tc.link, run.PhaseLinks)
+			continue
+		}
+		if math.Abs(pl.OwnBytes-tc.own) > 1e3 || math.Abs(pl.OtherBytes-tc.others) > 1e3 || !near(pl.WindowNs, tc.window) || pl.RateBps != tc.rateBps {
+			t.Errorf("%s on %s: %+v, want own %.0f, others %.0f, window %d ms, rate %.0f", tc.phase, tc.link, pl, tc.own, tc.others, tc.window/ms, tc.rateBps)
+		}
+	}
+	// Computes cross no link; pushes and pulls cross the circuit's two
+	// directions, so no push shares a link with a pull.
+	for k, pl := range got {
+		if k[0] == "a compute" || k[0] == "b compute" || (k[0] == "a pull" || k[0] == "b pull") && k[1] == "tor1:up0" {
+			t.Errorf("%s has figures on %s: %+v", k[0], k[1], pl)
+		}
+	}
+	// Only a replay traces links.
+	pred, err := SimulateModel(p, s, Ideal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pred.PhaseLinks) != 0 {
+		t.Errorf("a prediction traced links: %v", pred.PhaseLinks)
+	}
+}
