@@ -80,13 +80,14 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 
 // attributionHeader is attribution.csv's first row: the phase, the four
 // times and the errors against the calibrated and TCP-aware models, each
-// part (ms), and the two times outside the measured one.
+// part (ms), the two times outside the measured one, and how the
+// phase's busiest link spent its window, measured and in the replay.
 func attributionHeader() []string {
 	h := []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "tcp_aware_ms", "measured_ms", "rel_err_calibrated", "rel_err_tcp_aware"}
 	for _, p := range fidelity.Parts {
 		h = append(h, p+"_ms")
 	}
-	return append(h, "data_wait_ms", "verify_ms")
+	return append(h, "data_wait_ms", "verify_ms", "busiest_link", "link_own_ms", "link_others_ms", "link_idle_ms", "model_link_own_ms", "model_link_others_ms", "model_link_idle_ms")
 }
 
 func writeAttributionCSV(path string, as []fidelity.Attribution) error {
@@ -101,6 +102,11 @@ func writeAttributionCSV(path string, as []fidelity.Attribution) error {
 				row = append(row, nsToMs(a.Parts[p]))
 			}
 			row = append(row, nsToMs(a.DataWaitNs), nsToMs(a.VerifyNs))
+			if u := a.Link; u != nil {
+				row = append(row, u.Link, nsToMs(u.OwnNs), nsToMs(u.OthersNs), nsToMs(u.IdleNs), nsToMs(u.ModelOwnNs), nsToMs(u.ModelOthersNs), nsToMs(u.ModelIdleNs))
+			} else {
+				row = append(row, "", "", "", "", "", "", "")
+			}
 			if err := cw.Write(row); err != nil {
 				return err
 			}

@@ -15,12 +15,20 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 	dir := t.TempDir()
 	a := fidelity.Attribution{Job: "ring", Iteration: 1, Phase: "allreduce", IdealNs: 200e6, CalibratedNs: 209e6, TCPAwareNs: 220e6, MeasuredNs: 240e6, RelErr: 0.125,
 		RelErrTCP: 0.25, Parts: map[string]int64{fidelity.PartFraming: 7e6, fidelity.PartRanks: 2e6, fidelity.PartTCP: 11e6, fidelity.PartDrift: -2e6, fidelity.PartSkew: 3e6, fidelity.PartINCStall: 4e6, fidelity.PartCPU: 15e6}, DataWaitNs: 0, VerifyNs: 6e6}
-	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a}); err != nil {
+	// A second phase with its busiest link's use; the first has none.
+	b := a
+	b.Iteration = 2
+	b.Link = &fidelity.LinkUse{Link: "tor1:up0", OwnNs: 100e6, OthersNs: 120e6, IdleNs: 20e6, ModelOwnNs: 95e6, ModelOthersNs: 110e6, ModelIdleNs: 15e6}
+	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a, b}); err != nil {
 		t.Fatal(err)
 	}
 	rows := readCSV(t, filepath.Join(dir, "attribution.csv"))
+	phase := func(it string) []string {
+		return []string{"ring", it, "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "7.000000", "2.000000", "11.000000", "-2.000000", "0.000000", "3.000000", "0.000000", "4.000000", "0.000000", "0.000000", "15.000000", "0.000000", "0.000000", "6.000000"}
+	}
 	want := [][]string{attributionHeader(),
-		{"ring", "1", "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "7.000000", "2.000000", "11.000000", "-2.000000", "0.000000", "3.000000", "0.000000", "4.000000", "0.000000", "0.000000", "15.000000", "0.000000", "0.000000", "6.000000"}}
+		append(phase("1"), "", "", "", "", "", "", ""),
+		append(phase("2"), "tor1:up0", "100.000000", "120.000000", "20.000000", "95.000000", "110.000000", "15.000000")}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("attribution.csv:\n got %q\nwant %q", rows, want)
 	}

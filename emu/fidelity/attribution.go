@@ -23,7 +23,6 @@ const (
 	PartRanks     = "ranks"      // the calibrated model's time with all-to-all ranks on their own - in lockstep
 	PartTCP       = "tcp"        // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
 	PartDrift     = "drift"      // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
-	PartSharing   = "sharing"    // the replayed model's time with the others' measured share of the phase's busiest link - with its own (signed; sharing.go)
 	PartLateness  = "lateness"   // the latest rank's start after it could start, inside the timed phase
 	PartSkew      = "skew"       // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
 	PartEarlyExit = "early_exit" // how much longer the flows whose slow start ended below their share of the path took than the others
@@ -35,7 +34,7 @@ const (
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartSharing, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -57,6 +56,10 @@ type Attribution struct {
 	Parts      map[string]int64 `json:"parts_ns"`
 	DataWaitNs int64            `json:"data_wait_ns"`
 	VerifyNs   int64            `json:"verify_ns"`
+	// Link is how the phase's busiest link spent its window, measured and
+	// in the replay: where a residual went (sharing.go); nil without
+	// replay link figures or shaper samples.
+	Link *LinkUse `json:"busiest_link,omitempty"`
 }
 
 // Attribute decomposes every communication phase whose |error| against
@@ -104,7 +107,9 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		if in.LinkPayloadBps > 0 {
 			lossNs = int64(float64(retrans) / in.LinkPayloadBps * 1e9)
 		}
-		sharing, _ := in.sharingCost(k, from, to)
+		if u, ok := in.busiestLink(k, from, to); ok {
+			a.Link = &u
+		}
 		gap := a.MeasuredNs - a.IdealNs
 		framing, ranks := a.CalibratedNs-a.IdealNs, int64(0)
 		if l, ok := lock[k]; ok && l.PredictedNs > 0 {
@@ -118,7 +123,6 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartRanks, ranks},
 			{PartTCP, modelTCP},
 			{PartDrift, drift},
-			{PartSharing, sharing},
 			{PartLateness, m.LateInNs},
 			{PartSkew, max(0, m.SkewNs-m.LateInNs-in.ModelPhases[k].SkewNs)},
 			{PartRTO, rto},
@@ -132,9 +136,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		left := gap
 		for _, p := range parts {
 			v := p.ns
-			// The models' own figures are never capped, nor is sharing,
-			// which is signed: a cap would hide where it overshoots.
-			if p.name != PartFraming && p.name != PartRanks && p.name != PartTCP && p.name != PartDrift && p.name != PartSharing {
+			if p.name != PartFraming && p.name != PartRanks && p.name != PartTCP && p.name != PartDrift { // the models' own figures, never capped
 				v = max(0, min(v, left))
 			}
 			a.Parts[p.name] = v
@@ -354,6 +356,18 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "   error: against the TCP-aware model; * outside the measured time: a pull is timed from when its data exist; results are checked after the phase")
+	var links []string
+	for _, a := range as {
+		if u := a.Link; u != nil {
+			links = append(links, fmt.Sprintf("   %s %d %s on %s: %s", a.Job, a.Iteration, a.Phase, u.Link, u.ShareText()))
+		}
+	}
+	if len(links) > 0 {
+		fmt.Fprintln(w, "   busiest links (the replayed model's), shares of the phase's window measured (the model's): where a residual went, not parts")
+		for _, l := range links {
+			fmt.Fprintln(w, l)
+		}
+	}
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }

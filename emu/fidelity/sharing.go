@@ -1,46 +1,52 @@
 package fidelity
 
 import (
+	"fmt"
+
 	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
-// Sharing's limits: a link counts as the phase's own where the model puts
-// at most AloneBelow of its payload there from other phases, and the
-// others' share of a link is taken at most MaxOthersShare (beyond it the
-// phase's time would be unbounded).
-const (
-	AloneBelow     = 0.05
-	MaxOthersShare = 0.95
-)
+// AloneBelow: a link counts as the phase's own where the model puts at
+// most this share of its payload there from other phases.
+const AloneBelow = 0.05
 
-// sharingCost is how much longer the phase took in the replayed TCP-aware
-// model's terms because the other traffic took a larger share of its
-// busiest link than the model gave it (signed: a smaller share is
-// negative).
+// LinkUse is how the phase's busiest link spent the phase's window, in
+// link time (ns), measured and in the replayed TCP-aware model: the
+// phase's own traffic, everybody else's, and idle. Own + Others + Idle is
+// the window in each, so the three differences sum to the difference of
+// the windows. It is a diagnosis beside the attribution's parts, not one
+// of them: on one link, others that took more and a phase that left room
+// for them look the same, and an all-to-all's slowest flow may cross
+// another link.
+type LinkUse struct {
+	Link          string `json:"link"`
+	OwnNs         int64  `json:"own_ns"`
+	OthersNs      int64  `json:"others_ns"`
+	IdleNs        int64  `json:"idle_ns"`
+	ModelOwnNs    int64  `json:"model_own_ns"`
+	ModelOthersNs int64  `json:"model_others_ns"`
+	ModelIdleNs   int64  `json:"model_idle_ns"`
+}
+
+// busiestLink is the phase's busiest link's use between its measured
+// start and end (absolute ns), against the replay.
 //
 // The busiest link is the model's: of the links the phase's flows
 // crossed, the one that carried the most payload (the phase's own and
-// everybody else's) during the phase's window in the replay. On that
-// link the phase's time is (own + idle) / (1 - others' share), in link
-// time; sharing keeps the model's own and idle time and puts in the
-// measured share of the others: T_model x ((1 - share_model) / (1 -
-// share_measured) - 1). What the link left idle, more or less than in
-// the model (the model's ramps, or a bottleneck elsewhere), stays in the
-// residual.
-//
-// The measured share is the link's shaper count between the phase's
-// measured start and end (interpolated between samples), less the
-// phase's own bytes, over the shaper's rate and the window. The phase's
-// own count is its payload over the link times its bytes counted per
-// payload byte on the links it used alone (AloneBelow), which holds its
-// framing as the shaper counts it and the part of its payload that fell
-// outside the window; 1/Goodput when it used no link alone. ok is false
-// where the run has no replay link figures or no shaper samples around
-// the window.
-func (in *Inputs) sharingCost(k job.Key, from, to int64) (ns int64, ok bool) {
+// everybody else's) during the phase's window in the replay. In the model
+// a payload's link time is bytes / the link's payload rate. Measured, it
+// is the shaper's count between the phase's start and end (interpolated
+// between samples) over the shaper's rate; the phase's own count is its
+// payload over the link times its count per payload byte on the links it
+// used alone (AloneBelow), which holds its framing as the shaper counts
+// it and the part of its payload that fell outside the window (1/Goodput
+// when it used no link alone); the rest of the count is the others'.
+// false where the run has no replay link figures or no shaper samples
+// around the window.
+func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 	if in.Goodput <= 0 || to <= from {
-		return 0, false
+		return LinkUse{}, false
 	}
 	var busiest *record.PhaseLink
 	var aloneCount, aloneOwn float64
@@ -64,21 +70,46 @@ func (in *Inputs) sharingCost(k job.Key, from, to int64) (ns int64, ok bool) {
 		}
 	}
 	if busiest == nil {
-		return 0, false
+		return LinkUse{}, false
 	}
 	perPayload := 1 / in.Goodput
 	if aloneOwn > 0 {
 		perPayload = aloneCount / aloneOwn
 	}
 	l := in.link(busiest.Link)
-	count, okC := countBetween(l.Samples, from, to)
-	if !okC || l.RateBps == 0 {
-		return 0, false
+	count, ok := countBetween(l.Samples, from, to)
+	if !ok || l.RateBps == 0 {
+		return LinkUse{}, false
 	}
-	others := max(0, count-busiest.OwnBytes*perPayload)
-	measured := min(MaxOthersShare, others/float64(l.RateBps)/(float64(to-from)/1e9))
-	model := min(MaxOthersShare, busiest.OtherBytes/busiest.RateBps/(float64(busiest.WindowNs)/1e9))
-	return int64(float64(busiest.WindowNs) * ((1-model)/(1-measured) - 1)), true
+	linkNs := func(bytes, rate float64) int64 { return int64(bytes / rate * 1e9) }
+	u := LinkUse{Link: busiest.Link,
+		OwnNs:         linkNs(busiest.OwnBytes*perPayload, float64(l.RateBps)),
+		ModelOwnNs:    linkNs(busiest.OwnBytes, busiest.RateBps),
+		ModelOthersNs: linkNs(busiest.OtherBytes, busiest.RateBps),
+	}
+	u.OthersNs = linkNs(count, float64(l.RateBps)) - u.OwnNs
+	u.IdleNs = to - from - u.OwnNs - u.OthersNs
+	u.ModelIdleNs = busiest.WindowNs - u.ModelOwnNs - u.ModelOthersNs
+	return u, true
+}
+
+// Shares are the own, others' and idle shares of the window, measured and
+// in the model.
+func (u LinkUse) Shares() (own, others, idle, modelOwn, modelOthers, modelIdle float64) {
+	w := float64(u.OwnNs + u.OthersNs + u.IdleNs)
+	mw := float64(u.ModelOwnNs + u.ModelOthersNs + u.ModelIdleNs)
+	if w <= 0 || mw <= 0 {
+		return
+	}
+	return float64(u.OwnNs) / w, float64(u.OthersNs) / w, float64(u.IdleNs) / w,
+		float64(u.ModelOwnNs) / mw, float64(u.ModelOthersNs) / mw, float64(u.ModelIdleNs) / mw
+}
+
+// ShareText is the three shares as "own 45% (41), others 52% (53), idle
+// 3% (6)": measured, the model's in brackets.
+func (u LinkUse) ShareText() string {
+	o, x, i, mo, mx, mi := u.Shares()
+	return fmt.Sprintf("own %.0f%% (%.0f), others %.0f%% (%.0f), idle %.0f%% (%.0f)", 100*o, 100*mo, 100*x, 100*mx, 100*i, 100*mi)
 }
 
 func (in *Inputs) link(name string) *Link {

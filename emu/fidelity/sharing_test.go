@@ -1,68 +1,82 @@
 package fidelity
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
-// Sharing by hand. A push ran 1 s on its busiest link, "tor0:up0", whose
-// shaper allows 1 MB/s (0.95 MB/s of payload at a goodput of 0.95). In
-// the replayed model the others took half the link (475 kB of payload in
-// the phase's 1 s window) and the phase its own 475 kB. The phase used
-// "r0s0:eth0" alone, where the shaper counted 500 kB for its 475 kB: 1/0.95
-// counted byte per payload byte. On the busiest link the shaper counted
-// its own 500 kB and, in the rows below, the others'. With the others at
-// share s, sharing = 1 s x (0.5 / (1 - s) - 1).
-func TestSharingCostByHand(t *testing.T) {
+// The busiest link by hand. A push ran 1 s. In the replayed model its
+// busiest link, "tor0:up0" (0.95 MB/s of payload: a 1 MB/s shaper at a
+// goodput of 0.95), carried its 475 kB (500 ms) and 427.5 kB of others'
+// (450 ms) in a 1 s window: 50 ms idle. "tor1:s0" carried less, and
+// "r0s0:eth0" only the push, where the shaper counted 500 kB for its 475
+// kB (1/0.95 counted byte per payload byte, unless a row says otherwise).
+// On the busiest link the shaper counted the push's own bytes and 300 kB
+// of others': 300 ms, so the link stood idle 200 ms.
+func TestBusiestLinkByHand(t *testing.T) {
 	const ms = int64(1e6)
 	k := job.Key{Job: "j", Iteration: 0, Phase: "push"}
 	model := []record.PhaseLink{
-		{Job: "j", Phase: "push", Link: "tor0:up0", OwnBytes: 475e3, OtherBytes: 475e3, RateBps: 0.95e6, WindowNs: 1000 * ms},
+		{Job: "j", Phase: "push", Link: "tor0:up0", OwnBytes: 475e3, OtherBytes: 427.5e3, RateBps: 0.95e6, WindowNs: 1000 * ms},
+		{Job: "j", Phase: "push", Link: "tor1:s0", OwnBytes: 475e3, OtherBytes: 100e3, RateBps: 0.95e6, WindowNs: 1000 * ms},
 		{Job: "j", Phase: "push", Link: "r0s0:eth0", OwnBytes: 475e3, OtherBytes: 0, RateBps: 9.5e6, WindowNs: 1000 * ms},
 		{Job: "other", Phase: "push", Link: "tor0:up0", OwnBytes: 1e6, OtherBytes: 1e6, RateBps: 0.95e6, WindowNs: 1000 * ms},
 	}
-	link := func(name string, rate uint64, count uint64) Link {
+	link := func(name string, rate, count uint64) Link {
 		return Link{Name: name, RateBps: rate, Samples: []LinkSample{{TNs: -100 * ms, Bytes: 0}, {TNs: 0, Bytes: 1000}, {TNs: 1000 * ms, Bytes: 1000 + count}, {TNs: 1100 * ms, Bytes: 2000 + count}}}
+	}
+	modelUse := LinkUse{Link: "tor0:up0", ModelOwnNs: 500 * ms, ModelOthersNs: 450 * ms, ModelIdleNs: 50 * ms}
+	with := func(own, others, idle int64) LinkUse {
+		u := modelUse
+		u.OwnNs, u.OthersNs, u.IdleNs = own*ms, others*ms, idle*ms
+		return u
 	}
 	for _, tc := range []struct {
 		name     string
-		others   uint64 // the others' count on the busiest link
-		alone    uint64 // the count on the link the phase used alone; 0: no such figure
+		alone    uint64 // the count on the link the push used alone; 0: no such figure
 		model    []record.PhaseLink
 		from, to int64
-		wantMs   float64
+		want     LinkUse
 		wantOK   bool
 	}{
-		{name: "the model's share", others: 500e3, alone: 500e3, model: model, to: 1000 * ms, wantMs: 0, wantOK: true},
-		{name: "a quarter", others: 250e3, alone: 500e3, model: model, to: 1000 * ms, wantMs: -1000.0 / 3, wantOK: true},
-		{name: "three quarters", others: 750e3, alone: 500e3, model: model, to: 1000 * ms, wantMs: 1000, wantOK: true},
-		// The phase's own count per payload byte comes from the link it
-		// used alone: there 1.1 x 1/0.95, so 550 kB of the busiest link's
-		// 1,050 kB are its own, and the others took half.
-		{name: "own framing measured", others: 500e3, alone: 550e3, model: model, to: 1000 * ms, wantMs: 0, wantOK: true},
-		// Beyond MaxOthersShare the share is taken at it: 1 s x (0.5/0.05 - 1).
-		{name: "others took it all", others: 5e6, alone: 500e3, model: model, to: 1000 * ms, wantMs: 9000, wantOK: true},
-		// Without a link it used alone, 1/Goodput counted bytes per
-		// payload byte.
-		{name: "no link alone", others: 250e3, model: model[:1], to: 1000 * ms, wantMs: -1000.0 / 3, wantOK: true},
-		{name: "window outside the samples", others: 500e3, alone: 500e3, model: model, from: -200 * ms, to: 1000 * ms},
-		{name: "no replay figures", others: 500e3, alone: 500e3, to: 1000 * ms},
+		{name: "framing from the link used alone", alone: 500e3, model: model, to: 1000 * ms, want: with(500, 300, 200), wantOK: true},
+		// 1.1 counted bytes per payload byte where it was alone: 550 kB
+		// of the busiest link's count are its own.
+		{name: "more counted per payload byte", alone: 550e3, model: model, to: 1000 * ms, want: with(550, 300, 150), wantOK: true},
+		{name: "no link alone: 1/goodput", model: model[:2], to: 1000 * ms, want: with(500, 300, 200), wantOK: true},
+		{name: "window outside the samples", alone: 500e3, model: model, from: -200 * ms, to: 1000 * ms},
+		{name: "no replay figures", alone: 500e3, to: 1000 * ms},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			own := uint64(500e3) // 475 kB at 1/0.95
+			own := uint64(500e3)
 			if tc.alone > 0 {
 				own = tc.alone
 			}
-			in := &Inputs{Goodput: 0.95, ModelLinks: tc.model, Links: []Link{link("tor0:up0", 1e6, own+tc.others)}}
+			in := &Inputs{Goodput: 0.95, ModelLinks: tc.model, Links: []Link{link("tor0:up0", 1e6, own+300e3), link("tor1:s0", 1e6, own+100e3)}}
 			if tc.alone > 0 {
 				in.Links = append(in.Links, link("r0s0:eth0", 10e6, tc.alone))
 			}
-			ns, ok := in.sharingCost(k, tc.from, tc.to)
-			if ok != tc.wantOK || ok && (float64(ns)/1e6 < tc.wantMs-0.01 || float64(ns)/1e6 > tc.wantMs+0.01) {
-				t.Errorf("sharing %.3f ms, ok %v; want %.3f ms, ok %v", float64(ns)/1e6, ok, tc.wantMs, tc.wantOK)
+			got, ok := in.busiestLink(k, tc.from, tc.to)
+			near := func(a, b int64) bool { return a-b < 1000 && b-a < 1000 } // 1 µs of rounding
+			if ok != tc.wantOK || ok && (got.Link != tc.want.Link || !near(got.OwnNs, tc.want.OwnNs) || !near(got.OthersNs, tc.want.OthersNs) || !near(got.IdleNs, tc.want.IdleNs) ||
+				!near(got.ModelOwnNs, tc.want.ModelOwnNs) || !near(got.ModelOthersNs, tc.want.ModelOthersNs) || !near(got.ModelIdleNs, tc.want.ModelIdleNs)) {
+				t.Errorf("got %+v, ok %v; want %+v, ok %v", got, ok, tc.want, tc.wantOK)
 			}
 		})
+	}
+}
+
+// The attribution table names each phase's busiest link and its shares
+// under the table.
+func TestPrintAttributionNamesBusiestLink(t *testing.T) {
+	u := &LinkUse{Link: "tor1:up1", OwnNs: 135e6, OthersNs: 156e6, IdleNs: 9e6, ModelOwnNs: 140e6, ModelOthersNs: 186e6, ModelIdleNs: 21e6}
+	var b strings.Builder
+	PrintAttribution(&b, []Attribution{{Job: "vgg", Phase: "push", TCPAwareNs: 347e6, MeasuredNs: 300e6, RelErrTCP: -0.135, Parts: map[string]int64{}, Link: u}})
+	want := "   vgg 0 push on tor1:up1: own 45% (40), others 52% (54), idle 3% (6)\n"
+	if !strings.Contains(b.String(), want) {
+		t.Errorf("table lacks %q:\n%s", want, b.String())
 	}
 }

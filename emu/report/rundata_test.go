@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -36,7 +37,8 @@ func TestReportShowsVerdictAndAttribution(t *testing.T) {
 			{Check: "model accuracy", Status: fidelity.Pass, Figure: "median 2.0%"},
 		}},
 		Attribution: []fidelity.Attribution{{Job: "ring", Iteration: 1, Phase: "allreduce", IdealNs: 201e6, CalibratedNs: 210e6, MeasuredNs: 240e6,
-			RelErr: 0.14, Parts: map[string]int64{fidelity.PartFraming: 9e6, fidelity.PartCPU: 25e6, fidelity.PartResidual: 5e6}}},
+			RelErr: 0.14, Parts: map[string]int64{fidelity.PartFraming: 9e6, fidelity.PartCPU: 25e6, fidelity.PartResidual: 5e6},
+			Link: &fidelity.LinkUse{Link: "tor1:up0", OwnNs: 100e6, OthersNs: 120e6, IdleNs: 20e6, ModelOwnNs: 95e6, ModelOthersNs: 112.5e6, ModelIdleNs: 15e6}}},
 		Series:      Series{HostCPU: []hoststat.Sample{{TNs: 100e6, Busy: 1, Foreign: 0.48}}},
 		Measurement: &record.Run{}, Prediction: &record.Run{},
 	}
@@ -59,10 +61,10 @@ func TestReportShowsVerdictAndAttribution(t *testing.T) {
 	}
 	html := render(t, dir)
 	for _, want := range []string{"Fidelity verdict: <span class=\"v-fail\">fail", "other processes took 48.0% of all CPUs", "a &lt;hog&gt; competed",
-		"<th>calibrated ms</th>", "<th>TCP-aware ms</th>", "<table id=\"attribution\">", ">ring TCP-aware</text>", "ring TCP-aware: iteration 0 allreduce", "<tr class=\"attr\"><td class=\"l\">ring</td><td>1</td>", "<td>25.00</td>",
+		"<th>calibrated ms</th>", "<th>TCP-aware ms</th>", "<table id=\"attribution\">", ">ring TCP-aware</text>", "ring TCP-aware: iteration 0 allreduce", "<tr class=\"attr\"><td class=\"l\">ring</td><td>1</td>", "<td>25.00</td>", `<td class="l">tor1:up0: own 42% (43), others 50% (51), idle 8% (7)</td></tr>`,
 		"<p id=\"attribution-tally\" class=\"note\">1 phase more than 10% off the TCP-aware model in the run; the parts explain all but &lt;= 5 points of 1."} {
 		if !strings.Contains(html, want) {
-			t.Errorf("report lacks %q", want)
+			t.Errorf("report lacks %q: %s", want, regexp.MustCompile(`<tr class="attr">.*`).FindString(html))
 		}
 	}
 }
