@@ -94,6 +94,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 			return err
 		}
 		defer stop()
+		rec.watchAggregators(p)
 		opts.Aggregators = labAggregators(lab.Topo.Lab)
 		opts.INCCongestion = a.incCC
 		opts.INCWindow = min(orchestrate.DefaultINCWindow, inc.Config{Slots: inc.DefaultSlots, Capacity: s.Fabric.INC.Capacity}.Partition())

@@ -52,6 +52,15 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 		}
 		d.Series.Shapers = append(d.Series.Shapers, ss)
 	}
+	for _, a := range in.Aggs {
+		as := report.AggregatorSeries{ToR: a.ToR}
+		for _, smp := range a.Samples {
+			as.TNs = append(as.TNs, smp.TNs-t0)
+			as.Holds = append(as.Holds, smp.Holds)
+			as.HoldNs = append(as.HoldNs, smp.HoldNs)
+		}
+		d.Series.Aggregators = append(d.Series.Aggregators, as)
+	}
 	for _, t := range res.Outcome.TCP {
 		t.TNs -= t0
 		raw, _ := json.Marshal(t)

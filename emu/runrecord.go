@@ -21,11 +21,14 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
+	"github.com/ocsemu/ocsemu/dataplane/inc"
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
+	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/hoststat"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
+	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 	"github.com/ocsemu/ocsemu/workers"
@@ -53,6 +56,7 @@ type recorder struct {
 	lab    *fabric.Lab
 	s      *scenario.Scenario
 	host   *hoststat.Sampler
+	ctx    context.Context // the sampling's, ended by cancel
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
@@ -63,6 +67,19 @@ type recorder struct {
 	ocsPre  []ocs.PortCounters
 	ocsErr  error
 	started int64
+
+	// aggs are the ToR aggregators' control clients (plans with INC),
+	// aggReads their hold counters every sampleEvery, plan the INC jobs'.
+	aggs     map[string]*inc.Client
+	aggReads []aggReading
+	plan     *plan.Plan
+}
+
+// aggReading is one aggregator's hold counters at one instant.
+type aggReading struct {
+	ToR string
+	TNs int64
+	St  inc.Stats
 }
 
 // startRecording begins sampling; stop it with finish.
@@ -73,11 +90,50 @@ func (a *app) startRecording(ctx context.Context, lab *fabric.Lab, s *scenario.S
 		r.ocsPre, r.ocsErr = r.ocs.Counters(ctx)
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	r.cancel = cancel
+	r.ctx, r.cancel = sctx, cancel
 	r.wg.Add(2)
 	go func() { defer r.wg.Done(); r.host.Run(sctx) }()
 	go func() { defer r.wg.Done(); r.sampleQdiscs(sctx) }()
 	return r
+}
+
+// watchAggregators samples the ToR aggregators' hold counters (once they
+// run) for the INC jobs of plan p, until the recording stops.
+func (r *recorder) watchAggregators(p *plan.Plan) {
+	r.plan = p
+	r.aggs = map[string]*inc.Client{}
+	for rack := 0; rack < r.s.Fabric.Racks; rack++ {
+		tor := names.ToRName(rack)
+		r.aggs[tor] = inc.NewClient(aggSocket(r.s.Name, tor))
+	}
+	r.wg.Add(1)
+	go func() { defer r.wg.Done(); r.sampleAggregators(r.ctx) }()
+}
+
+// sampleAggregators reads every aggregator's hold counters every
+// sampleEvery (the attribution's INC round trip); a failed read is left
+// out: the attribution then has fewer samples.
+func (r *recorder) sampleAggregators(ctx context.Context) {
+	t := time.NewTicker(sampleEvery)
+	defer t.Stop()
+	for {
+		for tor, cl := range r.aggs {
+			rctx, cancel := context.WithTimeout(ctx, sampleEvery)
+			st, err := cl.Stats(rctx)
+			cancel()
+			if err == nil {
+				now := monoclock.Now()
+				r.mu.Lock()
+				r.aggReads = append(r.aggReads, aggReading{ToR: tor, TNs: now, St: st})
+				r.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 func (r *recorder) sampleQdiscs(ctx context.Context) {
@@ -148,6 +204,7 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	if res.Replay != nil {
 		in.ModelLinks = res.Replay.PhaseLinks
 	}
+	r.incInputs(in)
 	for _, p := range res.Outcome.Phases {
 		in.BytesSent += p.Bytes
 	}
@@ -214,6 +271,46 @@ func flowsOf(recs []workers.PhaseRecord) []fidelity.Flow {
 		}
 	}
 	return out
+}
+
+// incInputs adds what the INC round trip's split needs: the aggregators'
+// readings, the INC jobs' trees and the model's hop cost and window.
+func (r *recorder) incInputs(in *fidelity.Inputs) {
+	if r.plan == nil || len(r.aggs) == 0 {
+		return
+	}
+	r.mu.Lock()
+	reads := r.aggReads
+	r.mu.Unlock()
+	idx := map[string]int{}
+	for _, rd := range reads {
+		i, ok := idx[rd.ToR]
+		if !ok {
+			i = len(in.Aggs)
+			idx[rd.ToR] = i
+			in.Aggs = append(in.Aggs, fidelity.Agg{ToR: rd.ToR})
+		}
+		in.Aggs[i].Samples = append(in.Aggs[i].Samples, fidelity.AggSample{TNs: rd.TNs, Holds: rd.St.Holds, HoldNs: rd.St.HoldNs})
+	}
+	for _, j := range r.plan.Jobs {
+		if !j.INC || j.Aggregator == "" {
+			continue
+		}
+		t := fidelity.INCTree{Root: j.Aggregator, Bytes: float64(j.Bytes)}
+		seen := map[string]bool{}
+		for _, w := range j.Workers {
+			if rack, _, ok := names.ParseServer(w); ok && !seen[names.ToRName(rack)] {
+				seen[names.ToRName(rack)] = true
+				t.Leaves = append(t.Leaves, names.ToRName(rack))
+			}
+		}
+		if in.INCTrees == nil {
+			in.INCTrees = map[string]fidelity.INCTree{}
+		}
+		in.INCTrees[j.Name] = t
+	}
+	in.INCHopsModelNs = flowmodel.TCPModelFor(r.s.Fabric).INCHopsNs
+	in.INCWindowBytes = flowmodel.INCWindowSlots * flowmodel.INCSlotBytes
 }
 
 // linksOf turns the shaper readings within [t0, end] into per-link

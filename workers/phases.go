@@ -117,13 +117,16 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			if n := s1.RTTSamples - s0.RTTSamples; n > 0 {
 				rec.INCRTTNs = int64(s1.RTTSum-s0.RTTSum) / int64(n)
 			}
+			if n := s1.Waited - s0.Waited; n > 0 {
+				rec.INCWaitNs = int64(s1.Wait-s0.Wait) / int64(n)
+			}
 			rec.INCStallNs = int64(s1.Stall - s0.Stall)
 			rtt := "-"
 			if rec.INCRTTNs > 0 {
 				rtt = fmt.Sprintf("%.2f ms", float64(rec.INCRTTNs)/1e6)
 			}
-			rec.Note = fmt.Sprintf("inc: %d blocks sent, %d resent, %d window decreases, window %d, mean round trip %s, stalled %.2f ms", s1.Sent-s0.Sent-(s1.Retransmits-s0.Retransmits),
-				s1.Retransmits-s0.Retransmits, s1.Decreases-s0.Decreases, s1.Window, rtt, float64(rec.INCStallNs)/1e6)
+			rec.Note = fmt.Sprintf("inc: %d blocks sent, %d resent, %d window decreases, window %d, mean round trip %s, results waited %.3f ms in the socket, stalled %.2f ms", s1.Sent-s0.Sent-(s1.Retransmits-s0.Retransmits),
+				s1.Retransmits-s0.Retransmits, s1.Decreases-s0.Decreases, s1.Window, rtt, float64(rec.INCWaitNs)/1e6, float64(rec.INCStallNs)/1e6)
 		case key.Phase == job.PhasePull && inc:
 			// The push was the whole in-network all-reduce: pull only checks.
 			check = func() error { return collective.CheckSum(data, r.n, it) }

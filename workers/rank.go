@@ -104,6 +104,10 @@ type PhaseRecord struct {
 	// INCRTTNs is an INC push's mean round trip, a block to its sum, over
 	// the results the rank timed.
 	INCRTTNs int64 `json:"inc_rtt_ns,omitempty"`
+	// INCWaitNs is the mean time a result waited in the rank's socket
+	// until the rank read it (inc.Stats.Wait): its own hop in the round
+	// trip.
+	INCWaitNs int64 `json:"inc_wait_ns,omitempty"`
 	// INCStallNs is how long the push went without any result while a
 	// retransmission timeout was due (inc.Stats.Stall).
 	INCStallNs int64 `json:"inc_stall_ns,omitempty"`

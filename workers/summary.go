@@ -61,6 +61,7 @@ type PhaseStat struct {
 	VerifyNs     int64 `json:"verify_ns,omitempty"`
 	INCRTTNs     int64 `json:"inc_rtt_ns,omitempty"`
 	INCStallNs   int64 `json:"inc_stall_ns,omitempty"`
+	INCWaitNs    int64 `json:"inc_wait_ns,omitempty"`
 }
 
 // JobStat is one job's completion.
@@ -127,6 +128,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		a.VerifyNs = max(a.VerifyNs, r.VerifyNs)
 		a.INCRTTNs = max(a.INCRTTNs, r.INCRTTNs)
 		a.INCStallNs = max(a.INCStallNs, r.INCStallNs)
+		a.INCWaitNs = max(a.INCWaitNs, r.INCWaitNs)
 		if r.Verified {
 			a.verified++
 		}
@@ -201,7 +203,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		stats = append(stats, st)
 		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
 			StartNs: st.StartNs, EndNs: st.EndNs, DurationNs: st.DurationNs,
-			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, LateInNs: st.LateInNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs, INCStallNs: st.INCStallNs})
+			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, LateInNs: st.LateInNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs, INCStallNs: st.INCStallNs, INCWaitNs: st.INCWaitNs})
 		if j != nil {
 			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
 		}

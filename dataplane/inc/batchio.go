@@ -53,7 +53,48 @@ type Reader struct {
 	pc    *ipv4.PacketConn
 	msgs  []ipv4.Message
 	flags int // of recvmmsg
+
+	// With Timestamps: the kernel's arrival times (CLOCK_REALTIME ns),
+	// summed over the last batch's datagrams (arrivedNs, arrivedN), and
+	// the time every datagram waited in the socket until a read returned
+	// it (waitNs, waitN).
+	stamps            bool
+	arrivedNs, waitNs int64
+	arrivedN          int
+	waitN             uint64
 }
+
+// Timestamps asks the kernel to stamp every datagram's arrival
+// (SO_TIMESTAMPNS): the reader then adds up how long datagrams waited in
+// the socket before a read returned them (Waited), and keeps the last
+// batch's arrival times for a caller that times what it did with them
+// (Arrived). That wait is a user-space hop's cost the network does not
+// see: a process waking up, or busy with the batch before.
+func (r *Reader) Timestamps(conn *net.UDPConn) error {
+	rc, err := conn.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) }); err != nil {
+		return err
+	}
+	if serr != nil {
+		return fmt.Errorf("SO_TIMESTAMPNS: %w", serr)
+	}
+	r.stamps = true
+	return nil
+}
+
+// Waited is the time datagrams waited in the socket until a read returned
+// them, summed, and how many datagrams (coalesced ones each count), since
+// Timestamps.
+func (r *Reader) Waited() (time.Duration, uint64) { return time.Duration(r.waitNs), r.waitN }
+
+// Arrived is the last batch's datagrams' kernel arrival times summed
+// (CLOCK_REALTIME ns, time.Now().UnixNano()'s clock) and their number: a
+// caller's n x now - sum is their summed time since arrival.
+func (r *Reader) Arrived() (sumNs int64, n int) { return r.arrivedNs, r.arrivedN }
 
 // BlockingReads makes the reader's socket block in the kernel for up to
 // wait per read instead of parking in Go's poller: a thread that serves one
@@ -90,7 +131,7 @@ func NewReader(conn *net.UDPConn, batch int) *Reader {
 	r := &Reader{pc: ipv4.NewPacketConn(conn), msgs: make([]ipv4.Message, batch)}
 	for i := range r.msgs {
 		r.msgs[i].Buffers = [][]byte{make([]byte, gsoBuf)}
-		r.msgs[i].OOB = make([]byte, unix.CmsgSpace(4)*2)
+		r.msgs[i].OOB = make([]byte, unix.CmsgSpace(4)*2+unix.CmsgSpace(16))
 	}
 	return r
 }
@@ -107,6 +148,8 @@ func (r *Reader) Read(fn func(from netip.AddrPort, b []byte)) error {
 	if err != nil {
 		return err
 	}
+	now := time.Now().UnixNano()
+	r.arrivedNs, r.arrivedN = 0, 0
 	for _, m := range r.msgs[:n] {
 		ua, ok := m.Addr.(*net.UDPAddr)
 		if !ok {
@@ -114,9 +157,16 @@ func (r *Reader) Read(fn func(from netip.AddrPort, b []byte)) error {
 		}
 		from := unmap(ua.AddrPort())
 		b := m.Buffers[0][:m.N]
-		seg := groSize(m.OOB[:m.NN])
+		seg, at := controls(m.OOB[:m.NN])
 		if seg <= 0 {
 			seg = len(b)
+		}
+		if r.stamps && at > 0 && len(b) > 0 {
+			k := (len(b) + seg - 1) / seg
+			r.arrivedNs += int64(k) * at
+			r.arrivedN += k
+			r.waitNs += int64(k) * max(0, now-at)
+			r.waitN += uint64(k)
 		}
 		for len(b) > 0 {
 			k := min(seg, len(b))
@@ -127,18 +177,22 @@ func (r *Reader) Read(fn func(from netip.AddrPort, b []byte)) error {
 	return nil
 }
 
-// groSize returns the segment size of a coalesced read, or 0.
-func groSize(oob []byte) int {
+// controls returns the segment size of a coalesced read (0: none) and the
+// kernel's arrival time (CLOCK_REALTIME ns; 0: not stamped).
+func controls(oob []byte) (seg int, atNs int64) {
 	msgs, err := unix.ParseSocketControlMessage(oob)
 	if err != nil {
-		return 0
+		return 0, 0
 	}
 	for _, m := range msgs {
-		if m.Header.Level == unix.SOL_UDP && m.Header.Type == unix.UDP_GRO && len(m.Data) >= 4 {
-			return int(int32(binary.NativeEndian.Uint32(m.Data)))
+		switch {
+		case m.Header.Level == unix.SOL_UDP && m.Header.Type == unix.UDP_GRO && len(m.Data) >= 4:
+			seg = int(int32(binary.NativeEndian.Uint32(m.Data)))
+		case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16:
+			atNs = int64(binary.NativeEndian.Uint64(m.Data))*1e9 + int64(binary.NativeEndian.Uint64(m.Data[8:]))
 		}
 	}
-	return 0
+	return seg, atNs
 }
 
 // Writer batches INC packets: Add queues one, Flush sends them all. With

@@ -114,10 +114,17 @@ type Stats struct {
 	Unknown     uint64 `json:"unknown"`     // packets of jobs not admitted (answered with TypeRefused)
 	Malformed   uint64 `json:"malformed"`   // packets that failed to decode or addressed no slot
 	Jobs        int    `json:"jobs"`        // jobs admitted now
+	// HoldNs sums, over the datagrams the server read (Holds of them), the
+	// time from their arrival in the kernel to the end of the send of the
+	// batch they came in: the aggregator's hop, its wake-up and work, which
+	// a block's round trip pays at every aggregator it crosses.
+	HoldNs uint64 `json:"hold_ns"`
+	Holds  uint64 `json:"holds"`
 }
 
 type counters struct {
 	packets, elements, completions, duplicates, unicasts, results, partials, stale, refusals, unknown, malformed atomic.Uint64
+	holdNs, holds                                                                                                atomic.Uint64
 }
 
 // slot is one set (shadow copy) of one aggregation slot.
@@ -307,7 +314,16 @@ func (e *Engine) Stats() Stats {
 	return Stats{Packets: e.c.packets.Load(), Elements: e.c.elements.Load(), Completions: e.c.completions.Load(),
 		Duplicates: e.c.duplicates.Load(), Unicasts: e.c.unicasts.Load(), Results: e.c.results.Load(),
 		Partials: e.c.partials.Load(), Stale: e.c.stale.Load(), Refusals: e.c.refusals.Load(),
-		Unknown: e.c.unknown.Load(), Malformed: e.c.malformed.Load(), Jobs: n}
+		Unknown: e.c.unknown.Load(), Malformed: e.c.malformed.Load(), Jobs: n, HoldNs: e.c.holdNs.Load(), Holds: e.c.holds.Load()}
+}
+
+// Held counts n datagrams' summed time from their arrival to the send
+// their batch ended with (Stats.HoldNs).
+func (e *Engine) Held(ns int64, n int) {
+	if n > 0 && ns >= 0 {
+		e.c.holdNs.Add(uint64(ns))
+		e.c.holds.Add(uint64(n))
+	}
 }
 
 // Malformed counts a packet that failed to decode before reaching Handle.

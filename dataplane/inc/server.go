@@ -126,6 +126,9 @@ func serveBatch(conn *net.UDPConn, e *Engine, opt ServeOptions) error {
 	if err := r.BlockingReads(conn, blockingWait); err != nil {
 		return err
 	}
+	if err := r.Timestamps(conn); err != nil {
+		return err
+	}
 	w := NewWriter(conn, opt.Batch, opt.Src, opt.GSO)
 	w.Drop = opt.Drop
 	var werr error
@@ -151,6 +154,9 @@ func serveBatch(conn *net.UDPConn, e *Engine, opt ServeOptions) error {
 		}
 		if err := w.Flush(); err != nil {
 			return err
+		}
+		if sum, n := r.Arrived(); n > 0 {
+			e.Held(int64(n)*time.Now().UnixNano()-sum, n)
 		}
 		if werr != nil {
 			return werr

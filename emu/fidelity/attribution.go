@@ -60,6 +60,9 @@ type Attribution struct {
 	// in the replay: where a residual went (sharing.go); nil without
 	// replay link figures or shaper samples.
 	Link *LinkUse `json:"busiest_link,omitempty"`
+	// INC splits an INC push's round trip into hops and network, measured
+	// and in the model (incround.go).
+	INC *INCRound `json:"inc_round_trip,omitempty"`
 }
 
 // Attribute decomposes every communication phase whose |error| against
@@ -109,6 +112,9 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		}
 		if u, ok := in.busiestLink(k, from, to); ok {
 			a.Link = &u
+		}
+		if r, ok := in.incRound(k, measuredINC{rttNs: m.INCRTTNs, waitNs: m.INCWaitNs}, from, to, a.ReplayNs); ok {
+			a.INC = &r
 		}
 		gap := a.MeasuredNs - a.IdealNs
 		framing, ranks := a.CalibratedNs-a.IdealNs, int64(0)
@@ -366,6 +372,11 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 		fmt.Fprintln(w, "   busiest links (the replayed model's), shares of the phase's window measured (the model's): where a residual went, not parts")
 		for _, l := range links {
 			fmt.Fprintln(w, l)
+		}
+	}
+	for _, a := range as {
+		if r := a.INC; r != nil {
+			fmt.Fprintf(w, "   %s %d %s: %s\n", a.Job, a.Iteration, a.Phase, r.Text())
 		}
 	}
 }

@@ -180,6 +180,14 @@ type Inputs struct {
 	// model put on the link while the phase ran (record.Run.PhaseLinks):
 	// the attribution's sharing part compares the shapers' counts with it.
 	ModelLinks []record.PhaseLink
+	// Aggs are the ToR aggregators' hold counters over the run, INCTrees
+	// the INC jobs' trees, INCHopsModelNs the TCP-aware model's hop cost
+	// beside TCP and INCWindowBytes an INC worker's window: the INC round
+	// trip's split (incround.go).
+	Aggs           []Agg
+	INCTrees       map[string]INCTree
+	INCHopsModelNs int64
+	INCWindowBytes float64
 }
 
 // Judge makes the verdict.

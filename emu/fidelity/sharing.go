@@ -2,6 +2,7 @@ package fidelity
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/record"
@@ -109,7 +110,8 @@ func (u LinkUse) Shares() (own, others, idle, modelOwn, modelOthers, modelIdle f
 // 3% (6)": measured, the model's in brackets.
 func (u LinkUse) ShareText() string {
 	o, x, i, mo, mx, mi := u.Shares()
-	return fmt.Sprintf("own %.0f%% (%.0f), others %.0f%% (%.0f), idle %.0f%% (%.0f)", 100*o, 100*mo, 100*x, 100*mx, 100*i, 100*mi)
+	p := func(v float64) float64 { return math.Round(100*v) + 0 } // + 0: "0", not "-0"
+	return fmt.Sprintf("own %.0f%% (%.0f), others %.0f%% (%.0f), idle %.0f%% (%.0f)", p(o), p(mo), p(x), p(mx), p(i), p(mi))
 }
 
 func (in *Inputs) link(name string) *Link {

@@ -79,4 +79,9 @@ func TestPrintAttributionNamesBusiestLink(t *testing.T) {
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("table lacks %q:\n%s", want, b.String())
 	}
+	// A share a hair below zero (the own part's estimate) prints as 0.
+	u = &LinkUse{Link: "l", OwnNs: 30e6, OthersNs: 70.2e6, IdleNs: -0.2e6, ModelOwnNs: 1, ModelOthersNs: 1}
+	if got, want := u.ShareText(), "own 30% (50), others 70% (50), idle 0% (0)"; got != want {
+		t.Errorf("ShareText %q, want %q", got, want)
+	}
 }

@@ -74,6 +74,17 @@ type Series struct {
 	TCP        []json.RawMessage `json:"tcp"`
 	RankPhases []json.RawMessage `json:"rank_phases"`
 	OCSEvents  []json.RawMessage `json:"ocs_events,omitempty"`
+	// Aggregators: one per ToR aggregator of a plan with INC, its hold
+	// counters (inc.Stats.Holds and HoldNs) every 100 ms.
+	Aggregators []AggregatorSeries `json:"aggregators,omitempty"`
+}
+
+// AggregatorSeries is one ToR aggregator over the run.
+type AggregatorSeries struct {
+	ToR    string   `json:"tor"`
+	TNs    []int64  `json:"t_ns"`
+	Holds  []uint64 `json:"holds"`
+	HoldNs []uint64 `json:"hold_ns"`
 }
 
 // ShaperSeries is one shaped link over the run.

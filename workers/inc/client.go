@@ -76,6 +76,11 @@ type Stats struct {
 	// an aggregator that stopped answering), each less one round trip.
 	// Gaps without a timeout (a descheduled process) do not count.
 	Stall time.Duration
+	// Wait and Waited add up how long the datagrams the client received
+	// waited in its socket until it read them (its own hop's cost in every
+	// round trip: waking up, or busy sending), and how many.
+	Wait   time.Duration
+	Waited uint64
 }
 
 // Client all-reduces through one aggregator. It is not safe for
@@ -134,7 +139,12 @@ func Dial(cfg Config) (*Client, error) {
 			return nil, fmt.Errorf("inc client: %w", err)
 		}
 	}
-	return &Client{cfg: cfg, conn: conn, r: wire.NewReader(conn, 16), w: wire.NewWriter(conn, 64, netip.Addr{}, cfg.GSO), sets: make([]uint8, cfg.Window), srtt: time.Millisecond, rttvar: time.Millisecond / 2,
+	r := wire.NewReader(conn, 16)
+	if err := r.Timestamps(conn); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("inc client: %w", err)
+	}
+	return &Client{cfg: cfg, conn: conn, r: r, w: wire.NewWriter(conn, 64, netip.Addr{}, cfg.GSO), sets: make([]uint8, cfg.Window), srtt: time.Millisecond, rttvar: time.Millisecond / 2,
 		cc: newWindow(cfg.Window, !cfg.Congestion)}, nil
 }
 
@@ -145,6 +155,7 @@ func (c *Client) Close() error { return c.conn.Close() }
 func (c *Client) Stats() Stats {
 	st := c.stats
 	st.Window = c.cc.size(c.cfg.Window)
+	st.Wait, st.Waited = c.r.Waited()
 	return st
 }
 

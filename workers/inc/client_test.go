@@ -123,12 +123,23 @@ func TestFlatAllReduce(t *testing.T) {
 		if c.RTTSamples == 0 || c.RTTSamples > c.Sent || c.RTTSum < time.Duration(c.RTTSamples)*time.Microsecond || c.RTTSum > time.Duration(c.RTTSamples)*30*time.Second {
 			t.Errorf("worker %d: %d round trips summing to %v for %d blocks sent", w, c.RTTSamples, c.RTTSum, c.Sent)
 		}
+		// Every result read was stamped on arrival: its wait in the socket
+		// counts, and waits no longer than the round trips.
+		if c.Waited != c.Received || c.Wait < 0 || c.Wait > c.RTTSum+time.Duration(c.Received)*time.Second {
+			t.Errorf("worker %d: %d datagrams waited %v in the socket, %d received", w, c.Waited, c.Wait, c.Received)
+		}
 	}
 	// Retransmissions may happen (a slow machine, the race detector), but
 	// are never counted: 3 workers' elements, 33 sums.
 	st := e.Stats()
 	if st.Completions != 3*11 || st.Elements != 3*3*(10*wire.MaxElems+17) {
 		t.Fatalf("aggregator stats %+v, want 33 completions of 3 workers' elements", st)
+	}
+	// The aggregator held every datagram it read from its arrival to the
+	// end of its batch's send: a positive time per datagram, under a
+	// second on loopback.
+	if st.Holds != st.Packets || st.HoldNs == 0 || st.HoldNs > st.Holds*uint64(time.Second) {
+		t.Errorf("aggregator held %d datagrams %d ns in all, read %d", st.Holds, st.HoldNs, st.Packets)
 	}
 }
 

@@ -40,6 +40,9 @@ type Phase struct {
 	// without any result while a retransmission timeout was due (a window
 	// waiting on a lost block, or a stalled aggregator).
 	INCStallNs int64 `json:"inc_stall_ns,omitempty"`
+	// INCWaitNs is, over the workers, the largest of their mean times a
+	// result waited in the socket until the worker read it.
+	INCWaitNs int64 `json:"inc_wait_ns,omitempty"`
 }
 
 // Stage is when one plan stage ran.

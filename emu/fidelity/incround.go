@@ -1,0 +1,113 @@
+package fidelity
+
+import (
+	"fmt"
+
+	"github.com/ocsemu/ocsemu/workers/job"
+)
+
+// AggSample is one reading of an aggregator's hold counters
+// (inc.Stats.HoldNs and Holds).
+type AggSample struct {
+	TNs           int64
+	Holds, HoldNs uint64
+}
+
+// Agg is one ToR aggregator's readings over the run.
+type Agg struct {
+	ToR     string
+	Samples []AggSample
+}
+
+// INCTree is an INC job's aggregation tree: the ToRs of its workers and
+// the root, and what each worker pushes (bytes of payload).
+type INCTree struct {
+	Root   string
+	Leaves []string
+	Bytes  float64
+}
+
+// INCRound splits an INC push's round trip, measured and in the replayed
+// model, into the user-space hops (the aggregators' and the worker's) and
+// the rest (the network: base RTT and queues). Measured: the round trip
+// is the workers' (the largest of their means), the hops the largest
+// worker's socket wait plus, on the tree's costliest branch, the
+// aggregators' mean hold over the phase (a leaf ToR's twice: up and down).
+// In the model the round trip is the window over the push's rate (Little's
+// law: the replayed time over the payload), its hops TCPModel.INCHopsNs
+// where the phase shared a link with other traffic.
+type INCRound struct {
+	RTTNs       int64 `json:"rtt_ns"`
+	HopsNs      int64 `json:"hops_ns"`
+	ModelRTTNs  int64 `json:"model_rtt_ns"`
+	ModelHopsNs int64 `json:"model_hops_ns"`
+}
+
+// Text says the split in one line.
+func (r INCRound) Text() string {
+	return fmt.Sprintf("round trip %.2f ms = hops %.2f + network %.2f; model %.2f = hops %.2f + network %.2f",
+		ms(r.RTTNs), ms(r.HopsNs), ms(r.RTTNs-r.HopsNs), ms(r.ModelRTTNs), ms(r.ModelHopsNs), ms(r.ModelRTTNs-r.ModelHopsNs))
+}
+
+// incRound is an INC push's round trip split, between from and to
+// (absolute ns); false for other phases or without the figures.
+func (in *Inputs) incRound(k job.Key, m measuredINC, from, to, replayNs int64) (INCRound, bool) {
+	tree, ok := in.INCTrees[k.Job]
+	if !ok || k.Phase != job.PhasePush || m.rttNs <= 0 || replayNs <= 0 || tree.Bytes <= 0 || in.INCWindowBytes <= 0 {
+		return INCRound{}, false
+	}
+	hold := func(tor string) (float64, bool) {
+		for _, a := range in.Aggs {
+			if a.ToR == tor {
+				return meanHold(a.Samples, from, to)
+			}
+		}
+		return 0, false
+	}
+	root, ok := hold(tree.Root)
+	if !ok {
+		return INCRound{}, false
+	}
+	branch := root
+	for _, l := range tree.Leaves {
+		if l == tree.Root {
+			continue
+		}
+		h, ok := hold(l)
+		if !ok {
+			return INCRound{}, false
+		}
+		branch = max(branch, root+2*h)
+	}
+	r := INCRound{RTTNs: m.rttNs, HopsNs: m.waitNs + int64(branch),
+		ModelRTTNs: int64(in.INCWindowBytes / (tree.Bytes / (float64(replayNs) / 1e9)) * 1e9)}
+	for _, pl := range in.ModelLinks {
+		if pl.Job == k.Job && pl.Iteration == k.Iteration && pl.Phase == k.Phase && pl.OtherBytes > AloneBelow*pl.OwnBytes {
+			r.ModelHopsNs = in.INCHopsModelNs
+			break
+		}
+	}
+	return r, true
+}
+
+// measuredINC is what the workers measured of an INC push.
+type measuredINC struct{ rttNs, waitNs int64 }
+
+// meanHold is an aggregator's mean hold per datagram between from and to,
+// from the readings around them (the last at or before from, the first
+// at or after to); false without datagrams between them.
+func meanHold(ss []AggSample, from, to int64) (float64, bool) {
+	a, b := -1, -1
+	for i, s := range ss {
+		if s.TNs <= from {
+			a = i
+		}
+		if s.TNs >= to && b < 0 {
+			b = i
+		}
+	}
+	if a < 0 || b < 0 || ss[b].Holds <= ss[a].Holds {
+		return 0, false
+	}
+	return float64(ss[b].HoldNs-ss[a].HoldNs) / float64(ss[b].Holds-ss[a].Holds), true
+}

@@ -1,0 +1,67 @@
+package fidelity
+
+import (
+	"testing"
+
+	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
+)
+
+// An INC push's round trip by hand. The tree is rooted at tor0, with
+// workers under tor0, tor1 and tor2, whose aggregators held each datagram
+// 0.3, 0.2 and 0.25 ms on average over the push. The costliest branch
+// goes up through tor2 and back: 0.3 + 2 x 0.25 = 0.8 ms, and the
+// slowest worker's results waited 0.1 ms in its socket: 0.9 ms of hops.
+// The replay took 348 ms for 16 MiB per worker with a window of 256
+// slots of 1440 B: a 7.646 ms round trip by Little's law.
+func TestINCRoundByHand(t *testing.T) {
+	const ms = int64(1e6)
+	agg := func(tor string, holdNs uint64) Agg {
+		return Agg{ToR: tor, Samples: []AggSample{{TNs: 0}, {TNs: 500 * ms, Holds: 500, HoldNs: 500 * holdNs}, {TNs: 1000 * ms, Holds: 1000, HoldNs: 1000 * holdNs}}}
+	}
+	base := func() *Inputs {
+		return &Inputs{
+			Aggs:           []Agg{agg("tor0", 300_000), agg("tor1", 200_000), agg("tor2", 250_000)},
+			INCTrees:       map[string]INCTree{"vgg": {Root: "tor0", Leaves: []string{"tor0", "tor1", "tor2"}, Bytes: 16 << 20}},
+			INCHopsModelNs: 1 * ms,
+			INCWindowBytes: 256 * 1440,
+			ModelLinks:     []record.PhaseLink{{Job: "vgg", Phase: "push", Link: "tor1:up1", OwnBytes: 16 << 20, OtherBytes: 20e6}},
+		}
+	}
+	push := job.Key{Job: "vgg", Phase: "push"}
+	m := measuredINC{rttNs: 7 * ms, waitNs: ms / 10}
+	for _, tc := range []struct {
+		name   string
+		in     func() *Inputs
+		k      job.Key
+		want   INCRound
+		wantOK bool
+	}{
+		{name: "beside other traffic", in: base, k: push, want: INCRound{RTTNs: 7 * ms, HopsNs: 900_000, ModelRTTNs: 7_646_000, ModelHopsNs: ms}, wantOK: true},
+		{name: "alone: the model adds no hops", in: func() *Inputs {
+			in := base()
+			in.ModelLinks[0].OtherBytes = 0
+			return in
+		}, k: push, want: INCRound{RTTNs: 7 * ms, HopsNs: 900_000, ModelRTTNs: 7_646_000}, wantOK: true},
+		{name: "an aggregator without readings", in: func() *Inputs {
+			in := base()
+			in.Aggs = in.Aggs[:2]
+			return in
+		}, k: push},
+		{name: "not an INC job", in: base, k: job.Key{Job: "gpt", Phase: "push"}},
+		{name: "not a push", in: base, k: job.Key{Job: "vgg", Phase: "pull"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.in().incRound(tc.k, m, 100*ms, 900*ms, 348*ms)
+			near := func(a, b int64) bool { return a-b < 2000 && b-a < 2000 }
+			if ok != tc.wantOK || ok && (got.RTTNs != tc.want.RTTNs || !near(got.HopsNs, tc.want.HopsNs) || !near(got.ModelRTTNs, tc.want.ModelRTTNs) || got.ModelHopsNs != tc.want.ModelHopsNs) {
+				t.Errorf("got %+v, %v; want %+v, %v", got, ok, tc.want, tc.wantOK)
+			}
+			if ok {
+				if s, want := got.Text(), "round trip 7.00 ms = hops 0.90 + network 6.10; model 7.65"; s[:len(want)] != want {
+					t.Errorf("text %q", s)
+				}
+			}
+		})
+	}
+}
