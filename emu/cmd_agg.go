@@ -129,6 +129,9 @@ func (a *app) aggStatsCmd() *cobra.Command {
 			w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(w, "packets\t%d\nelements\t%d\ncompletions\t%d\nduplicates\t%d\nunicasts\t%d\nresults sent\t%d\npartials sent\t%d\nstale\t%d\nrefusals\t%d\nunknown job\t%d\nmalformed\t%d\n",
 				st.Packets, st.Elements, st.Completions, st.Duplicates, st.Unicasts, st.Results, st.Partials, st.Stale, st.Refusals, st.Unknown, st.Malformed)
+			if st.Holds > 0 {
+				fmt.Fprintf(w, "mean hold\t%.3f ms (arrival in the kernel to its batch's send, over %d datagrams)\n", float64(st.HoldNs)/float64(st.Holds)/1e6, st.Holds)
+			}
 			for _, j := range jobs {
 				role := "root"
 				if j.Parent.IsValid() {
