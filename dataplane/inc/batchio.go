@@ -33,17 +33,20 @@ const gsoBuf = 64 << 10
 
 // EnableGRO asks the kernel to deliver coalesced datagrams whole
 // (UDP_GRO); a Reader splits them.
-func EnableGRO(conn *net.UDPConn) error {
+func EnableGRO(conn *net.UDPConn) error { return setFlag(conn, unix.SOL_UDP, unix.UDP_GRO, "UDP_GRO") }
+
+// setFlag sets an integer socket option to 1.
+func setFlag(conn *net.UDPConn, level, opt int, name string) error {
 	rc, err := conn.SyscallConn()
 	if err != nil {
 		return err
 	}
 	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_UDP, unix.UDP_GRO, 1) }); err != nil {
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), level, opt, 1) }); err != nil {
 		return err
 	}
 	if serr != nil {
-		return fmt.Errorf("UDP_GRO: %w", serr)
+		return fmt.Errorf("%s: %w", name, serr)
 	}
 	return nil
 }
@@ -71,16 +74,8 @@ type Reader struct {
 // (Arrived). That wait is a user-space hop's cost the network does not
 // see: a process waking up, or busy with the batch before.
 func (r *Reader) Timestamps(conn *net.UDPConn) error {
-	rc, err := conn.SyscallConn()
-	if err != nil {
+	if err := setFlag(conn, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, "SO_TIMESTAMPNS"); err != nil {
 		return err
-	}
-	var serr error
-	if err := rc.Control(func(fd uintptr) { serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1) }); err != nil {
-		return err
-	}
-	if serr != nil {
-		return fmt.Errorf("SO_TIMESTAMPNS: %w", serr)
 	}
 	r.stamps = true
 	return nil
@@ -178,19 +173,25 @@ func (r *Reader) Read(fn func(from netip.AddrPort, b []byte)) error {
 }
 
 // controls returns the segment size of a coalesced read (0: none) and the
-// kernel's arrival time (CLOCK_REALTIME ns; 0: not stamped).
+// kernel's arrival time (CLOCK_REALTIME ns; 0: not stamped). It walks the
+// control messages in place: unix.ParseSocketControlMessage allocates on
+// every datagram of the hot path.
 func controls(oob []byte) (seg int, atNs int64) {
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return 0, 0
-	}
-	for _, m := range msgs {
-		switch {
-		case m.Header.Level == unix.SOL_UDP && m.Header.Type == unix.UDP_GRO && len(m.Data) >= 4:
-			seg = int(int32(binary.NativeEndian.Uint32(m.Data)))
-		case m.Header.Level == unix.SOL_SOCKET && m.Header.Type == unix.SCM_TIMESTAMPNS && len(m.Data) >= 16:
-			atNs = int64(binary.NativeEndian.Uint64(m.Data))*1e9 + int64(binary.NativeEndian.Uint64(m.Data[8:]))
+	hdr := unix.CmsgLen(0)
+	for len(oob) >= hdr {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		n := int(h.Len)
+		if n < hdr || n > len(oob) {
+			return seg, atNs
 		}
+		data := oob[hdr:n]
+		switch {
+		case h.Level == unix.SOL_UDP && h.Type == unix.UDP_GRO && len(data) >= 4:
+			seg = int(int32(binary.NativeEndian.Uint32(data)))
+		case h.Level == unix.SOL_SOCKET && h.Type == unix.SCM_TIMESTAMPNS && len(data) >= 16:
+			atNs = int64(binary.NativeEndian.Uint64(data))*1e9 + int64(binary.NativeEndian.Uint64(data[8:]))
+		}
+		oob = oob[min(unix.CmsgSpace(n-hdr), len(oob)):]
 	}
 	return seg, atNs
 }
