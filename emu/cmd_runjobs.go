@@ -91,6 +91,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	if planUsesINC(p) {
 		stop, err := a.startAggregators(ctx, lab, s.Fabric.INC.Capacity)
 		if err != nil {
+			rec.stop()
 			return err
 		}
 		defer stop()
