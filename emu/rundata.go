@@ -96,7 +96,7 @@ func attributionHeader() []string {
 	for _, p := range fidelity.Parts {
 		h = append(h, p+"_ms")
 	}
-	return append(h, "data_wait_ms", "verify_ms", "busiest_link", "link_own_ms", "link_others_ms", "link_idle_ms", "model_link_own_ms", "model_link_others_ms", "model_link_idle_ms")
+	return append(h, "data_wait_ms", "verify_ms", "busiest_link", "link_own_ms", "link_others_ms", "link_idle_ms", "model_link_own_ms", "model_link_others_ms", "model_link_idle_ms", "link_queue_ms", "model_link_queue_ms")
 }
 
 func writeAttributionCSV(path string, as []fidelity.Attribution) error {
@@ -112,9 +112,13 @@ func writeAttributionCSV(path string, as []fidelity.Attribution) error {
 			}
 			row = append(row, nsToMs(a.DataWaitNs), nsToMs(a.VerifyNs))
 			if u := a.Link; u != nil {
-				row = append(row, u.Link, nsToMs(u.OwnNs), nsToMs(u.OthersNs), nsToMs(u.IdleNs), nsToMs(u.ModelOwnNs), nsToMs(u.ModelOthersNs), nsToMs(u.ModelIdleNs))
+				q := ""
+				if u.QueueSamples > 0 {
+					q = nsToMs(u.QueueNs)
+				}
+				row = append(row, u.Link, nsToMs(u.OwnNs), nsToMs(u.OthersNs), nsToMs(u.IdleNs), nsToMs(u.ModelOwnNs), nsToMs(u.ModelOthersNs), nsToMs(u.ModelIdleNs), q, nsToMs(u.ModelQueueNs))
 			} else {
-				row = append(row, "", "", "", "", "", "", "")
+				row = append(row, "", "", "", "", "", "", "", "", "")
 			}
 			if err := cw.Write(row); err != nil {
 				return err

@@ -18,7 +18,8 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 	// A second phase with its busiest link's use; the first has none.
 	b := a
 	b.Iteration = 2
-	b.Link = &fidelity.LinkUse{Link: "tor1:up0", OwnNs: 100e6, OthersNs: 120e6, IdleNs: 20e6, ModelOwnNs: 95e6, ModelOthersNs: 110e6, ModelIdleNs: 15e6}
+	b.Link = &fidelity.LinkUse{Link: "tor1:up0", OwnNs: 100e6, OthersNs: 120e6, IdleNs: 20e6, ModelOwnNs: 95e6, ModelOthersNs: 110e6, ModelIdleNs: 15e6,
+		QueueNs: 3e6, QueueSamples: 12, ModelQueueNs: 2.5e6}
 	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a, b}); err != nil {
 		t.Fatal(err)
 	}
@@ -27,8 +28,8 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 		return []string{"ring", it, "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "7.000000", "2.000000", "11.000000", "-2.000000", "0.000000", "3.000000", "0.000000", "4.000000", "0.000000", "0.000000", "15.000000", "0.000000", "0.000000", "6.000000"}
 	}
 	want := [][]string{attributionHeader(),
-		append(phase("1"), "", "", "", "", "", "", ""),
-		append(phase("2"), "tor1:up0", "100.000000", "120.000000", "20.000000", "95.000000", "110.000000", "15.000000")}
+		append(phase("1"), "", "", "", "", "", "", "", "", ""),
+		append(phase("2"), "tor1:up0", "100.000000", "120.000000", "20.000000", "95.000000", "110.000000", "15.000000", "3.000000", "2.500000")}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("attribution.csv:\n got %q\nwant %q", rows, want)
 	}

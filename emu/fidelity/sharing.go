@@ -28,6 +28,13 @@ type LinkUse struct {
 	ModelOwnNs    int64  `json:"model_own_ns"`
 	ModelOthersNs int64  `json:"model_others_ns"`
 	ModelIdleNs   int64  `json:"model_idle_ns"`
+	// QueueNs is the link's mean queue over the window, as delay: the
+	// shaper's backlog over its rate, averaged over the samples in the
+	// window (QueueSamples of them; 0: none); ModelQueueNs the standing
+	// queue the model kept there on average.
+	QueueNs      int64 `json:"queue_ns"`
+	QueueSamples int   `json:"queue_samples"`
+	ModelQueueNs int64 `json:"model_queue_ns"`
 }
 
 // busiestLink is the phase's busiest link's use between its measured
@@ -91,6 +98,17 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 	u.OthersNs = linkNs(count, float64(l.RateBps)) - u.OwnNs
 	u.IdleNs = to - from - u.OwnNs - u.OthersNs
 	u.ModelIdleNs = busiest.WindowNs - u.ModelOwnNs - u.ModelOthersNs
+	u.ModelQueueNs = busiest.QueueNs
+	var q float64
+	for _, smp := range l.Samples {
+		if smp.TNs >= from && smp.TNs <= to {
+			q += float64(smp.BacklogBytes) / float64(l.RateBps) * 1e9
+			u.QueueSamples++
+		}
+	}
+	if u.QueueSamples > 0 {
+		u.QueueNs = int64(q / float64(u.QueueSamples))
+	}
 	return u, true
 }
 
@@ -106,12 +124,17 @@ func (u LinkUse) Shares() (own, others, idle, modelOwn, modelOthers, modelIdle f
 		float64(u.ModelOwnNs) / mw, float64(u.ModelOthersNs) / mw, float64(u.ModelIdleNs) / mw
 }
 
-// ShareText is the three shares as "own 45% (41), others 52% (53), idle
-// 3% (6)": measured, the model's in brackets.
+// ShareText is the three shares and the queue as "own 45% (41), others
+// 52% (53), idle 3% (6), queue 3.0 ms (2.5)": measured, the model's in
+// brackets (no queue without shaper samples in the window).
 func (u LinkUse) ShareText() string {
 	o, x, i, mo, mx, mi := u.Shares()
 	p := func(v float64) float64 { return math.Round(100*v) + 0 } // + 0: "0", not "-0"
-	return fmt.Sprintf("own %.0f%% (%.0f), others %.0f%% (%.0f), idle %.0f%% (%.0f)", p(o), p(mo), p(x), p(mx), p(i), p(mi))
+	t := fmt.Sprintf("own %.0f%% (%.0f), others %.0f%% (%.0f), idle %.0f%% (%.0f)", p(o), p(mo), p(x), p(mx), p(i), p(mi))
+	if u.QueueSamples > 0 {
+		t += fmt.Sprintf(", queue %.1f ms (%.1f)", ms(u.QueueNs), ms(u.ModelQueueNs))
+	}
+	return t
 }
 
 func (in *Inputs) link(name string) *Link {

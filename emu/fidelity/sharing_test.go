@@ -20,15 +20,18 @@ func TestBusiestLinkByHand(t *testing.T) {
 	const ms = int64(1e6)
 	k := job.Key{Job: "j", Iteration: 0, Phase: "push"}
 	model := []record.PhaseLink{
-		{Job: "j", Phase: "push", Link: "tor0:up0", OwnBytes: 475e3, OtherBytes: 427.5e3, RateBps: 0.95e6, WindowNs: 1000 * ms},
+		{Job: "j", Phase: "push", Link: "tor0:up0", OwnBytes: 475e3, OtherBytes: 427.5e3, RateBps: 0.95e6, WindowNs: 1000 * ms, QueueNs: 2500_000},
 		{Job: "j", Phase: "push", Link: "tor1:s0", OwnBytes: 475e3, OtherBytes: 100e3, RateBps: 0.95e6, WindowNs: 1000 * ms},
 		{Job: "j", Phase: "push", Link: "r0s0:eth0", OwnBytes: 475e3, OtherBytes: 0, RateBps: 9.5e6, WindowNs: 1000 * ms},
 		{Job: "other", Phase: "push", Link: "tor0:up0", OwnBytes: 1e6, OtherBytes: 1e6, RateBps: 0.95e6, WindowNs: 1000 * ms},
 	}
 	link := func(name string, rate, count uint64) Link {
-		return Link{Name: name, RateBps: rate, Samples: []LinkSample{{TNs: -100 * ms, Bytes: 0}, {TNs: 0, Bytes: 1000}, {TNs: 1000 * ms, Bytes: 1000 + count}, {TNs: 1100 * ms, Bytes: 2000 + count}}}
+		// The shaper's queue: 2 and 4 kB at the samples inside the window
+		// (2 and 4 ms at 1 MB/s), 9 kB outside it.
+		return Link{Name: name, RateBps: rate, Samples: []LinkSample{{TNs: -100 * ms, Bytes: 0, BacklogBytes: 9000}, {TNs: 0, Bytes: 1000, BacklogBytes: 2000},
+			{TNs: 1000 * ms, Bytes: 1000 + count, BacklogBytes: 4000}, {TNs: 1100 * ms, Bytes: 2000 + count, BacklogBytes: 9000}}}
 	}
-	modelUse := LinkUse{Link: "tor0:up0", ModelOwnNs: 500 * ms, ModelOthersNs: 450 * ms, ModelIdleNs: 50 * ms}
+	modelUse := LinkUse{Link: "tor0:up0", ModelOwnNs: 500 * ms, ModelOthersNs: 450 * ms, ModelIdleNs: 50 * ms, QueueNs: 3 * ms, QueueSamples: 2, ModelQueueNs: 2500_000}
 	with := func(own, others, idle int64) LinkUse {
 		u := modelUse
 		u.OwnNs, u.OthersNs, u.IdleNs = own*ms, others*ms, idle*ms
@@ -62,7 +65,8 @@ func TestBusiestLinkByHand(t *testing.T) {
 			got, ok := in.busiestLink(k, tc.from, tc.to)
 			near := func(a, b int64) bool { return a-b < 1000 && b-a < 1000 } // 1 µs of rounding
 			if ok != tc.wantOK || ok && (got.Link != tc.want.Link || !near(got.OwnNs, tc.want.OwnNs) || !near(got.OthersNs, tc.want.OthersNs) || !near(got.IdleNs, tc.want.IdleNs) ||
-				!near(got.ModelOwnNs, tc.want.ModelOwnNs) || !near(got.ModelOthersNs, tc.want.ModelOthersNs) || !near(got.ModelIdleNs, tc.want.ModelIdleNs)) {
+				!near(got.ModelOwnNs, tc.want.ModelOwnNs) || !near(got.ModelOthersNs, tc.want.ModelOthersNs) || !near(got.ModelIdleNs, tc.want.ModelIdleNs) ||
+				!near(got.QueueNs, tc.want.QueueNs) || got.QueueSamples != tc.want.QueueSamples || got.ModelQueueNs != tc.want.ModelQueueNs) {
 				t.Errorf("got %+v, ok %v; want %+v, ok %v", got, ok, tc.want, tc.wantOK)
 			}
 		})
@@ -78,6 +82,11 @@ func TestPrintAttributionNamesBusiestLink(t *testing.T) {
 	want := "   vgg 0 push on tor1:up1: own 45% (40), others 52% (54), idle 3% (6)\n"
 	if !strings.Contains(b.String(), want) {
 		t.Errorf("table lacks %q:\n%s", want, b.String())
+	}
+	// With shaper samples in the window, the queue too.
+	u.QueueNs, u.QueueSamples, u.ModelQueueNs = 3e6, 14, 2.5e6
+	if got, want := u.ShareText(), "own 45% (40), others 52% (54), idle 3% (6), queue 3.0 ms (2.5)"; got != want {
+		t.Errorf("ShareText %q, want %q", got, want)
 	}
 	// A share a hair below zero (the own part's estimate) prints as 0.
 	u = &LinkUse{Link: "l", OwnNs: 30e6, OthersNs: 70.2e6, IdleNs: -0.2e6, ModelOwnNs: 1, ModelOthersNs: 1}

@@ -103,7 +103,8 @@ type Sim struct {
 
 	// linkTrace is, per physical link, what the flows carried over it
 	// (Options.LinkShares; linkshare.go).
-	linkTrace [][]linkSeg
+	linkTrace  [][]linkSeg
+	queueTrace [][]queueStep
 
 	// keyName, if set, names a phase in messages (a per-rank task by the
 	// phase it belongs to).
@@ -267,6 +268,7 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	s.res = make([]resource, n)
 	if opt.LinkShares {
 		s.linkTrace = make([][]linkSeg, n)
+		s.queueTrace = make([][]queueStep, n)
 	}
 	if f.HasOCS() {
 		s.Stats.UplinkBytes = make([]float64, f.Racks*f.UplinksPerToR)

@@ -2,6 +2,7 @@ package flowmodel
 
 import (
 	"cmp"
+	"math"
 	"slices"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
@@ -15,6 +16,48 @@ type linkSeg struct {
 	t0, t1 int64
 	bytes  float64
 	job, q int32 // the flow's job and phase
+}
+
+// queueStep is a physical link's standing queue in the TCP-aware model
+// from t on (ns of delay).
+type queueStep struct {
+	t, q int64
+}
+
+// traceQueue records a link's standing queue now, when it changed
+// (Options.LinkShares).
+func (s *Sim) traceQueue(r int32, q int64) {
+	if int(r) >= len(s.queueTrace) {
+		return
+	}
+	steps := s.queueTrace[r]
+	if n := len(steps); n > 0 && steps[n-1].q == q {
+		return
+	}
+	if n := len(steps); n > 0 && steps[n-1].t == s.now {
+		s.queueTrace[r][n-1].q = q
+		return
+	}
+	s.queueTrace[r] = append(steps, queueStep{t: s.now, q: q})
+}
+
+// meanQueue is a link's mean standing queue between from and to.
+func meanQueue(steps []queueStep, from, to int64) int64 {
+	if to <= from {
+		return 0
+	}
+	var sum float64
+	for i, st := range steps {
+		end := int64(math.MaxInt64)
+		if i+1 < len(steps) {
+			end = steps[i+1].t
+		}
+		lo, hi := max(st.t, from), min(end, to)
+		if hi > lo {
+			sum += float64(st.q) * float64(hi-lo)
+		}
+	}
+	return int64(sum / float64(to-from))
 }
 
 // traceLinks records, when Options.LinkShares is set, what a flow sent
@@ -95,7 +138,7 @@ func (s *Sim) phaseLinks(phases []record.Phase) []record.PhaseLink {
 				}
 			}
 			out = append(out, record.PhaseLink{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Link: name,
-				OwnBytes: b, OtherBytes: others, RateBps: s.res[r].capBps, WindowNs: w[1] - w[0]})
+				OwnBytes: b, OtherBytes: others, RateBps: s.res[r].capBps, WindowNs: w[1] - w[0], QueueNs: meanQueue(s.queueTrace[r], w[0], w[1])})
 		}
 	}
 	slices.SortFunc(out, func(a, b record.PhaseLink) int {

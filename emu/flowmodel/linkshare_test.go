@@ -62,3 +62,37 @@ func TestReplayPhaseLinks(t *testing.T) {
 		t.Errorf("a prediction traced links: %v", pred.PhaseLinks)
 	}
 }
+
+// The TCP-aware replay also reports each link's mean standing queue over
+// the phase's window: the circuit both pushes fill holds the standing
+// queue of a saturated 1 Gbit/s link while a runs, except while its slow
+// start ramps; a's 10 Gbit/s server link is never full and holds none.
+func TestReplayPhaseLinkQueues(t *testing.T) {
+	p, s := twoPushes(t)
+	run, err := Replay(p, s, TCPAware, map[plan.Key]int64{{Job: "b", Iteration: 0, Phase: "push"}: 500 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := StandingQueueNs(s.Fabric.Rates.Uplink, s.Fabric.MTU)
+	var up, srv *record.PhaseLink
+	for i, pl := range run.PhaseLinks {
+		if pl.Job == "a" && pl.Phase == "push" {
+			switch pl.Link {
+			case "tor1:up0":
+				up = &run.PhaseLinks[i]
+			case "r1s0:eth0":
+				srv = &run.PhaseLinks[i]
+			}
+		}
+	}
+	if up == nil || srv == nil {
+		t.Fatalf("no figures for a's push: %+v", run.PhaseLinks)
+	}
+	if up.QueueNs < full*9/10 || up.QueueNs > full {
+		t.Errorf("circuit's mean queue %d ns, want within 10%% below the standing queue %d", up.QueueNs, full)
+	}
+	t.Logf("circuit %d ns (standing %d), server link %d", up.QueueNs, full, srv.QueueNs)
+	if srv.QueueNs != 0 {
+		t.Errorf("server link's mean queue %d ns, want 0", srv.QueueNs)
+	}
+}

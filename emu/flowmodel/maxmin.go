@@ -45,6 +45,11 @@ func (s *Sim) recompute() {
 		}
 	}
 	if len(comp) == 0 {
+		if s.queueTrace != nil {
+			for _, r := range rq {
+				s.traceQueue(r, 0) // its last flow left: no queue stands
+			}
+		}
 		return
 	}
 	s.Stats.RateComputations++

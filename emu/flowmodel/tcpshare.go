@@ -152,6 +152,9 @@ func (s *Sim) shareByRTT(comp []*flow, rq []int32) {
 	queue := make(map[int32]float64, len(rq))
 	for _, r := range rq {
 		queue[r] = float64(s.queueNs(r, s.saturatedNow(r)))
+		if s.queueTrace != nil {
+			s.traceQueue(r, int64(queue[r]))
+		}
 	}
 	base := float64(max(1, s.opt.TCP.BaseRTTNs))
 	for _, fl := range comp {

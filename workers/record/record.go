@@ -100,6 +100,9 @@ type PhaseLink struct {
 	OtherBytes float64 `json:"other_bytes"`
 	RateBps    float64 `json:"rate_bytes_per_s"`
 	WindowNs   int64   `json:"window_ns"`
+	// QueueNs is the link's mean standing queue over the window in the
+	// TCP-aware model (its delay).
+	QueueNs int64 `json:"queue_ns,omitempty"`
 }
 
 // Comparison is one phase, predicted against measured (comparison.json).
