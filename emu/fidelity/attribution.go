@@ -362,26 +362,32 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 	}
 	tw.Flush()
 	fmt.Fprintln(w, "   error: against the TCP-aware model; * outside the measured time: a pull is timed from when its data exist; results are checked after the phase")
-	var links []string
-	for _, a := range as {
-		if u := a.Link; u != nil {
-			links = append(links, fmt.Sprintf("   %s %d %s on %s: %s", a.Job, a.Iteration, a.Phase, u.Link, u.ShareText()))
-		}
-	}
-	if len(links) > 0 {
+	if ds := Diagnoses(as); len(ds) > 0 {
 		fmt.Fprintln(w, "   busiest links (the replayed model's), shares of the phase's window measured (the model's): where a residual went, not parts")
-		for _, l := range links {
-			fmt.Fprintln(w, l)
-		}
-	}
-	for _, a := range as {
-		if r := a.INC; r != nil {
-			fmt.Fprintf(w, "   %s %d %s: %s\n", a.Job, a.Iteration, a.Phase, r.Text())
+		for _, d := range ds {
+			fmt.Fprintf(w, "   %s\n", d)
 		}
 	}
 }
 
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
+
+// Diagnoses are the attribution's diagnoses, a line each: every phase's
+// busiest link, then every INC push's round trip.
+func Diagnoses(as []Attribution) []string {
+	var out []string
+	for _, a := range as {
+		if u := a.Link; u != nil {
+			out = append(out, fmt.Sprintf("%s %d %s on %s: %s", a.Job, a.Iteration, a.Phase, u.Link, u.ShareText()))
+		}
+	}
+	for _, a := range as {
+		if r := a.INC; r != nil {
+			out = append(out, fmt.Sprintf("%s %d %s: %s", a.Job, a.Iteration, a.Phase, r.Text()))
+		}
+	}
+	return out
+}
 
 // The bar for an attribution: every phase more than JudgedAbove
 // off the TCP-aware model is accounted for to within ExplainedWithin of

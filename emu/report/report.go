@@ -50,10 +50,20 @@ func Write(dir string) (string, error) {
 	return p, nil
 }
 
+// msText is ns as ms with two decimals, "0.00" for what rounds to zero
+// from below (not "-0.00").
+func msText(ns int64) string {
+	v := float64(ns) / 1e6
+	if math.Abs(v) < 0.005 {
+		v = 0
+	}
+	return trimFloat(v, 2)
+}
+
 // Render builds the HTML of a loaded run.
 func Render(r *Run) ([]byte, error) {
 	t, err := template.New("page").Funcs(template.FuncMap{
-		"ms":  func(ns int64) string { return trimFloat(float64(ns)/1e6, 2) },
+		"ms":  msText,
 		"pct": pct,
 		"add": func(a, b float64) float64 { return a + b },
 		"short": func(s string) string {
@@ -99,6 +109,7 @@ type page struct {
 	HasCalibrated                bool
 	Verdict                      *fidelity.Verdict
 	Attribution                  []attributionRow
+	Diagnoses                    []string // the attribution's (fidelity.Diagnoses)
 	Parts                        []string
 	Tally                        *fidelity.Tally
 	ErrorStats                   []kindStats
@@ -227,6 +238,7 @@ func build(r *Run) page {
 		pg.Parts = fidelity.Parts
 		pg.Tally = &fidelity.Tally{}
 		pg.Tally.Add(r.Data.Attribution)
+		pg.Diagnoses = fidelity.Diagnoses(r.Data.Attribution)
 		for _, a := range r.Data.Attribution {
 			row := attributionRow{Attribution: a}
 			for _, p := range fidelity.Parts {

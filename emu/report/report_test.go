@@ -217,3 +217,11 @@ func TestReportLinksNoKernel(t *testing.T) {
 		}
 	}
 }
+
+func TestMsText(t *testing.T) {
+	for ns, want := range map[int64]string{0: "0.00", -11: "0.00", -4_999: "0.00", 1_234_567: "1.23", -5_000_000: "-5.00"} {
+		if got := msText(ns); got != want {
+			t.Errorf("msText(%d) = %q, want %q", ns, got, want)
+		}
+	}
+}
