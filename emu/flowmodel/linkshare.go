@@ -126,9 +126,12 @@ func (s *Sim) phaseLinks(phases []record.Phase) []record.PhaseLink {
 			own[keys[i]] += sg.bytes
 		}
 		name := s.resName(int32(r))
+		if name == "" || math.IsInf(s.res[r].capBps, 1) || s.res[r].capBps <= 0 {
+			continue // an unlimited link: no shaper to compare with
+		}
 		for k, b := range own {
 			w, ok := win[k]
-			if !ok || name == "" {
+			if !ok {
 				continue
 			}
 			var others float64

@@ -1,10 +1,12 @@
 package flowmodel
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 
 	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
@@ -94,5 +96,26 @@ func TestReplayPhaseLinkQueues(t *testing.T) {
 	t.Logf("circuit %d ns (standing %d), server link %d", up.QueueNs, full, srv.QueueNs)
 	if srv.QueueNs != 0 {
 		t.Errorf("server link's mean queue %d ns, want 0", srv.QueueNs)
+	}
+}
+
+// An unlimited link has no shaper to compare with and no finite rate to
+// write: the replay leaves it out, and its record still marshals.
+func TestReplayPhaseLinksSkipUnlimited(t *testing.T) {
+	p, s := twoPushes(t)
+	s.Fabric.Rates.Server = scenario.Unlimited
+	run, err := Replay(p, s, TCPAware, map[plan.Key]int64{{Job: "b", Iteration: 0, Phase: "push"}: 500 * ms})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := json.Marshal(run); err != nil {
+		t.Fatalf("the replay does not marshal: %v", err)
+	}
+	links := map[string]bool{}
+	for _, pl := range run.PhaseLinks {
+		links[pl.Link] = true
+	}
+	if !links["tor1:up0"] || links["r1s0:eth0"] || links["tor0:s0"] {
+		t.Errorf("links %v: want the circuit, not the unlimited server links", links)
 	}
 }
