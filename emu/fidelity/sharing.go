@@ -41,8 +41,8 @@ type LinkUse struct {
 // start and end (absolute ns), against the replay.
 //
 // The busiest link is the model's: of the links the phase's flows
-// crossed, the one that carried the most payload (the phase's own and
-// everybody else's) during the phase's window in the replay. In the model
+// crossed, the one busiest during the phase's window in the replay (the
+// phase's payload and everybody else's over the link's rate). In the model
 // a payload's link time is bytes / the link's payload rate. Measured, it
 // is the shaper's count between the phase's start and end (interpolated
 // between samples) over the shaper's rate; the phase's own count is its
@@ -67,7 +67,7 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 		if l == nil {
 			continue
 		}
-		if busiest == nil || pl.OwnBytes+pl.OtherBytes > busiest.OwnBytes+busiest.OtherBytes {
+		if busiest == nil || (pl.OwnBytes+pl.OtherBytes)/pl.RateBps > (busiest.OwnBytes+busiest.OtherBytes)/busiest.RateBps {
 			busiest = pl
 		}
 		if pl.OtherBytes <= AloneBelow*pl.OwnBytes {

@@ -22,6 +22,9 @@ func TestBusiestLinkByHand(t *testing.T) {
 	model := []record.PhaseLink{
 		{Job: "j", Phase: "push", Link: "tor0:up0", OwnBytes: 475e3, OtherBytes: 427.5e3, RateBps: 0.95e6, WindowNs: 1000 * ms, QueueNs: 2500_000},
 		{Job: "j", Phase: "push", Link: "tor1:s0", OwnBytes: 475e3, OtherBytes: 100e3, RateBps: 0.95e6, WindowNs: 1000 * ms},
+		// More payload than the busiest link's, on a link ten times as
+		// fast: less busy.
+		{Job: "j", Phase: "push", Link: "r9s9:eth0", OwnBytes: 475e3, OtherBytes: 1e6, RateBps: 9.5e6, WindowNs: 1000 * ms},
 		{Job: "j", Phase: "push", Link: "r0s0:eth0", OwnBytes: 475e3, OtherBytes: 0, RateBps: 9.5e6, WindowNs: 1000 * ms},
 		{Job: "other", Phase: "push", Link: "tor0:up0", OwnBytes: 1e6, OtherBytes: 1e6, RateBps: 0.95e6, WindowNs: 1000 * ms},
 	}
@@ -49,7 +52,7 @@ func TestBusiestLinkByHand(t *testing.T) {
 		// 1.1 counted bytes per payload byte where it was alone: 550 kB
 		// of the busiest link's count are its own.
 		{name: "more counted per payload byte", alone: 550e3, model: model, to: 1000 * ms, want: with(550, 300, 150), wantOK: true},
-		{name: "no link alone: 1/goodput", model: model[:2], to: 1000 * ms, want: with(500, 300, 200), wantOK: true},
+		{name: "no link alone: 1/goodput", model: model[:3], to: 1000 * ms, want: with(500, 300, 200), wantOK: true},
 		{name: "window outside the samples", alone: 500e3, model: model, from: -200 * ms, to: 1000 * ms},
 		{name: "no replay figures", alone: 500e3, to: 1000 * ms},
 	} {
@@ -58,7 +61,7 @@ func TestBusiestLinkByHand(t *testing.T) {
 			if tc.alone > 0 {
 				own = tc.alone
 			}
-			in := &Inputs{Goodput: 0.95, ModelLinks: tc.model, Links: []Link{link("tor0:up0", 1e6, own+300e3), link("tor1:s0", 1e6, own+100e3)}}
+			in := &Inputs{Goodput: 0.95, ModelLinks: tc.model, Links: []Link{link("tor0:up0", 1e6, own+300e3), link("tor1:s0", 1e6, own+100e3), link("r9s9:eth0", 10e6, own+1e6)}}
 			if tc.alone > 0 {
 				in.Links = append(in.Links, link("r0s0:eth0", 10e6, tc.alone))
 			}
@@ -92,5 +95,26 @@ func TestPrintAttributionNamesBusiestLink(t *testing.T) {
 	u = &LinkUse{Link: "l", OwnNs: 30e6, OthersNs: 70.2e6, IdleNs: -0.2e6, ModelOwnNs: 1, ModelOthersNs: 1}
 	if got, want := u.ShareText(), "own 30% (50), others 70% (50), idle 0% (0)"; got != want {
 		t.Errorf("ShareText %q, want %q", got, want)
+	}
+}
+
+// Counts between samples are interpolated within each interval, and
+// nothing is made up outside the samples.
+func TestCountBetween(t *testing.T) {
+	ss := []LinkSample{{TNs: 0, Bytes: 0}, {TNs: 100, Bytes: 1000}, {TNs: 200, Bytes: 5000}}
+	for _, tc := range []struct {
+		from, to int64
+		want     float64
+		ok       bool
+	}{
+		{50, 150, 2500, true}, // 500 to 3000
+		{0, 200, 5000, true},
+		{120, 180, 2400, true}, // 1800 to 4200
+		{-1, 100, 0, false},
+		{100, 201, 0, false},
+	} {
+		if got, ok := countBetween(ss, tc.from, tc.to); ok != tc.ok || ok && got != tc.want {
+			t.Errorf("countBetween(%d, %d) = %v, %v; want %v, %v", tc.from, tc.to, got, ok, tc.want, tc.ok)
+		}
 	}
 }
