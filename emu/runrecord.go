@@ -36,10 +36,10 @@ import (
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
-// sampleEvery is how often the host is read; shapersEvery how often the
-// shapers are: finely enough to take a link's bytes at a phase's start
-// and end (the attribution's sharing part) for 0.6 ms of CPU a pass on
-// plan-demo's 40 ports (BenchmarkQdiscStats).
+// sampleEvery is how often the host and the aggregators are read;
+// shapersEvery how often the shapers are: finely enough to take a link's
+// bytes at a phase's start and end (the attribution's busiest link) for
+// 0.6 ms of CPU a pass on plan-demo's 40 ports (BenchmarkQdiscStats).
 const (
 	sampleEvery  = 100 * time.Millisecond
 	shapersEvery = 20 * time.Millisecond
@@ -117,17 +117,7 @@ func (r *recorder) sampleAggregators(ctx context.Context) {
 	t := time.NewTicker(sampleEvery)
 	defer t.Stop()
 	for {
-		for tor, cl := range r.aggs {
-			rctx, cancel := context.WithTimeout(ctx, sampleEvery)
-			st, err := cl.Stats(rctx)
-			cancel()
-			if err == nil {
-				now := monoclock.Now()
-				r.mu.Lock()
-				r.aggReads = append(r.aggReads, aggReading{ToR: tor, TNs: now, St: st})
-				r.mu.Unlock()
-			}
-		}
+		r.readAggregators(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -136,26 +126,55 @@ func (r *recorder) sampleAggregators(ctx context.Context) {
 	}
 }
 
+// readAggregators reads every aggregator's counters once, each stamped
+// half-way through its request.
+func (r *recorder) readAggregators(ctx context.Context) {
+	for tor, cl := range r.aggs {
+		rctx, cancel := context.WithTimeout(ctx, sampleEvery)
+		before := monoclock.Now()
+		st, err := cl.Stats(rctx)
+		after := monoclock.Now()
+		cancel()
+		if err == nil {
+			r.mu.Lock()
+			r.aggReads = append(r.aggReads, aggReading{ToR: tor, TNs: before + (after-before)/2, St: st})
+			r.mu.Unlock()
+		}
+	}
+}
+
+// shaperPassPerNode is what a pass over the shapers costs per namespace
+// (BenchmarkQdiscStats: 0.59 ms for plan-demo's 13).
+const shaperPassPerNode = 45 * time.Microsecond
+
+// sampleQdiscs reads the shapers every shapersEvery, or on a lab big
+// enough that a pass costs more than a tenth of that, every ten passes'
+// cost: the reads take at most a tenth of a core.
 func (r *recorder) sampleQdiscs(ctx context.Context) {
-	t := time.NewTicker(shapersEvery)
+	t := time.NewTicker(max(shapersEvery, 10*shaperPassPerNode*time.Duration(len(r.lab.Topo.Nodes))))
 	defer t.Stop()
 	for {
-		st, err := r.lab.QdiscStats()
-		now := monoclock.Now()
-		r.mu.Lock()
-		if err != nil {
-			if r.qdErr == nil {
-				r.qdErr = err
-			}
-		} else {
-			r.qdiscs = append(r.qdiscs, qdiscReading{TNs: now, Stats: st})
-		}
-		r.mu.Unlock()
+		r.readQdiscs()
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+	}
+}
+
+// readQdiscs reads every shaper once.
+func (r *recorder) readQdiscs() {
+	st, err := r.lab.QdiscStats()
+	now := monoclock.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		if r.qdErr == nil {
+			r.qdErr = err
+		}
+	} else {
+		r.qdiscs = append(r.qdiscs, qdiscReading{TNs: now, Stats: st})
 	}
 }
 
@@ -171,6 +190,13 @@ type fidelityResult struct {
 func (r *recorder) stop() {
 	r.cancel()
 	r.wg.Wait()
+	// A last reading, so that the last phase has one after its end.
+	r.readQdiscs()
+	if len(r.aggs) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		r.readAggregators(ctx)
+		cancel()
+	}
 }
 
 // finish stops sampling, reads the OCS, judges the run and writes
@@ -204,7 +230,7 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	if res.Replay != nil {
 		in.ModelLinks = res.Replay.PhaseLinks
 	}
-	r.incInputs(in)
+	r.incInputs(in, res)
 	for _, p := range res.Outcome.Phases {
 		in.BytesSent += p.Bytes
 	}
@@ -275,7 +301,7 @@ func flowsOf(recs []workers.PhaseRecord) []fidelity.Flow {
 
 // incInputs adds what the INC round trip's split needs: the aggregators'
 // readings, the INC jobs' trees and the model's hop cost and window.
-func (r *recorder) incInputs(in *fidelity.Inputs) {
+func (r *recorder) incInputs(in *fidelity.Inputs, res *orchestrate.Result) {
 	if r.plan == nil || len(r.aggs) == 0 {
 		return
 	}
@@ -309,18 +335,25 @@ func (r *recorder) incInputs(in *fidelity.Inputs) {
 		}
 		in.INCTrees[j.Name] = t
 	}
-	in.INCHopsModelNs = flowmodel.TCPModelFor(r.s.Fabric).INCHopsNs
 	in.INCWindowBytes = flowmodel.INCWindowSlots * flowmodel.INCSlotBytes
+	if res.Replay != nil {
+		in.ModelINCHopsNs = map[job.Key]int64{}
+		for _, ph := range res.Replay.Phases {
+			if ph.INCHopsNs > 0 {
+				in.ModelINCHopsNs[job.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.INCHopsNs
+			}
+		}
+	}
 }
 
-// linksOf turns the shaper readings within [t0, end] into per-link
+// linksOf turns the shaper readings within a second of [t0, end] into per-link
 // series (tbf only: the shaped links), and sums the drops over the run.
 func linksOf(qd []qdiscReading, t0, end int64) ([]fidelity.Link, uint64) {
 	idx := map[string]int{}
 	var links []fidelity.Link
 	first, last := map[string]uint32{}, map[string]uint32{}
 	for _, rd := range qd {
-		if rd.TNs < t0-shapersEvery.Nanoseconds() || rd.TNs > end+shapersEvery.Nanoseconds() {
+		if rd.TNs < t0-time.Second.Nanoseconds() || rd.TNs > end+time.Second.Nanoseconds() { // the readings around the run too: they may be far apart on a big lab
 			continue
 		}
 		for _, q := range rd.Stats {

@@ -57,21 +57,20 @@ type Reader struct {
 	msgs  []ipv4.Message
 	flags int // of recvmmsg
 
-	// With Timestamps: the kernel's arrival times (CLOCK_REALTIME ns),
-	// summed over the last batch's datagrams (arrivedNs, arrivedN), and
-	// the time every datagram waited in the socket until a read returned
-	// it (waitNs, waitN).
-	stamps            bool
-	arrivedNs, waitNs int64
-	arrivedN          int
-	waitN             uint64
+	// With Timestamps: the time the last batch's datagrams waited in the
+	// socket until the read returned at readAt (CLOCK_REALTIME ns), summed
+	// (lastWaitNs, lastN), and the same over every read (waitNs, waitN).
+	stamps             bool
+	lastWaitNs, readAt int64
+	lastN              int
+	waitNs             int64
+	waitN              uint64
 }
 
 // Timestamps asks the kernel to stamp every datagram's arrival
 // (SO_TIMESTAMPNS): the reader then adds up how long datagrams waited in
 // the socket before a read returned them (Waited), and keeps the last
-// batch's arrival times for a caller that times what it did with them
-// (Arrived). That wait is a user-space hop's cost the network does not
+// batch's for a caller that times what it did with them (LastBatch). That wait is a user-space hop's cost the network does not
 // see: a process waking up, or busy with the batch before.
 func (r *Reader) Timestamps(conn *net.UDPConn) error {
 	if err := setFlag(conn, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, "SO_TIMESTAMPNS"); err != nil {
@@ -86,10 +85,13 @@ func (r *Reader) Timestamps(conn *net.UDPConn) error {
 // Timestamps.
 func (r *Reader) Waited() (time.Duration, uint64) { return time.Duration(r.waitNs), r.waitN }
 
-// Arrived is the last batch's datagrams' kernel arrival times summed
-// (CLOCK_REALTIME ns, time.Now().UnixNano()'s clock) and their number: a
-// caller's n x now - sum is their summed time since arrival.
-func (r *Reader) Arrived() (sumNs int64, n int) { return r.arrivedNs, r.arrivedN }
+// LastBatch is the time the last batch's stamped datagrams waited in the
+// socket, summed, their number, and when the read returned them
+// (time.Now().UnixNano()'s clock): a caller that finished with them at t
+// held them waitNs + n x (t - readAt) in all.
+func (r *Reader) LastBatch() (waitNs int64, n int, readAt int64) {
+	return r.lastWaitNs, r.lastN, r.readAt
+}
 
 // BlockingReads makes the reader's socket block in the kernel for up to
 // wait per read instead of parking in Go's poller: a thread that serves one
@@ -144,7 +146,7 @@ func (r *Reader) Read(fn func(from netip.AddrPort, b []byte)) error {
 		return err
 	}
 	now := time.Now().UnixNano()
-	r.arrivedNs, r.arrivedN = 0, 0
+	r.lastWaitNs, r.lastN, r.readAt = 0, 0, now
 	for _, m := range r.msgs[:n] {
 		ua, ok := m.Addr.(*net.UDPAddr)
 		if !ok {
@@ -158,9 +160,10 @@ func (r *Reader) Read(fn func(from netip.AddrPort, b []byte)) error {
 		}
 		if r.stamps && at > 0 && len(b) > 0 {
 			k := (len(b) + seg - 1) / seg
-			r.arrivedNs += int64(k) * at
-			r.arrivedN += k
-			r.waitNs += int64(k) * max(0, now-at)
+			w := int64(k) * max(0, now-at)
+			r.lastWaitNs += w
+			r.lastN += k
+			r.waitNs += w
 			r.waitN += uint64(k)
 		}
 		for len(b) > 0 {

@@ -155,8 +155,8 @@ func serveBatch(conn *net.UDPConn, e *Engine, opt ServeOptions) error {
 		if err := w.Flush(); err != nil {
 			return err
 		}
-		if sum, n := r.Arrived(); n > 0 {
-			e.Held(int64(n)*time.Now().UnixNano()-sum, n)
+		if wait, n, readAt := r.LastBatch(); n > 0 {
+			e.Held(wait+int64(n)*(time.Now().UnixNano()-readAt), n)
 		}
 		if werr != nil {
 			return werr

@@ -178,15 +178,15 @@ type Inputs struct {
 	Goodput float64
 	// ModelLinks is, per phase and link, what the replayed TCP-aware
 	// model put on the link while the phase ran (record.Run.PhaseLinks):
-	// the attribution's sharing part compares the shapers' counts with it.
+	// the busiest link's diagnosis compares the shapers' counts with it.
 	ModelLinks []record.PhaseLink
 	// Aggs are the ToR aggregators' hold counters over the run, INCTrees
-	// the INC jobs' trees, INCHopsModelNs the TCP-aware model's hop cost
-	// beside TCP and INCWindowBytes an INC worker's window: the INC round
-	// trip's split (incround.go).
+	// the INC jobs' trees, ModelINCHopsNs the hops the replay put in each
+	// INC push's round trip and INCWindowBytes an INC worker's window: the
+	// INC round trip's split (incround.go).
 	Aggs           []Agg
 	INCTrees       map[string]INCTree
-	INCHopsModelNs int64
+	ModelINCHopsNs map[job.Key]int64
 	INCWindowBytes float64
 }
 

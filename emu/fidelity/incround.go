@@ -31,11 +31,12 @@ type INCTree struct {
 // model, into the user-space hops (the aggregators' and the worker's) and
 // the rest (the network: base RTT and queues). Measured: the round trip
 // is the workers' (the largest of their means), the hops the largest
-// worker's socket wait plus, on the tree's costliest branch, the
+// of the workers' mean socket waits plus, on the tree's costliest branch, the
 // aggregators' mean hold over the phase (a leaf ToR's twice: up and down).
 // In the model the round trip is the window over the push's rate (Little's
-// law: the replayed time over the payload), its hops TCPModel.INCHopsNs
-// where the phase shared a link with other traffic.
+// law: the replayed time over the payload), its hops the mean the replay
+// put in the tree's round trip over the phase (TCPModel.INCHopsNs while
+// TCP queued the tree's links, record.Phase.INCHopsNs).
 type INCRound struct {
 	RTTNs       int64 `json:"rtt_ns"`
 	HopsNs      int64 `json:"hops_ns"`
@@ -81,12 +82,7 @@ func (in *Inputs) incRound(k job.Key, m measuredINC, from, to, replayNs int64) (
 	}
 	r := INCRound{RTTNs: m.rttNs, HopsNs: m.waitNs + int64(branch),
 		ModelRTTNs: int64(in.INCWindowBytes / (tree.Bytes / (float64(replayNs) / 1e9)) * 1e9)}
-	for _, pl := range in.ModelLinks {
-		if pl.Job == k.Job && pl.Iteration == k.Iteration && pl.Phase == k.Phase && pl.OtherBytes > AloneBelow*pl.OwnBytes {
-			r.ModelHopsNs = in.INCHopsModelNs
-			break
-		}
-	}
+	r.ModelHopsNs = in.ModelINCHopsNs[k]
 	return r, true
 }
 

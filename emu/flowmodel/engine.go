@@ -105,6 +105,7 @@ type Sim struct {
 	// (Options.LinkShares; linkshare.go).
 	linkTrace  [][]linkSeg
 	queueTrace [][]queueStep
+	incHops    map[[2]int32][]queueStep // per INC push (job, phase): the hops in its tree's round trip
 
 	// keyName, if set, names a phase in messages (a per-rank task by the
 	// phase it belongs to).
@@ -269,6 +270,7 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	if opt.LinkShares {
 		s.linkTrace = make([][]linkSeg, n)
 		s.queueTrace = make([][]queueStep, n)
+		s.incHops = map[[2]int32][]queueStep{}
 	}
 	if f.HasOCS() {
 		s.Stats.UplinkBytes = make([]float64, f.Racks*f.UplinksPerToR)

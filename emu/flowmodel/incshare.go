@@ -70,7 +70,11 @@ func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]floa
 		for _, fl := range segs {
 			rate = math.Min(rate, fl.rate)
 		}
-		rtt := s.incTreeRTT(segs, queue)
+		rtt, hops := s.incTreeRTT(segs, queue)
+		if s.incHops != nil {
+			k := [2]int32{int32(segs[0].job), int32(segs[0].phase)}
+			s.incHops[k] = traceStep(s.incHops[k], s.now, hops)
+		}
 		rate = math.Min(rate, INCWindowSlots*INCSlotBytes/(float64(rtt)/1e9))
 		rates[i] = rate
 		for _, fl := range segs {
@@ -89,11 +93,11 @@ func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]floa
 	return fixed
 }
 
-// incTreeRTT is a tree's round trip: the base RTT plus, on the branch of
+// incTreeRTT is a tree's round trip, and the hops in it: the base RTT plus, on the branch of
 // the slowest ToR, the standing queues that TCP keeps on the links of its
 // segments (a link only INC fills holds the window itself, which the rate
 // already pays) and, where there are such queues, the aggregators' hops.
-func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) int64 {
+func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) (rtt, hops int64) {
 	// A segment's queue delay, and which ToR's branch it belongs to: a
 	// worker's segments to its ToR, a ToR's segments to the root.
 	tor := map[int]float64{}    // per rack: ToR <-> root segments
@@ -130,11 +134,10 @@ func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) int64 {
 	for r, q := range worker {
 		longest = math.Max(longest, q+tor[r])
 	}
-	rtt := max(1, s.opt.TCP.BaseRTTNs) + int64(longest)
 	if longest > 0 {
-		rtt += s.opt.TCP.INCHopsNs // beside TCP the aggregators wait for a CPU
+		hops = s.opt.TCP.INCHopsNs // beside TCP the aggregators wait for a CPU
 	}
-	return rtt
+	return max(1, s.opt.TCP.BaseRTTNs) + int64(longest) + hops, hops
 }
 
 // carriesTCP reports whether a link carries a flow in progress that is

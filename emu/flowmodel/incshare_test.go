@@ -103,3 +103,42 @@ func TestINCTreesMoveAsOne(t *testing.T) {
 		}
 	}
 }
+
+// A replay traces the hops the model put in an INC push's round trip:
+// the full INCHopsNs while a TCP job queues the tree's links, none once
+// the tree is alone (the setting of TestINCTreeSharesByHand).
+func TestINCHopsTraced(t *testing.T) {
+	s := scen(t, "fabric: {kind: eps, racks: 2, servers_per_rack: 2, rates: {server: 80Mbit}, eps: {oversubscription: 2}}\n")
+	tree := plan.Job{Name: "inc", Pattern: "ps", Workers: []string{"r0s0", "r1s0"}, INC: true, Aggregator: "tor0", Bytes: 100e6, Iterations: 1}
+	for _, tc := range []struct {
+		name     string
+		tcpBytes int64 // 0: no TCP job
+		lo, hi   int64 // the push's mean hops, ns
+	}{
+		{"TCP outlasts the tree", 1000e6, 999_000, 1_000_000},
+		{"TCP ends first", 20e6, 1, 999_000},
+		{"no TCP", 0, 0, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			jobs := []plan.Job{tree}
+			if tc.tcpBytes > 0 {
+				jobs = append(jobs, plan.Job{Name: "tcp", Pattern: "ps", Workers: []string{"r0s1"}, PS: "r1s1", Bytes: tc.tcpBytes, Iterations: 1})
+			}
+			sim := New(s.Fabric, jobs, Options{ASAP: true, LinkShares: true, TCP: &TCPModel{
+				RTTExponent: 1, BaseRTTNs: 1e6, INCHopsNs: 1e6, QueueNs: func(scenario.Rate) int64 { return 1e6 }}})
+			sim.RunUntil(inf)
+			run := sim.Result()
+			sim.traceINCHops(run.Phases)
+			for _, ph := range run.Phases {
+				if ph.Job == "inc" && ph.Phase == "push" {
+					t.Logf("push [%d, %d] ms: mean hops %d ns", ph.StartNs/1e6, ph.EndNs/1e6, ph.INCHopsNs)
+					if ph.INCHopsNs < tc.lo || ph.INCHopsNs > tc.hi {
+						t.Errorf("push [%d, %d] ms: mean hops %d ns, want %d-%d", ph.StartNs/1e6, ph.EndNs/1e6, ph.INCHopsNs, tc.lo, tc.hi)
+					}
+					return
+				}
+			}
+			t.Fatalf("no INC push in %+v", run.Phases)
+		})
+	}
+}

@@ -27,21 +27,26 @@ type queueStep struct {
 // traceQueue records a link's standing queue now, when it changed
 // (Options.LinkShares).
 func (s *Sim) traceQueue(r int32, q int64) {
-	if int(r) >= len(s.queueTrace) {
-		return
+	if int(r) < len(s.queueTrace) {
+		s.queueTrace[r] = traceStep(s.queueTrace[r], s.now, q)
 	}
-	steps := s.queueTrace[r]
-	if n := len(steps); n > 0 && steps[n-1].q == q {
-		return
-	}
-	if n := len(steps); n > 0 && steps[n-1].t == s.now {
-		s.queueTrace[r][n-1].q = q
-		return
-	}
-	s.queueTrace[r] = append(steps, queueStep{t: s.now, q: q})
 }
 
-// meanQueue is a link's mean standing queue between from and to.
+// traceStep adds value q from t on to a step function, when it changed.
+func traceStep(steps []queueStep, t, q int64) []queueStep {
+	n := len(steps)
+	switch {
+	case n > 0 && steps[n-1].q == q:
+		return steps
+	case n > 0 && steps[n-1].t == t:
+		steps[n-1].q = q
+		return steps
+	}
+	return append(steps, queueStep{t: t, q: q})
+}
+
+// meanQueue is a step function's mean between from and to (a link's
+// standing queue, a tree's hops).
 func meanQueue(steps []queueStep, from, to int64) int64 {
 	if to <= from {
 		return 0
@@ -94,6 +99,35 @@ func (s *Sim) resName(r int32) string {
 		return names.EPSName + ":" + names.ToRName(int(r-2*srv-ups-racks))
 	}
 	return ""
+}
+
+// traceINCHops sets every INC push's mean hop cost over its window
+// (record.Phase.INCHopsNs) from the trace of its tree's round trip.
+func (s *Sim) traceINCHops(phases []record.Phase) {
+	if s.incHops == nil {
+		return
+	}
+	mean := map[plan.Key][2]int64{} // summed hops x time, time
+	for k, steps := range s.incHops {
+		js := s.jobs[k[0]]
+		pk := js.keys[k[1]]
+		if s.keyName != nil {
+			pk = s.keyName(pk)
+		}
+		from, to := js.Start[k[1]], js.End[k[1]]
+		if from < 0 || to <= from {
+			continue
+		}
+		m := mean[pk]
+		m[0] += meanQueue(steps, from, to) * (to - from)
+		m[1] += to - from
+		mean[pk] = m
+	}
+	for i, p := range phases {
+		if m, ok := mean[plan.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase}]; ok && m[1] > 0 {
+			phases[i].INCHopsNs = m[0] / m[1]
+		}
+	}
 }
 
 // phaseLinks is, for every phase in phases (original keys, windows as the

@@ -124,6 +124,7 @@ func simulate(p *plan.Plan, s *scenario.Scenario, opt Options, m Model) (*record
 		pr.fold(run)
 	}
 	run.PhaseLinks = sim.phaseLinks(run.Phases)
+	sim.traceINCHops(run.Phases)
 	run.Stages = stages
 	if m != Ideal {
 		run.Source = "flow-model-" + string(m)

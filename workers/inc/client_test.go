@@ -124,9 +124,10 @@ func TestFlatAllReduce(t *testing.T) {
 			t.Errorf("worker %d: %d round trips summing to %v for %d blocks sent", w, c.RTTSamples, c.RTTSum, c.Sent)
 		}
 		// Every result read was stamped on arrival: its wait in the socket
-		// counts, and waits no longer than the round trips.
-		if c.Waited != c.Received || c.Wait < 0 || c.Wait > c.RTTSum+time.Duration(c.Received)*time.Second {
-			t.Errorf("worker %d: %d datagrams waited %v in the socket, %d received", w, c.Waited, c.Wait, c.Received)
+		// counts, some wait is never nothing, and a result waits only for
+		// part of its round trip (10 ms for a resent block's late copy).
+		if c.Waited != c.Received || c.Wait <= 0 || c.RTTSamples > 0 && c.Wait/time.Duration(c.Waited) > c.RTTSum/time.Duration(c.RTTSamples)+10*time.Millisecond {
+			t.Errorf("worker %d: %d datagrams waited %v in the socket, %d received, round trips %v over %d", w, c.Waited, c.Wait, c.Received, c.RTTSum, c.RTTSamples)
 		}
 	}
 	// Retransmissions may happen (a slow machine, the race detector), but

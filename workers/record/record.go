@@ -43,6 +43,10 @@ type Phase struct {
 	// INCWaitNs is, over the workers, the largest of their mean times a
 	// result waited in the socket until the worker read it.
 	INCWaitNs int64 `json:"inc_wait_ns,omitempty"`
+	// INCHopsNs, in a flow model's replay only, is the mean hop cost the
+	// model put in an INC push's round trip over the phase (TCPModel's
+	// INCHopsNs while TCP queued the tree's links, else 0).
+	INCHopsNs int64 `json:"inc_hops_ns,omitempty"`
 }
 
 // Stage is when one plan stage ran.
@@ -90,7 +94,8 @@ type Run struct {
 // phase's own payload over it, and every other phase's payload from the
 // phase's start to its end (WindowNs). RateBps is the link's payload
 // rate, bytes/s.
-// The attribution's sharing part compares it with the link's counters.
+// The attribution's busiest-link diagnosis compares it with the link's
+// counters.
 type PhaseLink struct {
 	Job        string  `json:"job"`
 	Iteration  int     `json:"iteration"`
