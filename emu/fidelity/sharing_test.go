@@ -1,6 +1,7 @@
 package fidelity
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -116,5 +117,31 @@ func TestCountBetween(t *testing.T) {
 		if got, ok := countBetween(ss, tc.from, tc.to); ok != tc.ok || ok && got != tc.want {
 			t.Errorf("countBetween(%d, %d) = %v, %v; want %v, %v", tc.from, tc.to, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// Over runs, each diagnosis is the median of its figures, in the order
+// the runs first had them; a phase counts in the runs that attributed it.
+func TestDiagnosisSet(t *testing.T) {
+	const ms = int64(1e6)
+	use := func(own, others, idle, queue int64) *LinkUse {
+		return &LinkUse{Link: "tor1:up1", OwnNs: own * ms, OthersNs: others * ms, IdleNs: idle * ms, ModelOwnNs: 40 * ms, ModelOthersNs: 55 * ms, ModelIdleNs: 5 * ms,
+			QueueNs: queue * ms / 10, QueueSamples: 5, ModelQueueNs: 23 * ms / 10}
+	}
+	push := func(u *LinkUse, rtt, hops int64) Attribution {
+		return Attribution{Job: "vgg", Phase: "push", Link: u, INC: &INCRound{RTTNs: rtt * ms / 100, HopsNs: hops * ms / 100, ModelRTTNs: 760 * ms / 100, ModelHopsNs: 90 * ms / 100}}
+	}
+	moe := Attribution{Job: "moe", Iteration: 1, Phase: "alltoall", Link: &LinkUse{Link: "tor1:up1", OwnNs: 24 * ms, OthersNs: 76 * ms, ModelOwnNs: 35 * ms, ModelOthersNs: 65 * ms}}
+	var d DiagnosisSet
+	d.Add([]Attribution{push(use(44, 53, 3, 30), 690, 90)})
+	d.Add([]Attribution{moe, push(use(46, 52, 2, 33), 680, 80)})
+	d.Add([]Attribution{push(use(43, 54, 3, 25), 700, 100)})
+	want := []string{
+		"vgg 0 push on tor1:up1, medians of 3 runs: own 44% (40), others 53% (55), idle 3% (5), queue 3.0 ms (2.3)",
+		"vgg 0 push, medians of 3 runs: round trip 6.90 ms = hops 0.90 + network 6.00; model 7.60 = hops 0.90 + network 6.70",
+		"moe 1 alltoall on tor1:up1, 1 run: own 24% (35), others 76% (65), idle 0% (0)",
+	}
+	if got := d.Lines(); !slices.Equal(got, want) {
+		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

@@ -125,6 +125,10 @@ type RepeatTable struct {
 	// Attribution tallies the runs' attributions (runs with a data file):
 	// how many phases more than 10% off the TCP-aware model they explain.
 	Attribution *fidelity.Tally `json:"attribution,omitempty"`
+	// Diagnoses are the attributions' diagnoses over the set
+	// (fidelity.DiagnosisSet): medians per phase of its busiest link's
+	// shares and queue and of an INC push's round trip.
+	Diagnoses []string `json:"diagnoses,omitempty"`
 }
 
 // RepeatRuns loads run directories of one plan and summarises them.
@@ -218,14 +222,17 @@ func Repeats(runs []*Run) (*RepeatTable, error) {
 		t.Rows = append(t.Rows, row)
 	}
 	t.fit(runs)
+	var diag fidelity.DiagnosisSet
 	for _, r := range runs {
 		if r.Data != nil {
 			if t.Attribution == nil {
 				t.Attribution = &fidelity.Tally{}
 			}
 			t.Attribution.Add(r.Data.Attribution)
+			diag.Add(r.Data.Attribution)
 		}
 	}
+	t.Diagnoses = diag.Lines()
 	return t, nil
 }
 
@@ -379,6 +386,12 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 	if t.Attribution != nil {
 		fmt.Fprintln(w, "\n== attribution over the set (each run's attribution.csv; docs/fidelity.md)")
 		t.Attribution.Print(w)
+		if len(t.Diagnoses) > 0 {
+			fmt.Fprintln(w, "   busiest links and INC round trips of the attributed phases, measured (the model's): where residuals went, not parts")
+			for _, d := range t.Diagnoses {
+				fmt.Fprintf(w, "   %s\n", d)
+			}
+		}
 	}
 	fmt.Fprintln(w, "\n== runs")
 	for i, r := range t.Runs {

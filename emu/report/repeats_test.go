@@ -240,6 +240,8 @@ func TestRepeatAttributionTally(t *testing.T) {
 		return []fidelity.Attribution{{Job: "j", Phase: "push", TCPAwareNs: 120e6, RelErrTCP: rel, Parts: map[string]int64{fidelity.PartResidual: residual}}}
 	}
 	a.Data.Attribution, b.Data.Attribution = attr(0.3, 2e6), attr(0.4, 20e6)
+	// b's push also names its busiest link: the set's diagnosis has it.
+	b.Data.Attribution[0].Link = &fidelity.LinkUse{Link: "tor0:up0", OwnNs: 50e6, OthersNs: 50e6, ModelOwnNs: 40e6, ModelOthersNs: 60e6}
 	tab, err := Repeats([]*Run{a, b})
 	if err != nil {
 		t.Fatal(err)
@@ -252,12 +254,16 @@ func TestRepeatAttributionTally(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(txt.String(), "2 phases more than 10% off the TCP-aware model in 2 runs; the parts explain all but <= 5 points of 1") ||
-		!strings.Contains(txt.String(), "0 faster than the models and the measured parts say (a negative residual no measured part can take), 1 slower; worst j iteration 0 push, +16.7 points") {
+		!strings.Contains(txt.String(), "0 faster than the models and the measured parts say (a negative residual no measured part can take), 1 slower; worst j iteration 0 push, +16.7 points") ||
+		!strings.Contains(txt.String(), "   j 0 push on tor0:up0, 1 run: own 50% (40), others 50% (60), idle 0% (0)\n") {
 		t.Errorf("text:\n%s", txt.String())
 	}
 	page, err := RenderRepeat(tab, ".")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !strings.Contains(string(page), `<ul id="attribution-diagnoses"><li>j 0 push on tor0:up0, 1 run: own 50% (40), others 50% (60), idle 0% (0)</li></ul>`) {
+		t.Errorf("page lacks the set's diagnoses")
 	}
 	if !strings.Contains(string(page), `id="attribution-tally"`) || !strings.Contains(string(page), "1 slower; worst j iteration 0 push, &#43;16.7 points.") {
 		t.Errorf("page lacks the tally: %s", regexp.MustCompile(`<p id="attribution-tally">[^<]*`).FindString(string(page)))

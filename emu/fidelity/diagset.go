@@ -1,0 +1,113 @@
+package fidelity
+
+import (
+	"fmt"
+	"slices"
+)
+
+// DiagnosisSet gathers the attribution's diagnoses over runs: per phase
+// and busiest link, the median of each share and queue, measured and in
+// the model; per INC push, the medians of its round trip's parts. A
+// phase counts in the runs it was attributed in.
+type DiagnosisSet struct {
+	order []string
+	links map[string]*linkAcc
+	incs  map[string]*incAcc
+}
+
+type linkAcc struct {
+	runs int
+	// own, others, idle, their model's, queue (ms) and the model's
+	v      [8][]float64
+	queues int
+}
+
+type incAcc struct {
+	runs int
+	v    [6][]float64 // rtt, hops, network, and the model's (ms)
+}
+
+// Add counts one run's attribution.
+func (d *DiagnosisSet) Add(as []Attribution) {
+	if d.links == nil {
+		d.links, d.incs = map[string]*linkAcc{}, map[string]*incAcc{}
+	}
+	for _, a := range as {
+		phase := fmt.Sprintf("%s %d %s", a.Job, a.Iteration, a.Phase)
+		if u := a.Link; u != nil {
+			k := phase + " on " + u.Link
+			acc, ok := d.links[k]
+			if !ok {
+				acc = &linkAcc{}
+				d.links[k] = acc
+				d.order = append(d.order, k)
+			}
+			acc.runs++
+			o, x, i, mo, mx, mi := u.Shares()
+			for j, v := range []float64{o, x, i, mo, mx, mi} {
+				acc.v[j] = append(acc.v[j], v)
+			}
+			if u.QueueSamples > 0 {
+				acc.queues++
+				acc.v[6] = append(acc.v[6], ms(u.QueueNs))
+				acc.v[7] = append(acc.v[7], ms(u.ModelQueueNs))
+			}
+		}
+		if r := a.INC; r != nil {
+			acc, ok := d.incs[phase]
+			if !ok {
+				acc = &incAcc{}
+				d.incs[phase] = acc
+				d.order = append(d.order, phase)
+			}
+			acc.runs++
+			for j, v := range []int64{r.RTTNs, r.HopsNs, r.RTTNs - r.HopsNs, r.ModelRTTNs, r.ModelHopsNs, r.ModelRTTNs - r.ModelHopsNs} {
+				acc.v[j] = append(acc.v[j], ms(v))
+			}
+		}
+	}
+}
+
+// Lines says each diagnosis over the set in one line, medians, the
+// model's in brackets, in the order the runs first had them.
+func (d DiagnosisSet) Lines() []string {
+	var out []string
+	p := func(v float64) float64 { return 100*v + 0 }
+	for _, k := range d.order {
+		if acc, ok := d.links[k]; ok {
+			m := func(j int) float64 { return median(acc.v[j]) }
+			l := fmt.Sprintf("%s, %s: own %.0f%% (%.0f), others %.0f%% (%.0f), idle %.0f%% (%.0f)", k, runsOf(acc.runs),
+				p(m(0)), p(m(3)), p(m(1)), p(m(4)), p(m(2)), p(m(5)))
+			if acc.queues > 0 {
+				l += fmt.Sprintf(", queue %.1f ms (%.1f)", m(6), m(7))
+			}
+			out = append(out, l)
+		}
+		if acc, ok := d.incs[k]; ok {
+			m := func(j int) float64 { return median(acc.v[j]) }
+			out = append(out, fmt.Sprintf("%s, %s: round trip %.2f ms = hops %.2f + network %.2f; model %.2f = hops %.2f + network %.2f",
+				k, runsOf(acc.runs), m(0), m(1), m(2), m(3), m(4), m(5)))
+		}
+	}
+	return out
+}
+
+func runsOf(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("medians of %d runs", n)
+}
+
+// median of a copy of v (0 when empty).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
+}
