@@ -35,13 +35,7 @@ func (d *DiagnosisSet) Add(as []Attribution) {
 	for _, a := range as {
 		phase := fmt.Sprintf("%s %d %s", a.Job, a.Iteration, a.Phase)
 		if u := a.Link; u != nil {
-			k := phase + " on " + u.Link
-			acc, ok := d.links[k]
-			if !ok {
-				acc = &linkAcc{}
-				d.links[k] = acc
-				d.order = append(d.order, k)
-			}
+			acc := entry(d.links, &d.order, phase+" on "+u.Link)
 			acc.runs++
 			o, x, i, mo, mx, mi := u.Shares()
 			for j, v := range []float64{o, x, i, mo, mx, mi} {
@@ -54,18 +48,24 @@ func (d *DiagnosisSet) Add(as []Attribution) {
 			}
 		}
 		if r := a.INC; r != nil {
-			acc, ok := d.incs[phase]
-			if !ok {
-				acc = &incAcc{}
-				d.incs[phase] = acc
-				d.order = append(d.order, phase)
-			}
+			acc := entry(d.incs, &d.order, phase)
 			acc.runs++
 			for j, v := range []int64{r.RTTNs, r.HopsNs, r.RTTNs - r.HopsNs, r.ModelRTTNs, r.ModelHopsNs, r.ModelRTTNs - r.ModelHopsNs} {
 				acc.v[j] = append(acc.v[j], ms(v))
 			}
 		}
 	}
+}
+
+// entry is m's accumulator for k, added (and k to order) when new.
+func entry[T any](m map[string]*T, order *[]string, k string) *T {
+	acc, ok := m[k]
+	if !ok {
+		acc = new(T)
+		m[k] = acc
+		*order = append(*order, k)
+	}
+	return acc
 }
 
 // Lines says each diagnosis over the set in one line, medians, the
