@@ -318,22 +318,15 @@ func (r *recorder) incInputs(in *fidelity.Inputs, res *orchestrate.Result) {
 		}
 		in.Aggs[i].Samples = append(in.Aggs[i].Samples, fidelity.AggSample{TNs: rd.TNs, Holds: rd.St.Holds, HoldNs: rd.St.HoldNs})
 	}
-	for _, j := range r.plan.Jobs {
+	for i := range r.plan.Jobs {
+		j := &r.plan.Jobs[i]
 		if !j.INC || j.Aggregator == "" {
 			continue
-		}
-		t := fidelity.INCTree{Root: j.Aggregator, Bytes: float64(j.Bytes)}
-		seen := map[string]bool{}
-		for _, w := range j.Workers {
-			if rack, _, ok := names.ParseServer(w); ok && !seen[names.ToRName(rack)] {
-				seen[names.ToRName(rack)] = true
-				t.Leaves = append(t.Leaves, names.ToRName(rack))
-			}
 		}
 		if in.INCTrees == nil {
 			in.INCTrees = map[string]fidelity.INCTree{}
 		}
-		in.INCTrees[j.Name] = t
+		in.INCTrees[j.Name] = fidelity.INCTree{Root: j.Aggregator, Leaves: j.ToRs(), Bytes: float64(j.Bytes)}
 	}
 	in.INCWindowBytes = flowmodel.INCWindowSlots * flowmodel.INCSlotBytes
 	if res.Replay != nil {

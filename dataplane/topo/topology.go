@@ -150,15 +150,15 @@ func Build(f Spec) *Topology {
 			add(Node{Name: srv, Kind: KindServer, Rack: r, Index: i, Addr: ServerAddr(r, i)})
 			down := names.ToRServerIface(i)
 			l := Link{Kind: LinkServer, Rate: f.ServerRate, OCS: -1, Port: -1,
-				A: Endpoint{Node: srv, Iface: "eth0", MAC: mac(macServer, r, i, 0), Addr: ServerAddr(r, i)},
+				A: Endpoint{Node: srv, Iface: names.ServerIface, MAC: mac(macServer, r, i, 0), Addr: ServerAddr(r, i)},
 				B: Endpoint{Node: tor, Iface: down, MAC: mac(macToRDown, r, i, 0), Addr: GatewayAddr(r)},
 			}
 			t.Links = append(t.Links, l)
 			gw := GatewayAddr(r)
 			t.Routes[srv] = append(t.Routes[srv],
-				Route{Dst: host32(gw), Iface: "eth0"},
-				Route{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Via: gw, Iface: "eth0"})
-			t.Neighbors[srv] = append(t.Neighbors[srv], Neighbor{Iface: "eth0", IP: gw, MAC: l.B.MAC})
+				Route{Dst: host32(gw), Iface: names.ServerIface},
+				Route{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Via: gw, Iface: names.ServerIface})
+			t.Neighbors[srv] = append(t.Neighbors[srv], Neighbor{Iface: names.ServerIface, IP: gw, MAC: l.B.MAC})
 			t.Routes[tor] = append(t.Routes[tor], Route{Dst: host32(ServerAddr(r, i)), Iface: down})
 			t.Neighbors[tor] = append(t.Neighbors[tor], Neighbor{Iface: down, IP: ServerAddr(r, i), MAC: l.A.MAC})
 		}
@@ -184,7 +184,7 @@ func Build(f Spec) *Topology {
 			tor := names.ToRName(r)
 			corePort := names.ToRName(r)
 			l := Link{Kind: LinkCore, Rate: coreRate, OCS: -1, Port: -1,
-				A: Endpoint{Node: tor, Iface: "core", MAC: ToRMAC(r), Addr: ToRAddr(r)},
+				A: Endpoint{Node: tor, Iface: names.CoreIface, MAC: ToRMAC(r), Addr: ToRAddr(r)},
 				B: Endpoint{Node: names.EPSName, Iface: corePort, MAC: mac(macCorePort, r, 0, 0), Addr: CoreAddr},
 			}
 			t.Links = append(t.Links, l)
@@ -192,9 +192,9 @@ func Build(f Spec) *Topology {
 			// fabric the routing controller adds more specific circuit
 			// routes, so the core stays the fallback.
 			t.Routes[tor] = append(t.Routes[tor],
-				Route{Dst: host32(CoreAddr), Iface: "core"},
-				Route{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Via: CoreAddr, Iface: "core"})
-			t.Neighbors[tor] = append(t.Neighbors[tor], Neighbor{Iface: "core", IP: CoreAddr, MAC: l.B.MAC})
+				Route{Dst: host32(CoreAddr), Iface: names.CoreIface},
+				Route{Dst: netip.PrefixFrom(netip.IPv4Unspecified(), 0), Via: CoreAddr, Iface: names.CoreIface})
+			t.Neighbors[tor] = append(t.Neighbors[tor], Neighbor{Iface: names.CoreIface, IP: CoreAddr, MAC: l.B.MAC})
 			t.Routes[names.EPSName] = append(t.Routes[names.EPSName],
 				Route{Dst: host32(ToRAddr(r)), Iface: corePort},
 				Route{Dst: RackPrefix(r), Via: ToRAddr(r), Iface: corePort})

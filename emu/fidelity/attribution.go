@@ -113,7 +113,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		if u, ok := in.busiestLink(k, from, to); ok {
 			a.Link = &u
 		}
-		if r, ok := in.incRound(k, measuredINC{rttNs: m.INCRTTNs, waitNs: m.INCWaitNs}, from, to, a.ReplayNs); ok {
+		if r, ok := in.incRound(k, m, from, to, a.ReplayNs); ok {
 			a.INC = &r
 		}
 		gap := a.MeasuredNs - a.IdealNs

@@ -1,9 +1,6 @@
 package fidelity
 
-import (
-	"fmt"
-	"slices"
-)
+import "fmt"
 
 // DiagnosisSet gathers the attribution's diagnoses over runs: per phase
 // and busiest link, the median of each share and queue, measured and in
@@ -72,21 +69,24 @@ func entry[T any](m map[string]*T, order *[]string, k string) *T {
 // model's in brackets, in the order the runs first had them.
 func (d DiagnosisSet) Lines() []string {
 	var out []string
-	p := func(v float64) float64 { return 100*v + 0 }
 	for _, k := range d.order {
 		if acc, ok := d.links[k]; ok {
-			m := func(j int) float64 { return median(acc.v[j]) }
-			l := fmt.Sprintf("%s, %s: own %.0f%% (%.0f), others %.0f%% (%.0f), idle %.0f%% (%.0f)", k, runsOf(acc.runs),
-				p(m(0)), p(m(3)), p(m(1)), p(m(4)), p(m(2)), p(m(5)))
-			if acc.queues > 0 {
-				l += fmt.Sprintf(", queue %.1f ms (%.1f)", m(6), m(7))
-			}
-			out = append(out, l)
+			m := medians(acc.v[:])
+			out = append(out, fmt.Sprintf("%s, %s: %s", k, runsOf(acc.runs), sharesText([6]float64(m[:6]), acc.queues > 0, m[6], m[7])))
 		}
 		if acc, ok := d.incs[k]; ok {
-			m := func(j int) float64 { return median(acc.v[j]) }
-			out = append(out, fmt.Sprintf("%s, %s: round trip %.2f ms = hops %.2f + network %.2f; model %.2f = hops %.2f + network %.2f",
-				k, runsOf(acc.runs), m(0), m(1), m(2), m(3), m(4), m(5)))
+			out = append(out, fmt.Sprintf("%s, %s: %s", k, runsOf(acc.runs), roundText([6]float64(medians(acc.v[:])))))
+		}
+	}
+	return out
+}
+
+// medians is each series' median (quantile 0.5; 0 for an empty one).
+func medians(vs [][]float64) []float64 {
+	out := make([]float64, len(vs))
+	for i, v := range vs {
+		if len(v) > 0 {
+			out[i] = quantile(v, 0.5)
 		}
 	}
 	return out
@@ -97,17 +97,4 @@ func runsOf(n int) string {
 		return "1 run"
 	}
 	return fmt.Sprintf("medians of %d runs", n)
-}
-
-// median of a copy of v (0 when empty).
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return 0
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	if n := len(s); n%2 == 0 {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
-	return s[len(s)/2]
 }

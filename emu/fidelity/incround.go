@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 // AggSample is one reading of an aggregator's hold counters
@@ -46,15 +47,20 @@ type INCRound struct {
 
 // Text says the split in one line.
 func (r INCRound) Text() string {
-	return fmt.Sprintf("round trip %.2f ms = hops %.2f + network %.2f; model %.2f = hops %.2f + network %.2f",
-		ms(r.RTTNs), ms(r.HopsNs), ms(r.RTTNs-r.HopsNs), ms(r.ModelRTTNs), ms(r.ModelHopsNs), ms(r.ModelRTTNs-r.ModelHopsNs))
+	return roundText([6]float64{ms(r.RTTNs), ms(r.HopsNs), ms(r.RTTNs - r.HopsNs), ms(r.ModelRTTNs), ms(r.ModelHopsNs), ms(r.ModelRTTNs - r.ModelHopsNs)})
+}
+
+// roundText writes a round trip, its hops and network, measured then the
+// model's (ms): Text's format, for one run or the medians of a set.
+func roundText(v [6]float64) string {
+	return fmt.Sprintf("round trip %.2f ms = hops %.2f + network %.2f; model %.2f = hops %.2f + network %.2f", v[0], v[1], v[2], v[3], v[4], v[5])
 }
 
 // incRound is an INC push's round trip split, between from and to
 // (absolute ns); false for other phases or without the figures.
-func (in *Inputs) incRound(k job.Key, m measuredINC, from, to, replayNs int64) (INCRound, bool) {
+func (in *Inputs) incRound(k job.Key, m record.Phase, from, to, replayNs int64) (INCRound, bool) {
 	tree, ok := in.INCTrees[k.Job]
-	if !ok || k.Phase != job.PhasePush || m.rttNs <= 0 || replayNs <= 0 || tree.Bytes <= 0 || in.INCWindowBytes <= 0 {
+	if !ok || k.Phase != job.PhasePush || m.INCRTTNs <= 0 || replayNs <= 0 || tree.Bytes <= 0 || in.INCWindowBytes <= 0 {
 		return INCRound{}, false
 	}
 	hold := func(tor string) (float64, bool) {
@@ -80,14 +86,11 @@ func (in *Inputs) incRound(k job.Key, m measuredINC, from, to, replayNs int64) (
 		}
 		branch = max(branch, root+2*h)
 	}
-	r := INCRound{RTTNs: m.rttNs, HopsNs: m.waitNs + int64(branch),
+	r := INCRound{RTTNs: m.INCRTTNs, HopsNs: m.INCWaitNs + int64(branch),
 		ModelRTTNs: int64(in.INCWindowBytes / (tree.Bytes / (float64(replayNs) / 1e9)) * 1e9)}
 	r.ModelHopsNs = in.ModelINCHopsNs[k]
 	return r, true
 }
-
-// measuredINC is what the workers measured of an INC push.
-type measuredINC struct{ rttNs, waitNs int64 }
 
 // meanHold is an aggregator's mean hold per datagram between from and to,
 // from the readings around them (the last at or before from, the first

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 // An INC push's round trip by hand, between 100 and 900 ms. The tree is
@@ -35,7 +36,7 @@ func TestINCRoundByHand(t *testing.T) {
 			INCWindowBytes: 256 * 1440,
 		}
 	}
-	m := measuredINC{rttNs: 7 * ms, waitNs: ms / 10}
+	m := record.Phase{INCRTTNs: 7 * ms, INCWaitNs: ms / 10}
 	for _, tc := range []struct {
 		name   string
 		in     func() *Inputs

@@ -57,6 +57,7 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 		return LinkUse{}, false
 	}
 	var busiest *record.PhaseLink
+	var busiestLink *Link
 	var aloneCount, aloneOwn float64
 	for i := range in.ModelLinks {
 		pl := &in.ModelLinks[i]
@@ -68,7 +69,7 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 			continue
 		}
 		if busiest == nil || (pl.OwnBytes+pl.OtherBytes)/pl.RateBps > (busiest.OwnBytes+busiest.OtherBytes)/busiest.RateBps {
-			busiest = pl
+			busiest, busiestLink = pl, l
 		}
 		if pl.OtherBytes <= AloneBelow*pl.OwnBytes {
 			if c, ok := countBetween(l.Samples, from, to); ok {
@@ -84,7 +85,7 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 	if aloneOwn > 0 {
 		perPayload = aloneCount / aloneOwn
 	}
-	l := in.link(busiest.Link)
+	l := busiestLink
 	count, ok := countBetween(l.Samples, from, to)
 	if !ok || l.RateBps == 0 {
 		return LinkUse{}, false
@@ -129,10 +130,17 @@ func (u LinkUse) Shares() (own, others, idle, modelOwn, modelOthers, modelIdle f
 // brackets (no queue without shaper samples in the window).
 func (u LinkUse) ShareText() string {
 	o, x, i, mo, mx, mi := u.Shares()
+	return sharesText([6]float64{o, x, i, mo, mx, mi}, u.QueueSamples > 0, ms(u.QueueNs), ms(u.ModelQueueNs))
+}
+
+// sharesText writes own, others' and idle shares, measured then the
+// model's, and the queues (ms) when there are any: ShareText's format,
+// for one run or the medians of a set.
+func sharesText(v [6]float64, hasQueue bool, queueMs, modelQueueMs float64) string {
 	p := func(v float64) float64 { return math.Round(100*v) + 0 } // + 0: "0", not "-0"
-	t := fmt.Sprintf("own %.0f%% (%.0f), others %.0f%% (%.0f), idle %.0f%% (%.0f)", p(o), p(mo), p(x), p(mx), p(i), p(mi))
-	if u.QueueSamples > 0 {
-		t += fmt.Sprintf(", queue %.1f ms (%.1f)", ms(u.QueueNs), ms(u.ModelQueueNs))
+	t := fmt.Sprintf("own %.0f%% (%.0f), others %.0f%% (%.0f), idle %.0f%% (%.0f)", p(v[0]), p(v[3]), p(v[1]), p(v[4]), p(v[2]), p(v[5]))
+	if hasQueue {
+		t += fmt.Sprintf(", queue %.1f ms (%.1f)", queueMs, modelQueueMs)
 	}
 	return t
 }

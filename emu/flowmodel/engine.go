@@ -104,8 +104,8 @@ type Sim struct {
 	// linkTrace is, per physical link, what the flows carried over it
 	// (Options.LinkShares; linkshare.go).
 	linkTrace  [][]linkSeg
-	queueTrace [][]queueStep
-	incHops    map[[2]int32][]queueStep // per INC push (job, phase): the hops in its tree's round trip
+	queueTrace [][]step
+	incHops    map[[2]int32][]step // per INC push (job, phase): the hops in its tree's round trip
 
 	// keyName, if set, names a phase in messages (a per-rank task by the
 	// phase it belongs to).
@@ -269,8 +269,8 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 	s.res = make([]resource, n)
 	if opt.LinkShares {
 		s.linkTrace = make([][]linkSeg, n)
-		s.queueTrace = make([][]queueStep, n)
-		s.incHops = map[[2]int32][]queueStep{}
+		s.queueTrace = make([][]step, n)
+		s.incHops = map[[2]int32][]step{}
 	}
 	if f.HasOCS() {
 		s.Stats.UplinkBytes = make([]float64, f.Racks*f.UplinksPerToR)

@@ -18,9 +18,9 @@ type linkSeg struct {
 	job, q int32 // the flow's job and phase
 }
 
-// queueStep is a physical link's standing queue in the TCP-aware model
-// from t on (ns of delay).
-type queueStep struct {
+// step is a step function's value from t on: a link's standing queue in
+// the TCP-aware model, or the hops in an INC tree's round trip (ns).
+type step struct {
 	t, q int64
 }
 
@@ -33,7 +33,7 @@ func (s *Sim) traceQueue(r int32, q int64) {
 }
 
 // traceStep adds value q from t on to a step function, when it changed.
-func traceStep(steps []queueStep, t, q int64) []queueStep {
+func traceStep(steps []step, t, q int64) []step {
 	n := len(steps)
 	switch {
 	case n > 0 && steps[n-1].q == q:
@@ -42,12 +42,12 @@ func traceStep(steps []queueStep, t, q int64) []queueStep {
 		steps[n-1].q = q
 		return steps
 	}
-	return append(steps, queueStep{t: t, q: q})
+	return append(steps, step{t: t, q: q})
 }
 
 // meanQueue is a step function's mean between from and to (a link's
 // standing queue, a tree's hops).
-func meanQueue(steps []queueStep, from, to int64) int64 {
+func meanQueue(steps []step, from, to int64) int64 {
 	if to <= from {
 		return 0
 	}
@@ -153,15 +153,15 @@ func (s *Sim) phaseLinks(phases []record.Phase) []record.PhaseLink {
 		if len(segs) == 0 {
 			continue
 		}
+		name := s.resName(int32(r))
+		if name == "" || math.IsInf(s.res[r].capBps, 1) || s.res[r].capBps <= 0 {
+			continue // an unlimited link: no shaper to compare with
+		}
 		own := map[plan.Key]float64{}
 		keys := make([]plan.Key, len(segs))
 		for i, sg := range segs {
 			keys[i] = keyOf(sg)
 			own[keys[i]] += sg.bytes
-		}
-		name := s.resName(int32(r))
-		if name == "" || math.IsInf(s.res[r].capBps, 1) || s.res[r].capBps <= 0 {
-			continue // an unlimited link: no shaper to compare with
 		}
 		for k, b := range own {
 			w, ok := win[k]
