@@ -14,7 +14,7 @@ import (
 func TestAttributionAndModelsCSV(t *testing.T) {
 	dir := t.TempDir()
 	a := fidelity.Attribution{Job: "ring", Iteration: 1, Phase: "allreduce", IdealNs: 200e6, CalibratedNs: 209e6, TCPAwareNs: 220e6, MeasuredNs: 240e6, RelErr: 0.125,
-		RelErrTCP: 0.25, Parts: map[string]int64{fidelity.PartFraming: 7e6, fidelity.PartRanks: 2e6, fidelity.PartTCP: 11e6, fidelity.PartDrift: -2e6, fidelity.PartSkew: 3e6, fidelity.PartINCStall: 4e6, fidelity.PartCPU: 15e6}, DataWaitNs: 0, VerifyNs: 6e6}
+		RelErrTCP: 0.25, Parts: map[string]int64{fidelity.PartFraming: 7e6, fidelity.PartRanks: 2e6, fidelity.PartTCP: 11e6, fidelity.PartDrift: -2e6, fidelity.PartINCRound: -5e6, fidelity.PartSkew: 3e6, fidelity.PartINCStall: 4e6, fidelity.PartCPU: 15e6}, DataWaitNs: 0, VerifyNs: 6e6}
 	// A second phase with its busiest link's use; the first has none.
 	b := a
 	b.Iteration = 2
@@ -25,7 +25,7 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 	}
 	rows := readCSV(t, filepath.Join(dir, "attribution.csv"))
 	phase := func(it string) []string {
-		return []string{"ring", it, "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "7.000000", "2.000000", "11.000000", "-2.000000", "0.000000", "3.000000", "0.000000", "4.000000", "0.000000", "0.000000", "15.000000", "0.000000", "0.000000", "6.000000"}
+		return []string{"ring", it, "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "7.000000", "2.000000", "11.000000", "-2.000000", "-5.000000", "0.000000", "3.000000", "0.000000", "4.000000", "0.000000", "0.000000", "15.000000", "0.000000", "0.000000", "6.000000"}
 	}
 	want := [][]string{attributionHeader(),
 		append(phase("1"), "", "", "", "", "", "", "", "", ""),

@@ -23,6 +23,7 @@ const (
 	PartRanks     = "ranks"      // the calibrated model's time with all-to-all ranks on their own - in lockstep
 	PartTCP       = "tcp"        // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
 	PartDrift     = "drift"      // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
+	PartINCRound  = "inc_round"  // an INC push's time at its workers' measured round trip - the replay's (a worker moves one window per round trip); signed
 	PartLateness  = "lateness"   // the latest rank's start after it could start, inside the timed phase
 	PartSkew      = "skew"       // the rest of the spread of the ranks' starts, beyond the spread the TCP-aware model predicts
 	PartEarlyExit = "early_exit" // how much longer the flows whose slow start ended below their share of the path took than the others
@@ -34,7 +35,7 @@ const (
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartINCRound, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -129,6 +130,10 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartRanks, ranks},
 			{PartTCP, modelTCP},
 			{PartDrift, drift},
+			// Before lateness and stalls: a late worker or a stalled
+			// window lengthens the round trip too, and they then only
+			// take what it left.
+			{PartINCRound, in.incRoundCost(k, m, a.ReplayNs)},
 			{PartLateness, m.LateInNs},
 			{PartSkew, max(0, m.SkewNs-m.LateInNs-in.ModelPhases[k].SkewNs)},
 			{PartRTO, rto},
@@ -142,7 +147,13 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		left := gap
 		for _, p := range parts {
 			v := p.ns
-			if p.name != PartFraming && p.name != PartRanks && p.name != PartTCP && p.name != PartDrift { // the models' own figures, never capped
+			switch p.name {
+			case PartFraming, PartRanks, PartTCP, PartDrift: // the models' own figures, never capped
+			case PartINCRound: // signed: a shorter round trip than the model's made the push faster
+				if v > 0 {
+					v = min(v, max(0, left))
+				}
+			default:
 				v = max(0, min(v, left))
 			}
 			a.Parts[p.name] = v

@@ -110,3 +110,21 @@ func meanHold(ss []AggSample, from, to int64) (float64, bool) {
 	}
 	return float64(ss[b].HoldNs-ss[a].HoldNs) / float64(ss[b].Holds-ss[a].Holds), true
 }
+
+// incRoundCost is an INC push's time at its workers' measured round trip
+// minus the replay's time for it. A worker keeps its window of slots in
+// flight and a slot returns once per round trip, so the push moves its
+// payload at window / round trip (Little's law), in the emulation as in
+// the model: at the measured round trip it takes payload x RTT / window.
+// The replay's own round trip is the same law read backwards
+// (INCRound.ModelRTTNs), so the part is the replay's time scaled by the
+// two round trips' ratio. Where the round trip went, hops or network, the
+// INC round trip diagnosis says. 0 for other phases or without the
+// figures.
+func (in *Inputs) incRoundCost(k job.Key, m record.Phase, replayNs int64) int64 {
+	tree, ok := in.INCTrees[k.Job]
+	if !ok || k.Phase != job.PhasePush || m.INCRTTNs <= 0 || replayNs <= 0 || tree.Bytes <= 0 || in.INCWindowBytes <= 0 {
+		return 0
+	}
+	return int64(tree.Bytes*float64(m.INCRTTNs)/in.INCWindowBytes) - replayNs
+}

@@ -1,6 +1,7 @@
 package fidelity
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -66,6 +67,60 @@ func TestINCRoundByHand(t *testing.T) {
 			}
 			if want := "round trip 7.00 ms = hops 0.90 + network 6.10; model 7.65"; ok && !strings.HasPrefix(got.Text(), want) {
 				t.Errorf("text %q, want it to start %q", got.Text(), want)
+			}
+		})
+	}
+}
+
+// The inc_round part by hand. A push of 16 MiB per worker with a window
+// of 256 slots of 1440 B (368,640 B): ideal 300 ms, calibrated 315,
+// TCP-aware and replay 348. Its workers' round trip was 6.7 ms, so at
+// window/RTT it takes 16,777,216 x 6.7 / 368,640 = 304.92 ms: inc_round =
+// -43.08 ms, and measured 310 ms leaves a residual of 10 - 15 - 33 +
+// 43.08 = 5.08 ms (the window filling and draining). A round trip of 8 ms
+// (364.09 ms: +16.09) beside a worker 10 ms late, measured 370 ms: the
+// round trip takes 16.09 of the 22 left and lateness the last 5.91 (the
+// late worker's wait is in the round trip too). Without a round trip
+// measured, no part.
+func TestAttributeINCRound(t *testing.T) {
+	const ms = int64(1e6)
+	in := func(measured, rtt, late int64) *Inputs {
+		cmp := func(pred int64) []record.Comparison {
+			return []record.Comparison{{Job: "vgg", Phase: "push", PredictedNs: pred, MeasuredNs: measured, RelErr: float64(measured-pred) / float64(pred)}}
+		}
+		return &Inputs{
+			Measurement: &record.Run{Phases: []record.Phase{{Job: "vgg", Phase: "push", EndNs: measured, INCRTTNs: rtt, LateInNs: late}}},
+			Ideal:       cmp(300 * ms), Calibrated: cmp(315 * ms), TCPAware: cmp(348 * ms), Replay: cmp(348 * ms),
+			INCTrees:       map[string]INCTree{"vgg": {Root: "tor0", Leaves: []string{"tor0", "tor1"}, Bytes: 16 << 20}},
+			INCWindowBytes: 256 * 1440,
+		}
+	}
+	near := func(a int64, b float64) bool { return math.Abs(float64(a)/1e6-b) < 0.005 }
+	for _, tc := range []struct {
+		name                      string
+		measured, rtt, late       int64
+		round, lateness, residual float64
+	}{
+		{"a shorter round trip", 310 * ms, 6700_000, 0, -43.08, 0, 5.08},
+		{"a longer one beside a late worker", 370 * ms, 8 * ms, 10 * ms, 16.09, 5.91, 0},
+		{"no round trip measured", 310 * ms, 0, 0, 0, 0, -38},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			as := Attribute(in(tc.measured, tc.rtt, tc.late), 0)
+			if len(as) != 1 {
+				t.Fatalf("%d attributions, want 1", len(as))
+			}
+			p := as[0].Parts
+			if !near(p[PartINCRound], tc.round) || !near(p[PartLateness], tc.lateness) || !near(p[PartResidual], tc.residual) {
+				t.Errorf("inc_round %.2f, lateness %.2f, residual %.2f ms; want %.2f, %.2f, %.2f",
+					float64(p[PartINCRound])/1e6, float64(p[PartLateness])/1e6, float64(p[PartResidual])/1e6, tc.round, tc.lateness, tc.residual)
+			}
+			var sum int64
+			for _, name := range Parts {
+				sum += p[name]
+			}
+			if sum != tc.measured-300*ms {
+				t.Errorf("parts sum to %d, want measured - ideal", sum)
 			}
 		})
 	}
