@@ -40,9 +40,13 @@ type LinkUse struct {
 // busiestLink is the phase's busiest link's use between its measured
 // start and end (absolute ns), against the replay.
 //
-// The busiest link is the model's: of the links the phase's flows
-// crossed, the one busiest during the phase's window in the replay (the
-// phase's payload and everybody else's over the link's rate). In the model
+// The busiest link is the measured one: of the links the phase's flows
+// crossed in the replay, the one whose shaper was busiest over the
+// phase's measured window (its count over its rate), and of two within
+// BusyTie of each other the one with the deeper mean queue: the link
+// where the phase contended, which need not be the model's busiest
+// (plan-demo's fast first all-to-alls: the model's busiest, tor2:up0,
+// ran 65-89% busy with no queue while tor1:up1 stood full). In the model
 // a payload's link time is bytes / the link's payload rate. Measured, it
 // is the shaper's count between the phase's start and end (interpolated
 // between samples) over the shaper's rate; the phase's own count is its
@@ -58,6 +62,8 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 	}
 	var busiest *record.PhaseLink
 	var busiestLink *Link
+	var count, busy, queue float64
+	var queued int
 	var aloneCount, aloneOwn float64
 	for i := range in.ModelLinks {
 		pl := &in.ModelLinks[i]
@@ -65,17 +71,21 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 			continue
 		}
 		l := in.link(pl.Link)
-		if l == nil {
+		if l == nil || l.RateBps == 0 {
 			continue
 		}
-		if busiest == nil || (pl.OwnBytes+pl.OtherBytes)/pl.RateBps > (busiest.OwnBytes+busiest.OtherBytes)/busiest.RateBps {
-			busiest, busiestLink = pl, l
+		c, ok := countBetween(l.Samples, from, to)
+		if !ok {
+			continue
+		}
+		b := c / float64(l.RateBps) / (float64(to-from) / 1e9)
+		q, n := meanQueue(l, from, to)
+		if busiest == nil || b > busy+BusyTie || b > busy-BusyTie && q > queue {
+			busiest, busiestLink, count, busy, queue, queued = pl, l, c, b, q, n
 		}
 		if pl.OtherBytes <= AloneBelow*pl.OwnBytes {
-			if c, ok := countBetween(l.Samples, from, to); ok {
-				aloneCount += c
-				aloneOwn += pl.OwnBytes
-			}
+			aloneCount += c
+			aloneOwn += pl.OwnBytes
 		}
 	}
 	if busiest == nil {
@@ -86,10 +96,6 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 		perPayload = aloneCount / aloneOwn
 	}
 	l := busiestLink
-	count, ok := countBetween(l.Samples, from, to)
-	if !ok || l.RateBps == 0 {
-		return LinkUse{}, false
-	}
 	linkNs := func(bytes, rate float64) int64 { return int64(bytes / rate * 1e9) }
 	u := LinkUse{Link: busiest.Link,
 		OwnNs:         linkNs(busiest.OwnBytes*perPayload, float64(l.RateBps)),
@@ -100,17 +106,29 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 	u.IdleNs = to - from - u.OwnNs - u.OthersNs
 	u.ModelIdleNs = busiest.WindowNs - u.ModelOwnNs - u.ModelOthersNs
 	u.ModelQueueNs = busiest.QueueNs
+	u.QueueNs, u.QueueSamples = int64(queue), queued
+	return u, true
+}
+
+// BusyTie: two links whose measured busy shares are within it of each
+// other are as busy; the deeper queue then names the busiest.
+const BusyTie = 0.01
+
+// meanQueue is a link's mean queue between from and to as delay (ns):
+// the shaper's backlog over its rate, averaged over the n samples in the
+// window (0, 0 without any).
+func meanQueue(l *Link, from, to int64) (ns float64, n int) {
 	var q float64
 	for _, smp := range l.Samples {
 		if smp.TNs >= from && smp.TNs <= to {
 			q += float64(smp.BacklogBytes) / float64(l.RateBps) * 1e9
-			u.QueueSamples++
+			n++
 		}
 	}
-	if u.QueueSamples > 0 {
-		u.QueueNs = int64(q / float64(u.QueueSamples))
+	if n == 0 {
+		return 0, 0
 	}
-	return u, true
+	return q / float64(n), n
 }
 
 // Shares are the own, others' and idle shares of the window, measured and

@@ -77,6 +77,46 @@ func TestBusiestLinkByHand(t *testing.T) {
 	}
 }
 
+// The busiest link is the one the shapers found busiest, not the
+// model's. The model puts the phase's 475 kB and 427.5 kB of others on
+// "tor0:up0" (950 ms of its 1 s window) and 95 kB of others on "tor1:s0"
+// (600 ms). Measured, tor0:up0 counted 800 kB in the second (80% busy)
+// and tor1:s0 990 kB (99%): tor1:s0 is named, with its own model
+// figures (own 500 ms, others 100 ms, idle 400 ms) and its own queue.
+// Where the two links are within a point of each other (tor0:up0 at 985
+// kB) the deeper queue names it: tor0:up0's 6 ms against tor1:s0's 3 ms.
+func TestBusiestLinkIsMeasured(t *testing.T) {
+	const ms = int64(1e6)
+	k := job.Key{Job: "j", Phase: "alltoall"}
+	model := []record.PhaseLink{
+		{Job: "j", Phase: "alltoall", Link: "tor0:up0", OwnBytes: 475e3, OtherBytes: 427.5e3, RateBps: 0.95e6, WindowNs: 1000 * ms, QueueNs: 2500_000},
+		{Job: "j", Phase: "alltoall", Link: "tor1:s0", OwnBytes: 475e3, OtherBytes: 95e3, RateBps: 0.95e6, WindowNs: 1000 * ms},
+	}
+	link := func(name string, count uint64, backlog uint32) Link {
+		return Link{Name: name, RateBps: 1e6, Samples: []LinkSample{{TNs: 0, Bytes: 0, BacklogBytes: backlog}, {TNs: 1000 * ms, Bytes: count, BacklogBytes: backlog}}}
+	}
+	for _, tc := range []struct {
+		name           string
+		up, down       uint64 // the two links' counts
+		want           string
+		queue, mqueue  int64
+		own, oth, idle int64
+	}{
+		{"the shapers' busiest", 800e3, 990e3, "tor1:s0", 3 * ms, 0, 500, 490, 10},
+		{"a tie: the deeper queue", 985e3, 990e3, "tor0:up0", 6 * ms, 2500_000, 500, 485, 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := &Inputs{Goodput: 0.95, ModelLinks: model, Links: []Link{link("tor0:up0", tc.up, 6000), link("tor1:s0", tc.down, 3000)}}
+			got, ok := in.busiestLink(k, 0, 1000*ms)
+			near := func(a, b int64) bool { return a-b < 1000 && b-a < 1000 }
+			if !ok || got.Link != tc.want || !near(got.QueueNs, tc.queue) || got.ModelQueueNs != tc.mqueue ||
+				!near(got.OwnNs, tc.own*ms) || !near(got.OthersNs, tc.oth*ms) || !near(got.IdleNs, tc.idle*ms) {
+				t.Errorf("got %+v, %v; want %s, queue %d (model %d), own/others/idle %d/%d/%d ms", got, ok, tc.want, tc.queue, tc.mqueue, tc.own, tc.oth, tc.idle)
+			}
+		})
+	}
+}
+
 // The attribution table names each phase's busiest link and its shares
 // under the table.
 func TestPrintAttributionNamesBusiestLink(t *testing.T) {
