@@ -109,6 +109,7 @@ type throughputChart struct {
 	Ticks         []Tick
 	AxisY         float64
 	ScaleLabel    string
+	Every         string // the counters' usual sampling interval ("20 ms")
 	Note          string
 	Empty         string
 }
@@ -189,6 +190,7 @@ func buildThroughput(r *Run) throughputChart {
 		}
 	}
 	ch.ScaleLabel = trimFloat(top, 0) + " Mbit/s"
+	ch.Every = sampleInterval(busy[0].s.TNs)
 	const stripH, gap, first = 34.0, 8.0, 10.0
 	clip := func(t int64) int64 { return min(max(t, 0), end) }
 	y := first
@@ -251,4 +253,18 @@ func darkBand(ax Axis, d darkPeriod, clip func(int64) int64) band {
 		ports[i] = u.String()
 	}
 	return band{X: x, W: w, Title: fmt.Sprintf("dark %s–%s ms: %s", trimFloat(float64(d.From)/1e6, 2), trimFloat(float64(d.Until)/1e6, 2), strings.Join(ports, ", "))}
+}
+
+// sampleInterval is the median interval between a series' samples, as
+// "20 ms" (runs before 27 Nov read the shapers every 100 ms).
+func sampleInterval(ts []int64) string {
+	var d []int64
+	for i := 1; i < len(ts); i++ {
+		d = append(d, ts[i]-ts[i-1])
+	}
+	if len(d) == 0 {
+		return "?"
+	}
+	slices.Sort(d)
+	return trimFloat(float64(d[len(d)/2])/1e6, 0) + " ms"
 }

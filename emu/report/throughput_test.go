@@ -108,3 +108,19 @@ func TestOnUplink(t *testing.T) {
 		}
 	}
 }
+
+func TestSampleInterval(t *testing.T) {
+	for _, tc := range []struct {
+		ts   []int64
+		want string
+	}{
+		{[]int64{0, 20e6, 40e6, 61e6, 80e6}, "20 ms"}, // one late sample
+		{[]int64{0, 100e6, 200e6}, "100 ms"},
+		{[]int64{5}, "?"},
+		{nil, "?"},
+	} {
+		if got := sampleInterval(tc.ts); got != tc.want {
+			t.Errorf("sampleInterval(%v) = %q, want %q", tc.ts, got, tc.want)
+		}
+	}
+}
