@@ -15,8 +15,10 @@ import (
 const AttributeAbove = 0.05
 
 // The parts of a phase's time beyond the ideal model's, in the order
-// they are assigned. Each is a measured figure, capped so that the parts
-// never claim more than the difference; what no part explains is the
+// they are assigned: the models' own figures (framing, ranks, tcp,
+// drift), then measured figures, each capped so that the parts never
+// claim more than the difference (inc_round alone may be negative: a
+// round trip shorter than the model's); what no part explains is the
 // residual.
 const (
 	PartFraming   = "framing"    // the calibrated model's time - the ideal's (TCP headers), ranks in lockstep in both
@@ -374,7 +376,7 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 	tw.Flush()
 	fmt.Fprintln(w, "   error: against the TCP-aware model; * outside the measured time: a pull is timed from when its data exist; results are checked after the phase")
 	if ds := Diagnoses(as); len(ds) > 0 {
-		fmt.Fprintln(w, "   busiest links (the replayed model's), shares of the phase's window measured (the model's): where a residual went, not parts")
+		fmt.Fprintln(w, "   busiest links (the busiest its shapers measured), shares of the phase's window measured (the model's): where a residual went, not parts")
 		for _, d := range ds {
 			fmt.Fprintf(w, "   %s\n", d)
 		}
@@ -416,8 +418,9 @@ type Tally struct {
 	Phases int `json:"phases"` // more than JudgedAbove off
 	// Explained phases have a residual within ExplainedWithin of the
 	// prediction. Of the others, Under took less time than the models and
-	// the measured parts give them (a negative residual, which no measured
-	// part can take: the phase beat the model), Over more.
+	// the measured parts give them (a negative residual: the phase beat
+	// the model by more than inc_round, the one signed measured part,
+	// says), Over more.
 	Explained int `json:"explained"`
 	Under     int `json:"under"`
 	Over      int `json:"over"`
@@ -475,7 +478,7 @@ func (t Tally) Lines() []string {
 	out := []string{fmt.Sprintf("%s more than %.0f%% off the TCP-aware model in %s; the parts explain all but <= %.0f points of %d",
 		phases, 100*JudgedAbove, runs, 100*ExplainedWithin, t.Explained)}
 	if left := t.Under + t.Over; left > 0 {
-		out = append(out, fmt.Sprintf("%d left: %d faster than the models and the measured parts say (a negative residual no measured part can take), %d slower; worst %s, %+.1f points",
+		out = append(out, fmt.Sprintf("%d left: %d faster than the models and the measured parts say (a negative residual: only inc_round, of the measured parts, can be negative), %d slower; worst %s, %+.1f points",
 			left, t.Under, t.Over, t.Worst, 100*t.WorstShare))
 	}
 	return out

@@ -59,8 +59,8 @@ func roundText(v [6]float64) string {
 // incRound is an INC push's round trip split, between from and to
 // (absolute ns); false for other phases or without the figures.
 func (in *Inputs) incRound(k job.Key, m record.Phase, from, to, replayNs int64) (INCRound, bool) {
-	tree, ok := in.INCTrees[k.Job]
-	if !ok || k.Phase != job.PhasePush || m.INCRTTNs <= 0 || replayNs <= 0 || tree.Bytes <= 0 || in.INCWindowBytes <= 0 {
+	tree, ok := in.windowedPush(k, m, replayNs)
+	if !ok {
 		return INCRound{}, false
 	}
 	hold := func(tor string) (float64, bool) {
@@ -119,12 +119,29 @@ func meanHold(ss []AggSample, from, to int64) (float64, bool) {
 // The replay's own round trip is the same law read backwards
 // (INCRound.ModelRTTNs), so the part is the replay's time scaled by the
 // two round trips' ratio. Where the round trip went, hops or network, the
-// INC round trip diagnosis says. 0 for other phases or without the
-// figures.
+// INC round trip diagnosis says. 0 for other phases, without the figures,
+// or for a push too short for the law (windowedPush).
 func (in *Inputs) incRoundCost(k job.Key, m record.Phase, replayNs int64) int64 {
-	tree, ok := in.INCTrees[k.Job]
-	if !ok || k.Phase != job.PhasePush || m.INCRTTNs <= 0 || replayNs <= 0 || tree.Bytes <= 0 || in.INCWindowBytes <= 0 {
+	tree, ok := in.windowedPush(k, m, replayNs)
+	if !ok {
 		return 0
 	}
 	return int64(tree.Bytes*float64(m.INCRTTNs)/in.INCWindowBytes) - replayNs
+}
+
+// MinWindows is how many windows of payload an INC push must carry for
+// its time to be read as window / round trip: a shorter one spends most
+// of it filling and draining the window, and Little's law read backwards
+// from its time gives a round trip far too long.
+const MinWindows = 2
+
+// windowedPush is the INC tree of an INC push that carries at least
+// MinWindows windows per worker, with a measured round trip and a replay
+// time; false otherwise.
+func (in *Inputs) windowedPush(k job.Key, m record.Phase, replayNs int64) (INCTree, bool) {
+	tree, ok := in.INCTrees[k.Job]
+	if !ok || k.Phase != job.PhasePush || m.INCRTTNs <= 0 || replayNs <= 0 || in.INCWindowBytes <= 0 || tree.Bytes < MinWindows*in.INCWindowBytes {
+		return INCTree{}, false
+	}
+	return tree, true
 }

@@ -104,6 +104,9 @@ func TestAttributeINCRound(t *testing.T) {
 		{"a shorter round trip", 310 * ms, 6700_000, 0, -43.08, 0, 5.08},
 		{"a longer one beside a late worker", 370 * ms, 8 * ms, 10 * ms, 16.09, 5.91, 0},
 		{"no round trip measured", 310 * ms, 0, 0, 0, 0, -38},
+		// 9 ms: 409.60 ms, +61.60, more than the 22 left: capped at 22,
+		// nothing for lateness.
+		{"a longer round trip than is left", 370 * ms, 9 * ms, 10 * ms, 22, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			as := Attribute(in(tc.measured, tc.rtt, tc.late), 0)
@@ -123,5 +126,30 @@ func TestAttributeINCRound(t *testing.T) {
 				t.Errorf("parts sum to %d, want measured - ideal", sum)
 			}
 		})
+	}
+}
+
+// A push of under MinWindows windows spends its time filling and
+// draining the window: no part, and no round trip read from its time. A
+// quarter window (92,160 B) replayed in 10 ms would give a model round
+// trip of 40 ms and, at a measured 8 ms, a part of -8 ms.
+func TestINCRoundShortPush(t *testing.T) {
+	const ms = int64(1e6)
+	k := job.Key{Job: "vgg", Phase: "push"}
+	m := record.Phase{INCRTTNs: 8 * ms, INCWaitNs: ms / 10}
+	in := &Inputs{
+		Aggs:           []Agg{{ToR: "tor0", Samples: []AggSample{{TNs: 0}, {TNs: 100 * ms, Holds: 10, HoldNs: 1e6}}}},
+		INCTrees:       map[string]INCTree{"vgg": {Root: "tor0", Leaves: []string{"tor0"}, Bytes: 256 * 1440 / 4}},
+		INCWindowBytes: 256 * 1440,
+	}
+	if got := in.incRoundCost(k, m, 10*ms); got != 0 {
+		t.Errorf("a quarter window: inc_round %d, want 0", got)
+	}
+	if _, ok := in.incRound(k, m, 0, 10*ms, 10*ms); ok {
+		t.Error("a quarter window: a round trip split, want none")
+	}
+	in.INCTrees["vgg"] = INCTree{Root: "tor0", Leaves: []string{"tor0"}, Bytes: 2 * 256 * 1440}
+	if got := in.incRoundCost(k, m, 10*ms); got != 6*ms {
+		t.Errorf("two windows: inc_round %d, want 2 x 8 - 10 = 6 ms", got)
 	}
 }

@@ -42,8 +42,8 @@ type LinkUse struct {
 //
 // The busiest link is the measured one: of the links the phase's flows
 // crossed in the replay, the one whose shaper was busiest over the
-// phase's measured window (its count over its rate), and of two within
-// BusyTie of each other the one with the deeper mean queue: the link
+// phase's measured window (its count over its rate), and of the links
+// within BusyTie of the busiest the one with the deepest mean queue: the link
 // where the phase contended, which need not be the model's busiest
 // (plan-demo's fast first all-to-alls: the model's busiest, tor2:up0,
 // ran 65-89% busy with no queue while tor1:up1 stood full). In the model
@@ -60,11 +60,15 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 	if in.Goodput <= 0 || to <= from {
 		return LinkUse{}, false
 	}
-	var busiest *record.PhaseLink
-	var busiestLink *Link
-	var count, busy, queue float64
-	var queued int
-	var aloneCount, aloneOwn float64
+	type candidate struct {
+		pl          *record.PhaseLink
+		l           *Link
+		count, busy float64
+		queue       float64
+		queued      int
+	}
+	var cands []candidate
+	var aloneCount, aloneOwn, busiestShare float64
 	for i := range in.ModelLinks {
 		pl := &in.ModelLinks[i]
 		if pl.Job != k.Job || pl.Iteration != k.Iteration || pl.Phase != k.Phase || pl.RateBps <= 0 || pl.WindowNs <= 0 {
@@ -78,24 +82,34 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 		if !ok {
 			continue
 		}
-		b := c / float64(l.RateBps) / (float64(to-from) / 1e9)
 		q, n := meanQueue(l, from, to)
-		if busiest == nil || b > busy+BusyTie || b > busy-BusyTie && q > queue {
-			busiest, busiestLink, count, busy, queue, queued = pl, l, c, b, q, n
-		}
+		cands = append(cands, candidate{pl: pl, l: l, count: c, busy: c / float64(l.RateBps) / (float64(to-from) / 1e9), queue: q, queued: n})
+		busiestShare = max(busiestShare, cands[len(cands)-1].busy)
 		if pl.OtherBytes <= AloneBelow*pl.OwnBytes {
 			aloneCount += c
 			aloneOwn += pl.OwnBytes
 		}
 	}
-	if busiest == nil {
+	// Of the links within BusyTie of the busiest, the deepest queue, then
+	// the busier: the same whatever the links' order.
+	var best *candidate
+	for i := range cands {
+		c := &cands[i]
+		if c.busy < busiestShare-BusyTie {
+			continue
+		}
+		if best == nil || c.queue > best.queue || c.queue == best.queue && c.busy > best.busy {
+			best = c
+		}
+	}
+	if best == nil {
 		return LinkUse{}, false
 	}
+	busiest, l, count := best.pl, best.l, best.count
 	perPayload := 1 / in.Goodput
 	if aloneOwn > 0 {
 		perPayload = aloneCount / aloneOwn
 	}
-	l := busiestLink
 	linkNs := func(bytes, rate float64) int64 { return int64(bytes / rate * 1e9) }
 	u := LinkUse{Link: busiest.Link,
 		OwnNs:         linkNs(busiest.OwnBytes*perPayload, float64(l.RateBps)),
@@ -106,12 +120,12 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 	u.IdleNs = to - from - u.OwnNs - u.OthersNs
 	u.ModelIdleNs = busiest.WindowNs - u.ModelOwnNs - u.ModelOthersNs
 	u.ModelQueueNs = busiest.QueueNs
-	u.QueueNs, u.QueueSamples = int64(queue), queued
+	u.QueueNs, u.QueueSamples = int64(best.queue), best.queued
 	return u, true
 }
 
-// BusyTie: two links whose measured busy shares are within it of each
-// other are as busy; the deeper queue then names the busiest.
+// BusyTie: links whose measured busy shares are within it of the
+// busiest's are as busy; the deepest queue then names the busiest.
 const BusyTie = 0.01
 
 // meanQueue is a link's mean queue between from and to as delay (ns):

@@ -84,7 +84,8 @@ func TestBusiestLinkByHand(t *testing.T) {
 // and tor1:s0 990 kB (99%): tor1:s0 is named, with its own model
 // figures (own 500 ms, others 100 ms, idle 400 ms) and its own queue.
 // Where the two links are within a point of each other (tor0:up0 at 985
-// kB) the deeper queue names it: tor0:up0's 6 ms against tor1:s0's 3 ms.
+// kB) the deeper queue names it: tor0:up0's 6 ms against tor1:s0's 3 ms,
+// with tor0:up0's own model figures (others 450 ms, idle 50).
 func TestBusiestLinkIsMeasured(t *testing.T) {
 	const ms = int64(1e6)
 	k := job.Key{Job: "j", Phase: "alltoall"}
@@ -101,19 +102,58 @@ func TestBusiestLinkIsMeasured(t *testing.T) {
 		want           string
 		queue, mqueue  int64
 		own, oth, idle int64
+		moth, midle    int64 // the model's others and idle (own: 500 ms on both)
 	}{
-		{"the shapers' busiest", 800e3, 990e3, "tor1:s0", 3 * ms, 0, 500, 490, 10},
-		{"a tie: the deeper queue", 985e3, 990e3, "tor0:up0", 6 * ms, 2500_000, 500, 485, 15},
+		{"the shapers' busiest", 800e3, 990e3, "tor1:s0", 3 * ms, 0, 500, 490, 10, 100, 400},
+		{"a tie: the deeper queue", 985e3, 990e3, "tor0:up0", 6 * ms, 2500_000, 500, 485, 15, 450, 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := &Inputs{Goodput: 0.95, ModelLinks: model, Links: []Link{link("tor0:up0", tc.up, 6000), link("tor1:s0", tc.down, 3000)}}
 			got, ok := in.busiestLink(k, 0, 1000*ms)
 			near := func(a, b int64) bool { return a-b < 1000 && b-a < 1000 }
 			if !ok || got.Link != tc.want || !near(got.QueueNs, tc.queue) || got.ModelQueueNs != tc.mqueue ||
-				!near(got.OwnNs, tc.own*ms) || !near(got.OthersNs, tc.oth*ms) || !near(got.IdleNs, tc.idle*ms) {
+				!near(got.OwnNs, tc.own*ms) || !near(got.OthersNs, tc.oth*ms) || !near(got.IdleNs, tc.idle*ms) ||
+				!near(got.ModelOwnNs, 500*ms) || !near(got.ModelOthersNs, tc.moth*ms) || !near(got.ModelIdleNs, tc.midle*ms) {
 				t.Errorf("got %+v, %v; want %s, queue %d (model %d), own/others/idle %d/%d/%d ms", got, ok, tc.want, tc.queue, tc.mqueue, tc.own, tc.oth, tc.idle)
 			}
 		})
+	}
+}
+
+// Ties do not chain and the links' order does not matter: four links
+// 100.0, 99.2, 98.4 and 97.6% busy with queues of 0, 1, 2 and 3 ms.
+// Within a point of the busiest are the first two: the second, with the
+// deeper queue, in either order. Two links as busy, with the same
+// queue: the busier.
+func TestBusiestLinkTies(t *testing.T) {
+	const ms = int64(1e6)
+	k := job.Key{Job: "j", Phase: "alltoall"}
+	type l struct {
+		name    string
+		count   uint64
+		backlog uint32
+	}
+	pick := func(ls []l) string {
+		in := &Inputs{Goodput: 0.95}
+		for _, x := range ls {
+			in.ModelLinks = append(in.ModelLinks, record.PhaseLink{Job: "j", Phase: "alltoall", Link: x.name, OwnBytes: 100e3, OtherBytes: 100e3, RateBps: 0.95e6, WindowNs: 1000 * ms})
+			in.Links = append(in.Links, Link{Name: x.name, RateBps: 1e6, Samples: []LinkSample{{TNs: 0, BacklogBytes: x.backlog}, {TNs: 1000 * ms, Bytes: x.count, BacklogBytes: x.backlog}}})
+		}
+		u, ok := in.busiestLink(k, 0, 1000*ms)
+		if !ok {
+			return ""
+		}
+		return u.Link
+	}
+	chain := []l{{"a", 1000e3, 0}, {"b", 992e3, 1000}, {"c", 984e3, 2000}, {"d", 976e3, 3000}}
+	if got := pick(chain); got != "b" {
+		t.Errorf("in order: %s, want b", got)
+	}
+	if got := pick([]l{chain[3], chain[2], chain[1], chain[0]}); got != "b" {
+		t.Errorf("reversed: %s, want b", got)
+	}
+	if got := pick([]l{{"x", 995e3, 1000}, {"y", 999e3, 1000}}); got != "y" {
+		t.Errorf("same queue: %s, want the busier y", got)
 	}
 }
 
