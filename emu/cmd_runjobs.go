@@ -10,7 +10,6 @@ import (
 	"text/tabwriter"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
-	"github.com/ocsemu/ocsemu/dataplane/inc"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
@@ -95,10 +94,10 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 			return err
 		}
 		defer stop()
-		rec.watchAggregators(p)
 		opts.Aggregators = labAggregators(lab.Topo.Lab)
 		opts.INCCongestion = a.incCC
-		opts.INCWindow = min(orchestrate.DefaultINCWindow, inc.Config{Slots: inc.DefaultSlots, Capacity: s.Fabric.INC.Capacity}.Partition())
+		opts.INCWindow = flowmodel.INCWindow(s.Fabric)
+		rec.watchAggregators(p, opts.INCWindow, a.incCC)
 	}
 	res, err := orchestrate.Run(ctx, opts)
 	if err != nil {

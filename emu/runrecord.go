@@ -73,6 +73,11 @@ type recorder struct {
 	aggs     map[string]*inc.Client
 	aggReads []aggReading
 	plan     *plan.Plan
+	// incWindow is the slots each INC worker kept in flight; incAdaptive
+	// says the workers adapted it (emu run --inc-cc), so their push's time
+	// is no longer a fixed window per round trip.
+	incWindow   int
+	incAdaptive bool
 }
 
 // aggReading is one aggregator's hold counters at one instant.
@@ -99,8 +104,8 @@ func (a *app) startRecording(ctx context.Context, lab *fabric.Lab, s *scenario.S
 
 // watchAggregators samples the ToR aggregators' hold counters (once they
 // run) for the INC jobs of plan p, until the recording stops.
-func (r *recorder) watchAggregators(p *plan.Plan) {
-	r.plan = p
+func (r *recorder) watchAggregators(p *plan.Plan, windowSlots int, adaptive bool) {
+	r.plan, r.incWindow, r.incAdaptive = p, windowSlots, adaptive
 	r.aggs = map[string]*inc.Client{}
 	for rack := 0; rack < r.s.Fabric.Racks; rack++ {
 		tor := names.ToRName(rack)
@@ -328,7 +333,9 @@ func (r *recorder) incInputs(in *fidelity.Inputs, res *orchestrate.Result) {
 		}
 		in.INCTrees[j.Name] = fidelity.INCTree{Root: j.Aggregator, Leaves: j.ToRs(), Bytes: float64(j.Bytes)}
 	}
-	in.INCWindowBytes = flowmodel.INCWindowSlots * flowmodel.INCSlotBytes
+	if !r.incAdaptive { // an adapted window has no one size: no round trip by Little's law
+		in.INCWindowBytes = float64(r.incWindow * flowmodel.INCSlotBytes)
+	}
 	if res.Replay != nil {
 		in.ModelINCHopsNs = map[job.Key]int64{}
 		for _, ph := range res.Replay.Phases {

@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // In-network aggregation in the TCP-aware model. An INC push is a tree of
@@ -25,12 +26,23 @@ import (
 // has the runs this follows.
 
 // INCWindowSlots and INCSlotBytes are what each worker of an INC job keeps
-// in flight in the emulation (orchestrate.DefaultINCWindow slots of
-// inc.MaxElems int32 elements; a test in emu/orchestrate checks both).
+// in flight in the emulation at most (orchestrate.DefaultINCWindow slots
+// of inc.MaxElems int32 elements), and INCToRSlots a ToR aggregator's
+// slot pool (inc.DefaultSlots), which it partitions equally between the
+// jobs it may hold at once; a test in emu/orchestrate checks all three.
 const (
 	INCWindowSlots = 256
 	INCSlotBytes   = 1440
+	INCToRSlots    = 1024
 )
+
+// INCWindow is the slots each INC worker keeps in flight on a fabric:
+// its share of a ToR's pool, INCToRSlots over the jobs a ToR may hold at
+// once (fabric.inc.capacity), at most INCWindowSlots. `emu run` gives
+// the workers this window, and the model caps a tree's rate with it.
+func INCWindow(f scenario.Fabric) int {
+	return max(1, min(INCWindowSlots, INCToRSlots/max(1, f.INC.Capacity)))
+}
 
 // INCHopsNs is what the aggregators' user-space hops (worker -> ToR ->
 // root ToR and back: three or four socket wake-ups) add to a tree's round
@@ -75,7 +87,7 @@ func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]floa
 			k := [2]int32{int32(segs[0].job), int32(segs[0].phase)}
 			s.incHops[k] = traceStep(s.incHops[k], s.now, hops)
 		}
-		rate = math.Min(rate, INCWindowSlots*INCSlotBytes/(float64(rtt)/1e9))
+		rate = math.Min(rate, float64(INCWindow(s.f)*INCSlotBytes)/(float64(rtt)/1e9))
 		rates[i] = rate
 		for _, fl := range segs {
 			hold = hold || fl.rate > rate*(1+1e-9)

@@ -26,20 +26,28 @@ func TestINCTreeSharesByHand(t *testing.T) {
 	tcp := plan.Job{Name: "tcp", Pattern: "ps", Workers: []string{"r0s1"}, PS: "r1s1", Bytes: 100e6, Iterations: 1}
 	window := float64(INCWindowSlots * INCSlotBytes)
 	tests := []struct {
-		name    string
-		queueMs float64
-		inc     float64 // MB/s
+		name     string
+		queueMs  float64
+		inc      float64 // MB/s
+		capacity int     // jobs per ToR; 0: the default, 4
 	}{
 		// 10 * (1/2) / (1/2 + 1/3) = 6; the window allows 368,640 B / 4 ms.
-		{"the share limits the tree", 1, 6},
+		{"the share limits the tree", 1, 6, 0},
 		// 1 + 1 + 2*100 ms: the window allows 368,640 B / 202 ms = 1.825
 		// MB/s, under the share of 6.656.
-		{"the window limits the tree", 100, window / 0.202 / 1e6},
+		{"the window limits the tree", 100, window / 0.202 / 1e6, 0},
+		// A ToR that may hold 8 jobs at once gives each 1024/8 = 128
+		// slots: half the window, half the rate.
+		{"eight jobs per ToR: half the window", 100, window / 2 / 0.202 / 1e6, 8},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			q := int64(tt.queueMs * 1e6)
-			sim := New(s.Fabric, []plan.Job{tree, tcp}, Options{ASAP: true, TCP: &TCPModel{
+			f := s.Fabric
+			if tt.capacity > 0 {
+				f.INC.Capacity = tt.capacity
+			}
+			sim := New(f, []plan.Job{tree, tcp}, Options{ASAP: true, TCP: &TCPModel{
 				RTTExponent: 1, BaseRTTNs: 1e6, INCHopsNs: 1e6, QueueNs: func(scenario.Rate) int64 { return q }}})
 			sim.RunUntil(1)
 			var incRates []float64

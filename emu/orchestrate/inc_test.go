@@ -8,6 +8,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/inc"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
 // fakeAggs admits up to capacity jobs per ToR, like the engine.
@@ -146,5 +147,16 @@ func TestFlowModelKnowsTheINCWindow(t *testing.T) {
 	}
 	if flowmodel.INCSlotBytes != inc.MaxElems*4 {
 		t.Errorf("flowmodel.INCSlotBytes = %d, a slot carries %d bytes", flowmodel.INCSlotBytes, inc.MaxElems*4)
+	}
+	if flowmodel.INCToRSlots != inc.DefaultSlots || scenario.MaxINCCapacity != inc.DefaultSlots {
+		t.Errorf("flowmodel.INCToRSlots = %d and scenario.MaxINCCapacity = %d, a ToR aggregator has %d slots", flowmodel.INCToRSlots, scenario.MaxINCCapacity, inc.DefaultSlots)
+	}
+	// The window `emu run` gives the workers on a fabric: the ToR's
+	// partition per job, at most the default window.
+	for _, c := range []int{1, 2, 4, 5, 8, 100, scenario.MaxINCCapacity} {
+		want := min(DefaultINCWindow, inc.Config{Slots: inc.DefaultSlots, Capacity: c}.Partition())
+		if got := flowmodel.INCWindow(scenario.Fabric{INC: scenario.INC{Capacity: c}}); got != want {
+			t.Errorf("capacity %d: flowmodel.INCWindow = %d slots, the ToR's partition gives %d", c, got, want)
+		}
 	}
 }

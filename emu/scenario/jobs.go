@@ -189,9 +189,14 @@ func (s Scheduler) INCOff() bool { return s.INC != nil && !*s.INC }
 
 // INC configures in-network aggregation on the ToRs.
 type INC struct {
-	// Capacity is how many jobs one ToR can aggregate at once (paper 000: 4).
+	// Capacity is how many jobs one ToR can aggregate at once (paper 000: 4),
+	// at most MaxINCCapacity.
 	Capacity int `yaml:"capacity" json:"capacity"`
 }
+
+// MaxINCCapacity is the most jobs a ToR can aggregate at once: its
+// aggregator's slot pool (inc.DefaultSlots), at least one slot each.
+const MaxINCCapacity = 1024
 
 // validateJobs checks the jobs against the fabric.
 func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
@@ -288,8 +293,8 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 	if o := s.Scheduler.Order; o != "" && o != OrderArrival && o != OrderLargest {
 		bad("scheduler.order", "must be %s (default) or %s, got %q", OrderArrival, OrderLargest, o)
 	}
-	if s.Fabric.INC.Capacity < 0 {
-		bad("fabric.inc.capacity", "must not be negative")
+	if c := s.Fabric.INC.Capacity; c < 0 || c > MaxINCCapacity {
+		bad("fabric.inc.capacity", "must be from 1 to %d jobs per ToR (a ToR aggregator partitions its %d slots between them, at least one each), got %d", MaxINCCapacity, MaxINCCapacity, c)
 	}
 }
 

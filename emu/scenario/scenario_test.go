@@ -1,6 +1,7 @@
 package scenario
 
 import (
+	"fmt"
 	"io/fs"
 	"strings"
 	"testing"
@@ -227,6 +228,27 @@ func TestLossSettings(t *testing.T) {
 		_, err := Parse([]byte(base+"  loss: "+tt.loss+"\n"), "x.yaml")
 		if err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("loss %s: got %v, want an error containing %q", tt.loss, err, tt.want)
+		}
+	}
+}
+
+func TestINCCapacityBounds(t *testing.T) {
+	const head = "name: t\nfabric: {kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}, inc: {capacity: %d}}\n" +
+		"jobs:\n  - {name: a, pattern: ps, workers: [r0s0, r1s0], bytes: 1MB, compute: 1ms, iterations: 1}\n"
+	for _, tt := range []struct {
+		capacity int
+		want     string
+	}{
+		{1, ""}, {1024, ""},
+		{1025, "fabric.inc.capacity: must be from 1 to 1024 jobs per ToR (a ToR aggregator partitions its 1024 slots between them, at least one each), got 1025"},
+		{-1, "got -1"},
+	} {
+		s, err := Parse([]byte(fmt.Sprintf(head, tt.capacity)), "x.yaml")
+		switch {
+		case tt.want == "" && (err != nil || s.Fabric.INC.Capacity != tt.capacity):
+			t.Errorf("capacity %d: %v", tt.capacity, err)
+		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("capacity %d: error %v, want %q", tt.capacity, err, tt.want)
 		}
 	}
 }
