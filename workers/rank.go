@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"syscall"
@@ -235,6 +236,10 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	if err != nil {
 		return r.fail(fmt.Errorf("%s: connect: %w", spec.Name(), err))
 	}
+	// Collect what starting up allocated before saying hello, so that the
+	// first collection does not fall inside a measured phase (the
+	// collectives reuse their buffers: steady iterations allocate little).
+	runtime.GC()
 	if r.ctl, err = dialControl(ctx, spec); err != nil {
 		return fmt.Errorf("%s: coordinator: %w", spec.Name(), err)
 	}

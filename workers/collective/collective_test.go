@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -321,5 +322,52 @@ func TestFailureEndsTheOtherTransfers(t *testing.T) {
 				t.Fatal("the transfers with rank 2 stayed blocked after the one with rank 1 failed")
 			}
 		})
+	}
+}
+
+// The collectives' receive buffers are allocated once per user and
+// reused, so steady iterations allocate nothing (no collection inside a
+// measured phase): the same backing array comes back, larger requests
+// grow it, users do not share one.
+func TestScratchIsReused(t *testing.T) {
+	c := &Comm{}
+	a := c.scratchFor(0, 1024)
+	b := c.scratchFor(0, 512)
+	if len(a) != 1024 || len(b) != 512 || &a[0] != &b[0] {
+		t.Errorf("slot 0 not reused: len %d, %d, same array %v", len(a), len(b), &a[0] == &b[0])
+	}
+	w := c.scratchFor(3, 256)
+	if len(w) != 256 || &w[0] == &a[0] || len(c.scratch) != 4 {
+		t.Errorf("slot 3: len %d, shares slot 0's array %v, %d slots", len(w), &w[0] == &a[0], len(c.scratch))
+	}
+	if g := c.scratchFor(0, 2048); len(g) != 2048 {
+		t.Errorf("a larger request: len %d, want 2048", len(g))
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = c.scratchFor(0, 1500) }); n != 0 {
+		t.Errorf("a request that fits allocated %.0f times, want 0", n)
+	}
+}
+
+// Preparing a step-wise all-reduce every iteration (paper003's
+// per-step schedule) allocates its schedule, not a new 1 MiB buffer.
+func TestStepsReuseTheirBuffer(t *testing.T) {
+	c := &Comm{Rank: 0, N: 4}
+	data := make([]int32, 1<<18)
+	if _, err := c.NewHDSteps(data); err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	for range 10 {
+		if _, err := c.NewHDSteps(data); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.NewRingSteps(data, []int{0, 1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
+		t.Errorf("20 step schedules allocated %d B, want under 64 KiB (a 1 MiB buffer each before)", got)
 	}
 }

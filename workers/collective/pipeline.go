@@ -161,7 +161,7 @@ func (p *pipeline) sendStream(c *Comm, data []int32, piece int) error {
 }
 
 func (p *pipeline) recvStream(c *Comm, data []int32, piece int) error {
-	tmp := make([]int32, piece)
+	tmp := c.scratchFor(0, piece)
 	for j, st := range p.steps {
 		r := st.recv
 		if r.lo < r.hi {

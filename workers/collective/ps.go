@@ -33,7 +33,7 @@ func (c *Comm) ServePush(sum []int32) error {
 	clear(sum)
 	var mu sync.Mutex
 	return c.eachWorker(func(w int) error {
-		piece := make([]int32, min(pieceElems, len(sum)))
+		piece := c.scratchFor(w, min(pieceElems, len(sum)))
 		for off := 0; off < len(sum); off += len(piece) {
 			p := piece[:min(len(piece), len(sum)-off)]
 			if err := c.Recv(w, asBytes(p)); err != nil {
