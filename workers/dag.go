@@ -297,6 +297,7 @@ func (r *rank) dagSend(ctx context.Context, t0 int64, it, k int, buf []byte) err
 		return err
 	}
 	c := r.dag.out[k]
+	gc := readGC()
 	rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: t.Name, Rank: r.spec.Rank, StartNs: monoclock.Now(), GateNs: gate}
 	for off := int64(0); off < t.Bytes; off += int64(len(buf)) {
 		n := min(int64(len(buf)), t.Bytes-off)
@@ -318,6 +319,7 @@ func (r *rank) dagSend(ctx context.Context, t0 int64, it, k int, buf []byte) err
 		return fmt.Errorf("acknowledgement from %s: %w", t.Dst, err)
 	}
 	rec.EndNs = monoclock.Now()
+	gc.into(&rec)
 	rec.LastAckNs = rec.EndNs
 	// The receiver acknowledges only what it has checked (with Verify).
 	rec.Verified = r.spec.Verify

@@ -84,6 +84,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			return fmt.Errorf("%s: gate: %w", where, err)
 		}
 		it := key.Iteration
+		gc := readGC()
 		rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: key.Phase, Rank: me, StartNs: monoclock.Now(),
 			GateNs: max(gateAt, prevEnd)}
 		sent0 := r.comm.Sent()
@@ -171,6 +172,7 @@ func (r *rank) work(ctx context.Context, t0 int64, b *buffers) error {
 			}
 		}
 		rec.EndNs = monoclock.Now()
+		gc.into(&rec)
 		prevEnd = rec.EndNs
 		if !inc {
 			rec.Bytes = r.comm.Sent() - sent0
@@ -306,14 +308,17 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 		if j.INCAt(it) {
 			continue // the ToRs aggregate this iteration (INC decided per stage)
 		}
+		gc := readGC()
 		push := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePush, Rank: PSRank, StartNs: monoclock.Now()}
 		r.comm.ResetTiming()
 		if err := r.comm.ServePush(sum); err != nil {
 			return fmt.Errorf("job %s parameter server iteration %d phase push: %w", j.Name, it, err)
 		}
 		push.EndNs = monoclock.Now()
+		gc.into(&push)
 		tm := r.comm.Timing()
 		push.FirstRecvNs, push.LastRecvNs, push.LastSendNs = tm.FirstRecvNs, tm.LastRecvNs, tm.LastSendNs
+		gc = readGC()
 		pull := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: job.PhasePull, Rank: PSRank, StartNs: monoclock.Now(),
 			GateNs: push.EndNs}
 		sent0 := r.comm.Sent()
@@ -322,6 +327,7 @@ func (r *rank) servePS(ctx context.Context, t0 int64) error {
 			return fmt.Errorf("job %s parameter server iteration %d phase pull: %w", j.Name, it, err)
 		}
 		pull.EndNs, pull.Bytes = monoclock.Now(), r.comm.Sent()-sent0
+		gc.into(&pull)
 		tm = r.comm.Timing()
 		pull.FirstRecvNs, pull.LastRecvNs, pull.LastSendNs = tm.FirstRecvNs, tm.LastRecvNs, tm.LastSendNs
 		pull.LastAckNs = r.comm.WaitAcked(r.peers(), ackWait)

@@ -53,15 +53,17 @@ type PhaseStat struct {
 	// push-complete), and for a ring or halving-doubling all-reduce, timed
 	// from when its last rank could start. The rest are record.Phase's
 	// measured parts.
-	FirstStartNs int64 `json:"first_start_ns"`
-	WaitDataNs   int64 `json:"wait_data_ns,omitempty"`
-	SkewNs       int64 `json:"skew_ns,omitempty"`
-	LatenessNs   int64 `json:"lateness_ns,omitempty"`
-	LateInNs     int64 `json:"late_in_ns,omitempty"`
-	VerifyNs     int64 `json:"verify_ns,omitempty"`
-	INCRTTNs     int64 `json:"inc_rtt_ns,omitempty"`
-	INCStallNs   int64 `json:"inc_stall_ns,omitempty"`
-	INCWaitNs    int64 `json:"inc_wait_ns,omitempty"`
+	FirstStartNs int64  `json:"first_start_ns"`
+	WaitDataNs   int64  `json:"wait_data_ns,omitempty"`
+	SkewNs       int64  `json:"skew_ns,omitempty"`
+	LatenessNs   int64  `json:"lateness_ns,omitempty"`
+	LateInNs     int64  `json:"late_in_ns,omitempty"`
+	VerifyNs     int64  `json:"verify_ns,omitempty"`
+	INCRTTNs     int64  `json:"inc_rtt_ns,omitempty"`
+	INCStallNs   int64  `json:"inc_stall_ns,omitempty"`
+	INCWaitNs    int64  `json:"inc_wait_ns,omitempty"`
+	GCNs         int64  `json:"gc_ns,omitempty"`
+	GCCycles     uint64 `json:"gc_cycles,omitempty"`
 }
 
 // JobStat is one job's completion.
@@ -129,6 +131,8 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		a.INCRTTNs = max(a.INCRTTNs, r.INCRTTNs)
 		a.INCStallNs = max(a.INCStallNs, r.INCStallNs)
 		a.INCWaitNs = max(a.INCWaitNs, r.INCWaitNs)
+		a.GCNs = max(a.GCNs, r.GCNs)
+		a.GCCycles = max(a.GCCycles, r.GCCycles)
 		if r.Verified {
 			a.verified++
 		}
@@ -203,7 +207,8 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		stats = append(stats, st)
 		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
 			StartNs: st.StartNs, EndNs: st.EndNs, DurationNs: st.DurationNs,
-			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, LateInNs: st.LateInNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs, INCStallNs: st.INCStallNs, INCWaitNs: st.INCWaitNs})
+			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, LateInNs: st.LateInNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs, INCStallNs: st.INCStallNs, INCWaitNs: st.INCWaitNs,
+			GCNs: st.GCNs, GCCycles: st.GCCycles})
 		if j != nil {
 			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
 		}

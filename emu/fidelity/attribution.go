@@ -32,12 +32,13 @@ const (
 	PartRTO       = "rto"        // time in RTO recovery on the job's connections (TCP_INFO)
 	PartINCStall  = "inc_stall"  // the time an INC push's worker went without any result while a retransmission timeout was due (the largest over workers)
 	PartLoss      = "loss"       // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
+	PartGC        = "gc"         // the largest CPU time a rank's garbage collector took inside the phase (the ranks' own stall)
 	PartCPU       = "cpu"        // wall time x the share of all CPUs other processes held
 	PartResidual  = "residual"
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartINCRound, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartINCRound, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartGC, PartCPU, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -144,6 +145,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			// After rto and loss: a cut flow's extra time holds its own
 			// recovery, which they measure directly.
 			{PartEarlyExit, in.earlyExitCost(k)},
+			{PartGC, m.GCNs},
 			{PartCPU, in.foreignDuring(from, to)},
 		}
 		left := gap

@@ -350,6 +350,13 @@ func TestAttributeAgainstTCPAware(t *testing.T) {
 	if a := Attribute(stalled, 0)[0]; a.Parts[PartINCStall] != 12*ms || a.Parts[PartResidual] != 17*ms {
 		t.Errorf("stalled 12 ms: inc_stall %d, residual %d", a.Parts[PartINCStall], a.Parts[PartResidual])
 	}
+	// A rank's garbage collector took 7 ms of CPU inside the phase: 7 ms
+	// of the residual's 29 are the ranks' own stall.
+	collected := in(260 * ms)
+	collected.Measurement.Phases[0].GCNs = 7 * ms
+	if a := Attribute(collected, 0)[0]; a.Parts[PartGC] != 7*ms || a.Parts[PartResidual] != 22*ms {
+		t.Errorf("a 7 ms collection: gc %d, residual %d", a.Parts[PartGC], a.Parts[PartResidual])
+	}
 	// With the calibrated model's ranks in lockstep at 205 ms, 4 of its
 	// 209 are the ranks running on their own, 5 framing: parts still sum.
 	withLock := in(260 * ms)

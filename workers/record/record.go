@@ -47,6 +47,12 @@ type Phase struct {
 	// model put in an INC push's round trip over the phase (TCPModel's
 	// INCHopsNs while TCP queued the tree's links, else 0).
 	INCHopsNs int64 `json:"inc_hops_ns,omitempty"`
+	// GCNs is, over the ranks, the largest CPU time a rank's garbage
+	// collector took inside the phase, GCCycles the most collections a
+	// rank ran in it: a collection stalls a rank on a machine with few
+	// CPUs (emulation only).
+	GCNs     int64  `json:"gc_ns,omitempty"`
+	GCCycles uint64 `json:"gc_cycles,omitempty"`
 }
 
 // Stage is when one plan stage ran.
