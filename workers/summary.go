@@ -51,19 +51,9 @@ type PhaseStat struct {
 	// FirstStartNs is the first rank's start; StartNs differs from it for
 	// a pull, which is timed from when its data exist (the server's
 	// push-complete), and for a ring or halving-doubling all-reduce, timed
-	// from when its last rank could start. The rest are record.Phase's
-	// measured parts.
-	FirstStartNs int64  `json:"first_start_ns"`
-	WaitDataNs   int64  `json:"wait_data_ns,omitempty"`
-	SkewNs       int64  `json:"skew_ns,omitempty"`
-	LatenessNs   int64  `json:"lateness_ns,omitempty"`
-	LateInNs     int64  `json:"late_in_ns,omitempty"`
-	VerifyNs     int64  `json:"verify_ns,omitempty"`
-	INCRTTNs     int64  `json:"inc_rtt_ns,omitempty"`
-	INCStallNs   int64  `json:"inc_stall_ns,omitempty"`
-	INCWaitNs    int64  `json:"inc_wait_ns,omitempty"`
-	GCNs         int64  `json:"gc_ns,omitempty"`
-	GCCycles     uint64 `json:"gc_cycles,omitempty"`
+	// from when its last rank could start.
+	FirstStartNs int64 `json:"first_start_ns"`
+	record.Measured
 }
 
 // JobStat is one job's completion.
@@ -207,8 +197,7 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 		stats = append(stats, st)
 		run.Phases = append(run.Phases, record.Phase{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Rank: -1,
 			StartNs: st.StartNs, EndNs: st.EndNs, DurationNs: st.DurationNs,
-			WaitDataNs: st.WaitDataNs, SkewNs: st.SkewNs, LatenessNs: st.LatenessNs, LateInNs: st.LateInNs, VerifyNs: st.VerifyNs, INCRTTNs: st.INCRTTNs, INCStallNs: st.INCStallNs, INCWaitNs: st.INCWaitNs,
-			GCNs: st.GCNs, GCCycles: st.GCCycles})
+			Measured: st.Measured})
 		if j != nil {
 			jct[k.Job] = max(jct[k.Job], st.EndNs-j.ArrivalNs)
 		}

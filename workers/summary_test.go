@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/ocsemu/ocsemu/workers/job"
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 // Hand-computed: a PS job of two workers. The server has every push at
@@ -28,8 +29,8 @@ func TestSummarizeTimesWhatWasMeant(t *testing.T) {
 	}}
 	stats, _, run := Summarize([]job.Job{j}, o)
 	want := map[string]PhaseStat{
-		job.PhasePush: {StartNs: 40 * ms, FirstStartNs: 40 * ms, EndNs: 252 * ms, DurationNs: 212 * ms, SkewNs: 5 * ms, LatenessNs: 3 * ms, LateInNs: 3 * ms, VerifyNs: 3 * ms},
-		job.PhasePull: {StartNs: 250 * ms, FirstStartNs: 240 * ms, EndNs: 470 * ms, DurationNs: 220 * ms, WaitDataNs: 10 * ms, VerifyNs: 4 * ms, Verified: true},
+		job.PhasePush: {StartNs: 40 * ms, FirstStartNs: 40 * ms, EndNs: 252 * ms, DurationNs: 212 * ms, Measured: record.Measured{SkewNs: 5 * ms, LatenessNs: 3 * ms, LateInNs: 3 * ms, VerifyNs: 3 * ms}},
+		job.PhasePull: {StartNs: 250 * ms, FirstStartNs: 240 * ms, EndNs: 470 * ms, DurationNs: 220 * ms, Measured: record.Measured{WaitDataNs: 10 * ms, VerifyNs: 4 * ms}, Verified: true},
 	}
 	if len(stats) != 2 {
 		t.Fatalf("%d phase stats, want 2", len(stats))
@@ -64,8 +65,8 @@ func TestSummarizeTimesRingFromLastRank(t *testing.T) {
 		lastGate int64
 		want     PhaseStat
 	}{
-		{110, PhaseStat{StartNs: 110 * ms, FirstStartNs: 100 * ms, EndNs: 305 * ms, DurationNs: 195 * ms, WaitDataNs: 10 * ms, LatenessNs: 2 * ms}},
-		{107, PhaseStat{StartNs: 107 * ms, FirstStartNs: 100 * ms, EndNs: 305 * ms, DurationNs: 198 * ms, WaitDataNs: 7 * ms, SkewNs: 3 * ms, LatenessNs: 3 * ms, LateInNs: 3 * ms}},
+		{110, PhaseStat{StartNs: 110 * ms, FirstStartNs: 100 * ms, EndNs: 305 * ms, DurationNs: 195 * ms, Measured: record.Measured{WaitDataNs: 10 * ms, LatenessNs: 2 * ms}}},
+		{107, PhaseStat{StartNs: 107 * ms, FirstStartNs: 100 * ms, EndNs: 305 * ms, DurationNs: 198 * ms, Measured: record.Measured{WaitDataNs: 7 * ms, SkewNs: 3 * ms, LatenessNs: 3 * ms, LateInNs: 3 * ms}}},
 	} {
 		for _, pattern := range []string{job.PatternRing, job.PatternHD} {
 			j := job.Job{Name: "r", Pattern: pattern, Workers: []string{"a", "b", "c"}, Bytes: 8 << 20, Iterations: 1}

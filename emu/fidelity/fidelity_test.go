@@ -135,9 +135,9 @@ func TestJudgeLossOCSLatenessAccuracy(t *testing.T) {
 		{"no model", Inputs{OCS: &OCS{}}, "paths against the model", NA},
 		{"the model put nothing on circuits, the kernel did", Inputs{OCS: &OCS{UplinkBytes: map[string]uint64{"tor0:0": 100e6}},
 			ModelUplinkBytes: map[string]float64{}}, "paths against the model", Fail},
-		{"on time", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 200e3}}}}, "phase lateness", Pass},
-		{"3 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 200e3}, {LatenessNs: 3e6}}}}, "phase lateness", Warn},
-		{"8 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{LatenessNs: 8e6}}}}, "phase lateness", Fail},
+		{"on time", Inputs{Measurement: &record.Run{Phases: []record.Phase{{Measured: record.Measured{LatenessNs: 200e3}}}}}, "phase lateness", Pass},
+		{"3 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{Measured: record.Measured{LatenessNs: 200e3}}, {Measured: record.Measured{LatenessNs: 3e6}}}}}, "phase lateness", Warn},
+		{"8 ms late", Inputs{Measurement: &record.Run{Phases: []record.Phase{{Measured: record.Measured{LatenessNs: 8e6}}}}}, "phase lateness", Fail},
 		{"accurate", Inputs{Calibrated: comm(0.01, -0.04, 0.09)}, "model accuracy", Pass},
 		{"median fine, one outlier", Inputs{Calibrated: comm(0.01, 0.02, 0.15)}, "model accuracy", Warn},
 		{"far off", Inputs{Calibrated: comm(0.2, 0.3, -0.25)}, "model accuracy", Fail},
@@ -174,7 +174,7 @@ func TestAccuracyNamesWorstPhase(t *testing.T) {
 		}
 	}
 	meas := func(incRTT int64) *record.Run {
-		return &record.Run{Phases: []record.Phase{{Job: "moe", Iteration: 1, Phase: "alltoall"}, {Job: "vgg", Phase: "push", INCRTTNs: incRTT}}}
+		return &record.Run{Phases: []record.Phase{{Job: "moe", Iteration: 1, Phase: "alltoall"}, {Job: "vgg", Phase: "push", Measured: record.Measured{INCRTTNs: incRTT}}}}
 	}
 	for _, tt := range []struct {
 		name   string
@@ -201,7 +201,7 @@ func TestAccuracyNamesWorstPhase(t *testing.T) {
 	// A faster INC push does not hide a slower one.
 	two := append(cmp(0.16), record.Comparison{Job: "vgg", Iteration: 1, Phase: "push", PredictedNs: 100, RelErr: -0.3})
 	m := meas(7e6)
-	m.Phases = append(m.Phases, record.Phase{Job: "vgg", Iteration: 1, Phase: "push", INCRTTNs: 7e6})
+	m.Phases = append(m.Phases, record.Phase{Job: "vgg", Iteration: 1, Phase: "push", Measured: record.Measured{INCRTTNs: 7e6}})
 	if l := line(Judge(&Inputs{TCPAware: two, Measurement: m, Host: hostAt(0.97, 0.01, 10)}), "model accuracy"); !strings.Contains(l.Why, "vgg iteration 0 push (+16.0%) is in-network aggregation") {
 		t.Errorf("a faster INC push hid the slow one: %q", l.Why)
 	}
@@ -236,7 +236,7 @@ func TestAttributeByHand(t *testing.T) {
 	const ms = int64(1e6)
 	t0 := int64(1000 * ms)
 	meas := &record.Run{Phases: []record.Phase{{Job: "j", Iteration: 0, Phase: "alltoall", StartNs: 0, EndNs: 240 * ms,
-		LatenessNs: 1 * ms, LateInNs: 1 * ms, SkewNs: 4 * ms, VerifyNs: 6 * ms}}}
+		Measured: record.Measured{LatenessNs: 1 * ms, LateInNs: 1 * ms, SkewNs: 4 * ms, VerifyNs: 6 * ms}}}}
 	in := &Inputs{
 		Measurement:    meas,
 		Ideal:          []record.Comparison{{Job: "j", Phase: "alltoall", PredictedNs: 200 * ms, MeasuredNs: 240 * ms, RelErr: 0.2}},
@@ -288,7 +288,7 @@ func TestAttributeByHand(t *testing.T) {
 func TestAttributeFaster(t *testing.T) {
 	const ms = int64(1e6)
 	in := &Inputs{
-		Measurement: &record.Run{Phases: []record.Phase{{Job: "j", Phase: "pull", EndNs: 180 * ms, SkewNs: 2 * ms}}},
+		Measurement: &record.Run{Phases: []record.Phase{{Job: "j", Phase: "pull", EndNs: 180 * ms, Measured: record.Measured{SkewNs: 2 * ms}}}},
 		Ideal:       []record.Comparison{{Job: "j", Phase: "pull", PredictedNs: 200 * ms, MeasuredNs: 180 * ms}},
 		Calibrated:  []record.Comparison{{Job: "j", Phase: "pull", PredictedNs: 209 * ms, MeasuredNs: 180 * ms, RelErr: -29.0 / 209}},
 	}
@@ -310,7 +310,7 @@ func TestAttributeAgainstTCPAware(t *testing.T) {
 			return []record.Comparison{{Job: "j", Phase: "alltoall", PredictedNs: pred, MeasuredNs: measured, RelErr: float64(measured-pred) / float64(pred)}}
 		}
 		return &Inputs{
-			Measurement: &record.Run{Phases: []record.Phase{{Job: "j", Phase: "alltoall", EndNs: measured, SkewNs: 2 * ms}}},
+			Measurement: &record.Run{Phases: []record.Phase{{Job: "j", Phase: "alltoall", EndNs: measured, Measured: record.Measured{SkewNs: 2 * ms}}}},
 			Ideal:       cmp(200 * ms), Calibrated: cmp(209 * ms), TCPAware: cmp(229 * ms),
 		}
 	}
@@ -367,7 +367,7 @@ func TestAttributeAgainstTCPAware(t *testing.T) {
 	// The model's own ranks started 1.5 ms apart: only the 0.5 ms of skew
 	// beyond that is measured skew; the residual keeps the rest.
 	withSkew := in(260 * ms)
-	withSkew.ModelPhases = map[job.Key]record.Phase{{Job: "j", Phase: "alltoall"}: {SkewNs: 1500_000}}
+	withSkew.ModelPhases = map[job.Key]record.Phase{{Job: "j", Phase: "alltoall"}: {Measured: record.Measured{SkewNs: 1500_000}}}
 	if a := Attribute(withSkew, 0)[0]; a.Parts[PartSkew] != 500_000 || a.Parts[PartResidual] != 30500_000 {
 		t.Errorf("model skew 1.5 ms: skew %d, residual %d", a.Parts[PartSkew], a.Parts[PartResidual])
 	}

@@ -37,7 +37,7 @@ func TestINCRoundByHand(t *testing.T) {
 			INCWindowBytes: 256 * 1440,
 		}
 	}
-	m := record.Phase{INCRTTNs: 7 * ms, INCWaitNs: ms / 10}
+	m := record.Phase{Measured: record.Measured{INCRTTNs: 7 * ms, INCWaitNs: ms / 10}}
 	for _, tc := range []struct {
 		name   string
 		in     func() *Inputs
@@ -89,7 +89,7 @@ func TestAttributeINCRound(t *testing.T) {
 			return []record.Comparison{{Job: "vgg", Phase: "push", PredictedNs: pred, MeasuredNs: measured, RelErr: float64(measured-pred) / float64(pred)}}
 		}
 		return &Inputs{
-			Measurement: &record.Run{Phases: []record.Phase{{Job: "vgg", Phase: "push", EndNs: measured, INCRTTNs: rtt, LateInNs: late}}},
+			Measurement: &record.Run{Phases: []record.Phase{{Job: "vgg", Phase: "push", EndNs: measured, Measured: record.Measured{INCRTTNs: rtt, LateInNs: late}}}},
 			Ideal:       cmp(300 * ms), Calibrated: cmp(315 * ms), TCPAware: cmp(348 * ms), Replay: cmp(348 * ms),
 			INCTrees:       map[string]INCTree{"vgg": {Root: "tor0", Leaves: []string{"tor0", "tor1"}, Bytes: 16 << 20}},
 			INCWindowBytes: 256 * 1440,
@@ -136,7 +136,7 @@ func TestAttributeINCRound(t *testing.T) {
 func TestINCRoundShortPush(t *testing.T) {
 	const ms = int64(1e6)
 	k := job.Key{Job: "vgg", Phase: "push"}
-	m := record.Phase{INCRTTNs: 8 * ms, INCWaitNs: ms / 10}
+	m := record.Phase{Measured: record.Measured{INCRTTNs: 8 * ms, INCWaitNs: ms / 10}}
 	in := &Inputs{
 		Aggs:           []Agg{{ToR: "tor0", Samples: []AggSample{{TNs: 0}, {TNs: 100 * ms, Holds: 10, HoldNs: 1e6}}}},
 		INCTrees:       map[string]INCTree{"vgg": {Root: "tor0", Leaves: []string{"tor0"}, Bytes: 256 * 1440 / 4}},

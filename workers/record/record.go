@@ -18,7 +18,17 @@ type Phase struct {
 	// end span the instant the phase is timed from to the last rank's end.
 	DurationNs int64   `json:"duration_ns,omitempty"`
 	Bytes      float64 `json:"bytes,omitempty"`
-	// Measured only (emulation), what the time is made of, ns:
+	// Measured is what the time is made of (emulation only).
+	Measured
+	// INCHopsNs, in a flow model's replay only, is the mean hop cost the
+	// model put in an INC push's round trip over the phase (TCPModel's
+	// INCHopsNs while TCP queued the tree's links, else 0).
+	INCHopsNs int64 `json:"inc_hops_ns,omitempty"`
+}
+
+// Measured is what a measured phase's time is made of, ns (emulation
+// only; workers.PhaseStat carries the same).
+type Measured struct {
 	// WaitDataNs is how long the first rank waited for the phase's data to
 	// exist (a pull's sum at the server, a ring or halving-doubling
 	// all-reduce's last rank; the phase is timed from then), SkewNs the
@@ -43,14 +53,10 @@ type Phase struct {
 	// INCWaitNs is, over the workers, the largest of their mean times a
 	// result waited in the socket until the worker read it.
 	INCWaitNs int64 `json:"inc_wait_ns,omitempty"`
-	// INCHopsNs, in a flow model's replay only, is the mean hop cost the
-	// model put in an INC push's round trip over the phase (TCPModel's
-	// INCHopsNs while TCP queued the tree's links, else 0).
-	INCHopsNs int64 `json:"inc_hops_ns,omitempty"`
 	// GCNs is, over the ranks, the largest CPU time a rank's garbage
 	// collector took inside the phase, GCCycles the most collections a
 	// rank ran in it: a collection stalls a rank on a machine with few
-	// CPUs (emulation only).
+	// CPUs.
 	GCNs     int64  `json:"gc_ns,omitempty"`
 	GCCycles uint64 `json:"gc_cycles,omitempty"`
 }
