@@ -336,6 +336,7 @@ func (r *rank) dagRecv(ctx context.Context, it, k int, bufs [2][]byte) error {
 	c := r.dag.in[k]
 	buf, want := bufs[0], bufs[1]
 	rec := PhaseRecord{Type: "phase", Job: j.Name, Iteration: it, Phase: t.Name, Rank: r.spec.Rank}
+	var gc gcMark // from the first byte: the receiver's phase starts then
 	chunk := int64(len(buf))
 	verified := r.spec.Verify
 	for got := int64(0); got < t.Bytes; {
@@ -350,6 +351,7 @@ func (r *rank) dagRecv(ctx context.Context, it, k int, bufs [2][]byte) error {
 		n := min(chunk, t.Bytes-base)
 		m, err := c.Read(buf[got-base : n])
 		if m > 0 && rec.FirstRecvNs == 0 {
+			gc = readGC()
 			rec.FirstRecvNs = monoclock.Now()
 		}
 		got += int64(m)
@@ -367,6 +369,9 @@ func (r *rank) dagRecv(ctx context.Context, it, k int, bufs [2][]byte) error {
 		}
 	}
 	rec.LastRecvNs = monoclock.Now()
+	if rec.FirstRecvNs > 0 {
+		gc.into(&rec)
+	}
 	rec.StartNs, rec.EndNs, rec.RecvBytes, rec.Verified = rec.FirstRecvNs, rec.LastRecvNs, t.Bytes, verified
 	if _, err := c.Write([]byte{1}); err != nil {
 		return fmt.Errorf("acknowledge to %s: %w", t.Src, err)

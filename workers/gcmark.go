@@ -1,22 +1,27 @@
 package workers
 
 import (
+	"runtime"
 	"runtime/metrics"
 	"sync"
 )
 
-// gcMark is this process's garbage collector so far: the CPU time it
-// took and the cycles it ran (runtime/metrics). A rank reads one when a
-// phase starts and records what the collector did until the phase ended
-// (PhaseRecord.GCNs, GCCycles): a collection inside a measured phase
-// stalls the rank on this machine's few CPUs, and the attribution counts
-// it (its gc part).
+// gcMark is this process's garbage collector so far, as it stalls the
+// rank: the time goroutines spent assisting the collector and the
+// stop-the-world pauses (CPU time over GOMAXPROCS: wall time), and the
+// cycles it ran (runtime/metrics). The collector's own background work
+// is left out: it competes for CPUs like any other process, which the
+// cpu part and the headroom line see. A rank reads one when a phase
+// starts and records what the collector did until the phase ended
+// (PhaseRecord.GCNs, GCCycles). The runtime adds a collection's CPU time
+// when the collection ends, so a collection is charged to the phase it
+// ends in.
 type gcMark struct {
-	cpuNs  int64
+	cpuNs  int64 // assists and pauses
 	cycles uint64
 }
 
-var gcMetrics = [...]string{"/cpu/classes/gc/total:cpu-seconds", "/gc/cycles/total:gc-cycles"}
+var gcMetrics = [...]string{"/cpu/classes/gc/mark/assist:cpu-seconds", "/cpu/classes/gc/pause:cpu-seconds", "/gc/cycles/total:gc-cycles"}
 
 // gcSamples is readGC's buffer, kept so that reading allocates nothing.
 var gcSamples struct {
@@ -32,12 +37,16 @@ func readGC() gcMark {
 		s[i].Name = n
 	}
 	metrics.Read(s[:])
-	var m gcMark
-	if s[0].Value.Kind() == metrics.KindFloat64 {
-		m.cpuNs = int64(s[0].Value.Float64() * 1e9)
+	secs := func(v metrics.Value) float64 {
+		if v.Kind() != metrics.KindFloat64 {
+			return 0
+		}
+		return v.Float64()
 	}
-	if s[1].Value.Kind() == metrics.KindUint64 {
-		m.cycles = s[1].Value.Uint64()
+	var m gcMark
+	m.cpuNs = int64((secs(s[0].Value) + secs(s[1].Value)/float64(runtime.GOMAXPROCS(0))) * 1e9)
+	if s[2].Value.Kind() == metrics.KindUint64 {
+		m.cycles = s[2].Value.Uint64()
 	}
 	return m
 }

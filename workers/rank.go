@@ -240,9 +240,16 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	if err != nil {
 		return r.fail(fmt.Errorf("%s: connect: %w", spec.Name(), err))
 	}
-	// Collect what starting up allocated before saying hello, so that the
-	// first collection does not fall inside a measured phase (the
-	// collectives reuse their buffers: steady iterations allocate little).
+	// Allocate the buffers the collectives reuse, then collect what
+	// starting up allocated, before saying hello: no phase allocates
+	// them, and the first collection does not fall inside a measured
+	// phase (steady iterations allocate little).
+	switch p := spec.Job.Pattern; {
+	case spec.Rank == PSRank:
+		r.comm.ReserveServer(int(spec.Job.Bytes / 4))
+	case p == job.PatternRing || p == job.PatternHD:
+		r.comm.ReserveAllReduce()
+	}
 	runtime.GC()
 	if r.ctl, err = dialControl(ctx, spec); err != nil {
 		return fmt.Errorf("%s: coordinator: %w", spec.Name(), err)

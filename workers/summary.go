@@ -83,9 +83,14 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 	// The parameter server's records: when each push completed (the sum
 	// exists) and how long it checked the sum.
 	psPush := map[job.Key]PhaseRecord{}
+	// The server's own record of each phase: its collector counts too.
+	psOwn := map[job.Key]PhaseRecord{}
 	for _, r := range o.Phases {
 		if r.Rank == PSRank && r.Phase == job.PhasePush {
 			psPush[job.Key{Job: r.Job, Iteration: r.Iteration, Phase: job.PhasePull}] = r
+		}
+		if r.Rank == PSRank {
+			psOwn[job.Key{Job: r.Job, Iteration: r.Iteration, Phase: r.Phase}] = r
 		}
 	}
 	for _, r := range o.Phases {
@@ -166,6 +171,9 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 			st.DurationNs = st.EndNs - st.StartNs
 		}
 		st.LateInNs = lateIn(a.starts, st.StartNs)
+		if ps, ok := psOwn[k]; ok {
+			st.GCNs, st.GCCycles = max(st.GCNs, ps.GCNs), max(st.GCCycles, ps.GCCycles)
+		}
 		if k.Phase == job.PhasePush {
 			if ps, ok := psPush[job.Key{Job: k.Job, Iteration: k.Iteration, Phase: job.PhasePull}]; ok {
 				st.VerifyNs = max(st.VerifyNs, ps.VerifyNs)

@@ -13,7 +13,9 @@ import (
 // exist then): 220 ms, with 10 ms of waiting for data before, and no skew
 // (both asked before the data existed). The push
 // spans the first start to the last end, with the server's check of the
-// sum (outside the phase) and the ranks' lateness and skew.
+// sum (outside the phase) and the ranks' lateness and skew. A phase's
+// garbage collection is its worst rank's, the server's included: 5 ms
+// in the push (a worker's 2), 1 ms in the pull.
 func TestSummarizeTimesWhatWasMeant(t *testing.T) {
 	const ms = int64(1e6)
 	t0 := 1000 * ms
@@ -21,16 +23,16 @@ func TestSummarizeTimesWhatWasMeant(t *testing.T) {
 	at := func(x int64) int64 { return t0 + x*ms }
 	o := &Outcome{T0: t0, Phases: []PhaseRecord{
 		{Job: "ps", Phase: job.PhasePush, Rank: 0, GateNs: at(40), StartNs: at(40), EndNs: at(251)},
-		{Job: "ps", Phase: job.PhasePush, Rank: 1, GateNs: at(42), StartNs: at(45), EndNs: at(252)},
-		{Job: "ps", Phase: job.PhasePush, Rank: PSRank, StartNs: at(0), EndNs: at(250), VerifyNs: 3 * ms},
-		{Job: "ps", Phase: job.PhasePull, Rank: 0, GateNs: at(240), StartNs: at(240), EndNs: at(460), Verified: true, VerifyNs: 2 * ms},
+		{Job: "ps", Phase: job.PhasePush, Rank: 1, GateNs: at(42), StartNs: at(45), EndNs: at(252), GCNs: 2 * ms, GCCycles: 1},
+		{Job: "ps", Phase: job.PhasePush, Rank: PSRank, StartNs: at(0), EndNs: at(250), VerifyNs: 3 * ms, GCNs: 5 * ms, GCCycles: 2},
+		{Job: "ps", Phase: job.PhasePull, Rank: 0, GateNs: at(240), StartNs: at(240), EndNs: at(460), Verified: true, VerifyNs: 2 * ms, GCNs: 1 * ms, GCCycles: 1},
 		{Job: "ps", Phase: job.PhasePull, Rank: 1, GateNs: at(245), StartNs: at(245), EndNs: at(470), Verified: true, VerifyNs: 4 * ms},
 		{Job: "ps", Phase: job.PhasePull, Rank: PSRank, GateNs: at(250), StartNs: at(250), EndNs: at(470)},
 	}}
 	stats, _, run := Summarize([]job.Job{j}, o)
 	want := map[string]PhaseStat{
-		job.PhasePush: {StartNs: 40 * ms, FirstStartNs: 40 * ms, EndNs: 252 * ms, DurationNs: 212 * ms, Measured: record.Measured{SkewNs: 5 * ms, LatenessNs: 3 * ms, LateInNs: 3 * ms, VerifyNs: 3 * ms}},
-		job.PhasePull: {StartNs: 250 * ms, FirstStartNs: 240 * ms, EndNs: 470 * ms, DurationNs: 220 * ms, Measured: record.Measured{WaitDataNs: 10 * ms, VerifyNs: 4 * ms}, Verified: true},
+		job.PhasePush: {StartNs: 40 * ms, FirstStartNs: 40 * ms, EndNs: 252 * ms, DurationNs: 212 * ms, Measured: record.Measured{SkewNs: 5 * ms, LatenessNs: 3 * ms, LateInNs: 3 * ms, VerifyNs: 3 * ms, GCNs: 5 * ms, GCCycles: 2}},
+		job.PhasePull: {StartNs: 250 * ms, FirstStartNs: 240 * ms, EndNs: 470 * ms, DurationNs: 220 * ms, Measured: record.Measured{WaitDataNs: 10 * ms, VerifyNs: 4 * ms, GCNs: 1 * ms, GCCycles: 1}, Verified: true},
 	}
 	if len(stats) != 2 {
 		t.Fatalf("%d phase stats, want 2", len(stats))
@@ -38,7 +40,8 @@ func TestSummarizeTimesWhatWasMeant(t *testing.T) {
 	for _, s := range stats {
 		w := want[s.Phase]
 		if s.StartNs != w.StartNs || s.FirstStartNs != w.FirstStartNs || s.EndNs != w.EndNs || s.DurationNs != w.DurationNs ||
-			s.WaitDataNs != w.WaitDataNs || s.SkewNs != w.SkewNs || s.LatenessNs != w.LatenessNs || s.LateInNs != w.LateInNs || s.VerifyNs != w.VerifyNs || s.Verified != w.Verified {
+			s.WaitDataNs != w.WaitDataNs || s.SkewNs != w.SkewNs || s.LatenessNs != w.LatenessNs || s.LateInNs != w.LateInNs || s.VerifyNs != w.VerifyNs || s.Verified != w.Verified ||
+			s.GCNs != w.GCNs || s.GCCycles != w.GCCycles {
 			t.Errorf("%s:\n got %+v\nwant %+v", s.Phase, s, w)
 		}
 	}

@@ -68,7 +68,7 @@ type Options struct {
 	// Aggregators admit the plan's INC jobs; nil: every INC job falls
 	// back to a CPU parameter server. INCWindow is the slots each INC
 	// worker keeps in flight (at most a job's partition of the slot
-	// pool); zero: DefaultINCWindow.
+	// pool); zero: the fabric's, flowmodel.INCWindow.
 	Aggregators Aggregators
 	INCWindow   int
 	// INCCongestion turns on the INC workers' congestion control.
@@ -139,7 +139,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	}
 	window := o.INCWindow
 	if window == 0 {
-		window = DefaultINCWindow
+		window = flowmodel.INCWindow(s.Fabric) // the window the model caps the trees with
 	}
 	adm, release, err := admitINC(ctx, o.Aggregators, p, jobs, window)
 	if err != nil {

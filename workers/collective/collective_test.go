@@ -340,8 +340,12 @@ func TestScratchIsReused(t *testing.T) {
 	if len(w) != 256 || &w[0] == &a[0] || len(c.scratch) != 4 {
 		t.Errorf("slot 3: len %d, shares slot 0's array %v, %d slots", len(w), &w[0] == &a[0], len(c.scratch))
 	}
-	if g := c.scratchFor(0, 2048); len(g) != 2048 {
-		t.Errorf("a larger request: len %d, want 2048", len(g))
+	g := c.scratchFor(0, 2048)
+	if len(g) != 2048 || &g[0] == &a[0] {
+		t.Errorf("a larger request: len %d, the old array %v; want 2048 in a new one", len(g), &g[0] == &a[0])
+	}
+	if h := c.scratchFor(0, 100); &h[0] != &g[0] {
+		t.Error("a smaller request after growing: not the grown array")
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = c.scratchFor(0, 1500) }); n != 0 {
 		t.Errorf("a request that fits allocated %.0f times, want 0", n)
@@ -369,5 +373,91 @@ func TestStepsReuseTheirBuffer(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	if got := after.TotalAlloc - before.TotalAlloc; got > 64<<10 {
 		t.Errorf("20 step schedules allocated %d B, want under 64 KiB (a 1 MiB buffer each before)", got)
+	}
+}
+
+// One Comm per rank through six iterations, as a rank runs them: the
+// reserved buffers are reused by pipelined and step-by-step all-reduces
+// of both kinds in turn, and every sum still checks. With the buffers
+// reserved first, the iterations allocate no buffer of their own.
+func TestCollectivesReuseOneComm(t *testing.T) {
+	const n, elems = 4, 3*pipePiece + 1
+	order := []int{0, 2, 1, 3}
+	var grown [n]uint64
+	errs := runRanks(t, n, func(c *Comm) error {
+		c.ReserveAllReduce()
+		before := &c.scratch[0][0]
+		for it := range 6 {
+			data := make([]int32, elems)
+			Gradient(data, c.Rank, it)
+			var err error
+			switch it % 4 {
+			case 0:
+				err = c.HDAllReduce(data)
+			case 1:
+				err = runSteps(c, data, true, nil)
+			case 2:
+				err = c.RingAllReduce(data, order)
+			default:
+				err = runSteps(c, data, false, order)
+			}
+			if err != nil {
+				return fmt.Errorf("iteration %d: %w", it, err)
+			}
+			if err := CheckSum(data, n, it); err != nil {
+				return fmt.Errorf("iteration %d: %w", it, err)
+			}
+		}
+		if len(c.scratch) != 1 || &c.scratch[0][0] != before {
+			grown[c.Rank] = 1
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
+		if grown[r] != 0 {
+			t.Errorf("rank %d: a collective allocated a new buffer after ReserveAllReduce", r)
+		}
+	}
+}
+
+// A parameter server serves two iterations with the same Comm: its
+// per-worker pieces, reserved first, are reused, and both sums check.
+func TestServerReusesItsPieces(t *testing.T) {
+	const n, elems = 4, pieceElems + 5 // the server is rank 3; more than one piece
+	errs := runRanks(t, n, func(c *Comm) error {
+		ps := n - 1
+		if c.Rank == ps {
+			c.ReserveServer(elems)
+			first := &c.scratch[0][0]
+			sum := make([]int32, elems)
+			for it := range 2 {
+				if err := c.ServePush(sum); err != nil {
+					return err
+				}
+				if err := CheckSum(sum, n-1, it); err != nil {
+					return fmt.Errorf("iteration %d: %w", it, err)
+				}
+			}
+			if &c.scratch[0][0] != first {
+				return errors.New("the server allocated a new piece after ReserveServer")
+			}
+			return nil
+		}
+		for it := range 2 {
+			data := make([]int32, elems)
+			Gradient(data, c.Rank, it)
+			if err := c.Push(ps, data); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for r, err := range errs {
+		if err != nil {
+			t.Errorf("rank %d: %v", r, err)
+		}
 	}
 }
