@@ -170,6 +170,7 @@ type flow struct {
 	version    int32
 	mark       int32
 	frozen     bool
+	bneck      int32 // the resource whose level fixed its rate in the last fill that shared it (a rate fixed beforehand keeps the one before); -1: none
 
 	// The TCP-aware model's state (tcpaware.go, tcpshare.go).
 	ssGen  int32   // slow start's generation: a restart after an RTO drops older ramps

@@ -19,7 +19,9 @@ import (
 // segment of the tree moves at that rate, capped by the window
 // (256 slots of 1440 B) over the tree's round trip, 1 + 1 + 2q ms (the
 // base RTT, 1 ms of aggregator hops and the two queues TCP keeps on
-// tor1's branch), and the TCP flow gets the rest.
+// tor1's branch), and the TCP flow gets the rest. What the window holds
+// beyond that round trip waits in the queue of the link holding the tree
+// back, which the TCP flow crosses too (incWindowQueues).
 func TestINCTreeSharesByHand(t *testing.T) {
 	s := scen(t, "fabric: {kind: eps, racks: 2, servers_per_rack: 2, rates: {server: 80Mbit}, eps: {oversubscription: 2}}\n")
 	tree := plan.Job{Name: "inc", Pattern: "ps", Workers: []string{"r0s0", "r1s0"}, INC: true, Aggregator: "tor0", Bytes: 100e6, Iterations: 1}
@@ -32,7 +34,14 @@ func TestINCTreeSharesByHand(t *testing.T) {
 		capacity int     // jobs per ToR; 0: the default, 4
 	}{
 		// 10 * (1/2) / (1/2 + 1/3) = 6; the window allows 368,640 B / 4 ms.
-		{"the share limits the tree", 1, 6, 0},
+		// The tree's window waits at the core link: 368,640 B in flight at
+		// 6 MB/s is 61 ms, its round trip without that queue 4 ms, so the
+		// core's queue grows for everyone, up to its shaper's limit
+		// (196,608 B at 10 MB/s: 19.6608 ms, 18.6608 beyond the standing 1
+		// ms). The TCP flow's RTT is then 3 + 18.6608 ms, the segment's
+		// still 2 (its one standing queue): 10 * (1/2) / (1/2 + 1/21.6608)
+		// = 9.15472 MB/s for the tree (settled to a microsecond of queue).
+		{"the share limits the tree: its window queues", 1, 10 * 0.5 / (0.5 + 1/21.6608), 0},
 		// 1 + 1 + 2*100 ms: the window allows 368,640 B / 202 ms = 1.825
 		// MB/s, under the share of 6.656.
 		{"the window limits the tree", 100, window / 0.202 / 1e6, 0},
@@ -66,12 +75,12 @@ func TestINCTreeSharesByHand(t *testing.T) {
 				t.Fatalf("%d INC segments, want 6 (two up to the ToRs, tor1 <-> tor0, two down)", len(incRates))
 			}
 			for _, r := range incRates {
-				if math.Abs(r-tt.inc) > 1e-6 {
+				if math.Abs(r-tt.inc) > 1e-4 {
 					t.Errorf("INC segment rates %v MB/s, want every one %.6f", incRates, tt.inc)
 					break
 				}
 			}
-			if want := 10 - tt.inc; math.Abs(tcpRate-want) > 1e-6 {
+			if want := 10 - tt.inc; math.Abs(tcpRate-want) > 1e-4 {
 				t.Errorf("TCP flow %.6f MB/s, want the rest of the core link, %.6f", tcpRate, want)
 			}
 		})
@@ -124,7 +133,7 @@ func TestINCHopsTraced(t *testing.T) {
 		lo, hi   int64 // the push's mean hops, ns
 	}{
 		{"TCP outlasts the tree", 1000e6, 999_000, 1_000_000},
-		{"TCP ends first", 20e6, 1, 999_000},
+		{"TCP ends first", 2e6, 1, 999_000},
 		{"no TCP", 0, 0, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -114,6 +114,9 @@ func (s *Sim) fill(comp []*flow, rq []int32, fixed map[*flow]float64) {
 	open := s.startFill(comp, rq)
 	for _, fl := range comp { // comp's order: the sums below stay deterministic
 		rate, ok := fixed[fl]
+		if !ok {
+			fl.bneck = -1 // a flow fixed here keeps the bottleneck of the fill before
+		}
 		if !ok || fl.frozen {
 			continue
 		}
@@ -163,6 +166,7 @@ func (s *Sim) fill(comp []*flow, rq []int32, fixed map[*flow]float64) {
 				continue
 			}
 			fl.frozen = true
+			fl.bneck = it.r
 			fl.rate = lv * fl.weight
 			open--
 			for _, r2 := range fl.res {
