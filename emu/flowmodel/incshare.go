@@ -61,19 +61,7 @@ const INCHopsNs = 1_000_000
 // fixed at its rate, so the capacity it frees goes to the other flows only
 // and no tree's segments drift apart in the pass that shares it.
 func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]float64 {
-	var order []int32 // trees in the order comp meets them: deterministic
-	var trees map[int32][]*flow
-	for _, fl := range comp {
-		if fl.inc && fl.grpRes >= 0 && !fl.done {
-			if trees == nil {
-				trees = map[int32][]*flow{}
-			}
-			if trees[fl.grpRes] == nil {
-				order = append(order, fl.grpRes)
-			}
-			trees[fl.grpRes] = append(trees[fl.grpRes], fl)
-		}
-	}
+	order, trees := incTrees(comp)
 	hold := false
 	rates := make([]float64, len(order))
 	for i, g := range order {
@@ -103,6 +91,23 @@ func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]floa
 		}
 	}
 	return fixed
+}
+
+// incTrees groups comp's INC segments in progress by tree, the trees in
+// the order comp meets them (deterministic).
+func incTrees(comp []*flow) (order []int32, trees map[int32][]*flow) {
+	for _, fl := range comp {
+		if fl.inc && fl.grpRes >= 0 && !fl.done {
+			if trees == nil {
+				trees = map[int32][]*flow{}
+			}
+			if trees[fl.grpRes] == nil {
+				order = append(order, fl.grpRes)
+			}
+			trees[fl.grpRes] = append(trees[fl.grpRes], fl)
+		}
+	}
+	return order, trees
 }
 
 // incTreeRTT is a tree's round trip, and the hops in it: the base RTT plus, on the branch of

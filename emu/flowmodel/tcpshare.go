@@ -211,19 +211,7 @@ const (
 // link INC alone fills holds the window itself, which the rate pays. A
 // queue grows at most to the shaper's limit, beyond which it drops.
 func (s *Sim) incWindowQueues(comp []*flow, queue, standing map[int32]float64) bool {
-	var order []int32
-	var trees map[int32][]*flow
-	for _, fl := range comp {
-		if fl.inc && fl.grpRes >= 0 && !fl.done {
-			if trees == nil {
-				trees = map[int32][]*flow{}
-			}
-			if trees[fl.grpRes] == nil {
-				order = append(order, fl.grpRes)
-			}
-			trees[fl.grpRes] = append(trees[fl.grpRes], fl)
-		}
-	}
+	order, trees := incTrees(comp)
 	if len(order) == 0 {
 		return false
 	}
