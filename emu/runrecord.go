@@ -228,9 +228,9 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 		in.ModelUplinkBytes = res.Prediction.UplinkBytes
 	}
 	if f := r.s.Fabric; f.Rates.Server != scenario.Unlimited {
-		in.LinkPayloadBps = float64(f.Rates.Server) / 8 * flowmodel.Framing(f.MTU).Goodput()
-		in.MSS = flowmodel.Framing(f.MTU).PayloadBytes
-		in.Goodput = flowmodel.Framing(f.MTU).Goodput()
+		fr := flowmodel.Framing(f.MTU)
+		in.Goodput, in.MSS = fr.Goodput(), fr.PayloadBytes
+		in.LinkPayloadBps = float64(f.Rates.Server) / 8 * in.Goodput
 	}
 	if res.Replay != nil {
 		in.ModelLinks = res.Replay.PhaseLinks

@@ -112,8 +112,9 @@ type PhaseRecord struct {
 	// INCStallNs is how long the push went without any result while a
 	// retransmission timeout was due (inc.Stats.Stall).
 	INCStallNs int64 `json:"inc_stall_ns,omitempty"`
-	// GCNs is the CPU time the rank's garbage collector took between the
-	// phase's start and end, GCCycles the collections it ran (gcMark).
+	// GCNs is how long the rank's garbage collector held it between the
+	// phase's start and end (assists and stop-the-world pauses), GCCycles
+	// the collections it ran (gcMark).
 	GCNs     int64  `json:"gc_ns,omitempty"`
 	GCCycles uint64 `json:"gc_cycles,omitempty"`
 	// What the phase's time is made of (CLOCK_MONOTONIC ns, 0: does not

@@ -145,8 +145,11 @@ func (r *Reader) Read(fn func(from netip.AddrPort, b []byte)) error {
 	if err != nil {
 		return err
 	}
-	now := time.Now().UnixNano()
-	r.lastWaitNs, r.lastN, r.readAt = 0, 0, now
+	var now int64
+	if r.stamps {
+		now = time.Now().UnixNano()
+		r.lastWaitNs, r.lastN, r.readAt = 0, 0, now
+	}
 	for _, m := range r.msgs[:n] {
 		ua, ok := m.Addr.(*net.UDPAddr)
 		if !ok {
