@@ -23,19 +23,17 @@ type gcMark struct {
 
 var gcMetrics = [...]string{"/cpu/classes/gc/mark/assist:cpu-seconds", "/cpu/classes/gc/pause:cpu-seconds", "/gc/cycles/total:gc-cycles"}
 
-// gcSamples is readGC's buffer, kept so that reading allocates nothing.
-var gcSamples struct {
+// gcSamples is readGC's buffer, named once and kept so that reading
+// allocates nothing.
+var gcSamples = struct {
 	sync.Mutex
 	s [len(gcMetrics)]metrics.Sample
-}
+}{s: [...]metrics.Sample{{Name: gcMetrics[0]}, {Name: gcMetrics[1]}, {Name: gcMetrics[2]}}}
 
 func readGC() gcMark {
 	gcSamples.Lock()
 	defer gcSamples.Unlock()
 	s := &gcSamples.s
-	for i, n := range gcMetrics {
-		s[i].Name = n
-	}
 	metrics.Read(s[:])
 	secs := func(v metrics.Value) float64 {
 		if v.Kind() != metrics.KindFloat64 {

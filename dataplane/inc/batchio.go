@@ -70,8 +70,9 @@ type Reader struct {
 // Timestamps asks the kernel to stamp every datagram's arrival
 // (SO_TIMESTAMPNS): the reader then adds up how long datagrams waited in
 // the socket before a read returned them (Waited), and keeps the last
-// batch's for a caller that times what it did with them (LastBatch). That wait is a user-space hop's cost the network does not
-// see: a process waking up, or busy with the batch before.
+// batch's for a caller that times what it did with them (LastBatch).
+// That wait is a user-space hop's cost the network does not see: a
+// process waking up, or busy with the batch before.
 func (r *Reader) Timestamps(conn *net.UDPConn) error {
 	if err := setFlag(conn, unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, "SO_TIMESTAMPNS"); err != nil {
 		return err

@@ -32,7 +32,7 @@ const (
 	PartRTO       = "rto"        // time in RTO recovery on the job's connections (TCP_INFO)
 	PartINCStall  = "inc_stall"  // the time an INC push's worker went without any result while a retransmission timeout was due (the largest over workers)
 	PartLoss      = "loss"       // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
-	PartGC        = "gc"         // the largest CPU time a rank's garbage collector took inside the phase (the ranks' own stall)
+	PartGC        = "gc"         // the longest a rank's garbage collector held it inside the phase (assists and pauses: the ranks' own stall)
 	PartCPU       = "cpu"        // wall time x the share of all CPUs other processes held
 	PartResidual  = "residual"
 )

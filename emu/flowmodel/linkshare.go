@@ -45,9 +45,9 @@ func traceStep(steps []step, t, q int64) []step {
 	return append(steps, step{t: t, q: q})
 }
 
-// meanQueue is a step function's mean between from and to (a link's
+// stepMean is a step function's mean between from and to (a link's
 // standing queue, a tree's hops).
-func meanQueue(steps []step, from, to int64) int64 {
+func stepMean(steps []step, from, to int64) int64 {
 	if to <= from {
 		return 0
 	}
@@ -119,7 +119,7 @@ func (s *Sim) traceINCHops(phases []record.Phase) {
 			continue
 		}
 		m := mean[pk]
-		m[0] += meanQueue(steps, from, to) * (to - from)
+		m[0] += stepMean(steps, from, to) * (to - from)
 		m[1] += to - from
 		mean[pk] = m
 	}
@@ -175,7 +175,7 @@ func (s *Sim) phaseLinks(phases []record.Phase) []record.PhaseLink {
 				}
 			}
 			out = append(out, record.PhaseLink{Job: k.Job, Iteration: k.Iteration, Phase: k.Phase, Link: name,
-				OwnBytes: b, OtherBytes: others, RateBps: s.res[r].capBps, WindowNs: w[1] - w[0], QueueNs: meanQueue(s.queueTrace[r], w[0], w[1])})
+				OwnBytes: b, OtherBytes: others, RateBps: s.res[r].capBps, WindowNs: w[1] - w[0], QueueNs: stepMean(s.queueTrace[r], w[0], w[1])})
 		}
 	}
 	slices.SortFunc(out, func(a, b record.PhaseLink) int {

@@ -53,8 +53,8 @@ type Measured struct {
 	// INCWaitNs is, over the workers, the largest of their mean times a
 	// result waited in the socket until the worker read it.
 	INCWaitNs int64 `json:"inc_wait_ns,omitempty"`
-	// GCNs is, over the ranks, the largest CPU time a rank's garbage
-	// collector took inside the phase, GCCycles the most collections a
+	// GCNs is, over the ranks, the longest a rank's garbage collector
+	// held it inside the phase (assists and pauses, workers.gcMark), GCCycles the most collections a
 	// rank ran in it: a collection stalls a rank on a machine with few
 	// CPUs.
 	GCNs     int64  `json:"gc_ns,omitempty"`
