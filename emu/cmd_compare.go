@@ -29,9 +29,10 @@ run directory; what is missing is named.
 
 With --repeat the runs must be runs of one plan (as emu run --repeat makes):
 it prints each phase's measured median and range against the three models,
-how far single runs scatter and how many phases more than 10% off the
-TCP-aware model the runs' attributions explain, and writes that page
-(repeat.html, or -o).`,
+how far single runs scatter, how many phases more than 10% off the
+TCP-aware model the runs' attributions explain, and whether the run whose
+measurement is each phase's median explains a median more than 10% off,
+and writes that page (repeat.html, or -o).`,
 		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html\n  emu compare --repeat results/quickstart/2026*",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -90,13 +90,16 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 // attributionHeader is attribution.csv's first row: the phase, the four
 // times and the errors against the calibrated and TCP-aware models, each
 // part (ms), the two times outside the measured one, and how the
-// phase's busiest link spent its window, measured and in the replay.
+// phase's busiest link spent its window, measured and in the replay, and
+// how its flows left slow start (all-to-all: flows, those cut early, the
+// longest cut flow's and the longest other's time).
 func attributionHeader() []string {
 	h := []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "tcp_aware_ms", "measured_ms", "rel_err_calibrated", "rel_err_tcp_aware"}
 	for _, p := range fidelity.Parts {
 		h = append(h, p+"_ms")
 	}
-	return append(h, "data_wait_ms", "verify_ms", "busiest_link", "link_own_ms", "link_others_ms", "link_idle_ms", "model_link_own_ms", "model_link_others_ms", "model_link_idle_ms", "link_queue_ms", "model_link_queue_ms")
+	return append(h, "data_wait_ms", "verify_ms", "busiest_link", "link_own_ms", "link_others_ms", "link_idle_ms", "model_link_own_ms", "model_link_others_ms", "model_link_idle_ms", "link_queue_ms", "model_link_queue_ms",
+		"slow_start_flows", "slow_start_cut", "cut_flow_max_ms", "other_flow_max_ms")
 }
 
 func writeAttributionCSV(path string, as []fidelity.Attribution) error {
@@ -119,6 +122,11 @@ func writeAttributionCSV(path string, as []fidelity.Attribution) error {
 				row = append(row, u.Link, nsToMs(u.OwnNs), nsToMs(u.OthersNs), nsToMs(u.IdleNs), nsToMs(u.ModelOwnNs), nsToMs(u.ModelOthersNs), nsToMs(u.ModelIdleNs), q, nsToMs(u.ModelQueueNs))
 			} else {
 				row = append(row, "", "", "", "", "", "", "", "", "")
+			}
+			if s := a.SlowStart; s != nil {
+				row = append(row, strconv.Itoa(s.Flows), strconv.Itoa(len(s.Cut)), nsToMs(s.CutNs()), nsToMs(s.OthersNs))
+			} else {
+				row = append(row, "", "", "", "")
 			}
 			if err := cw.Write(row); err != nil {
 				return err

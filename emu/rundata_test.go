@@ -20,7 +20,11 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 	b.Iteration = 2
 	b.Link = &fidelity.LinkUse{Link: "tor1:up0", OwnNs: 100e6, OthersNs: 120e6, IdleNs: 20e6, ModelOwnNs: 95e6, ModelOthersNs: 110e6, ModelIdleNs: 15e6,
 		QueueNs: 3e6, QueueSamples: 12, ModelQueueNs: 2.5e6}
-	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a, b}); err != nil {
+	// A third phase, an all-to-all, with its flows' slow-start exits.
+	c := a
+	c.Iteration = 3
+	c.SlowStart = &fidelity.SlowStarts{Flows: 6, Cut: []fidelity.FlowExit{{Src: 1, Dst: 2, Segs: 27, Ns: 105e6}}, Others: 5, OthersNs: 48e6}
+	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a, b, c}); err != nil {
 		t.Fatal(err)
 	}
 	rows := readCSV(t, filepath.Join(dir, "attribution.csv"))
@@ -28,8 +32,9 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 		return []string{"ring", it, "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "7.000000", "2.000000", "11.000000", "-2.000000", "-5.000000", "0.000000", "3.000000", "0.000000", "4.000000", "0.000000", "0.000000", "0.000000", "15.000000", "0.000000", "0.000000", "6.000000"}
 	}
 	want := [][]string{attributionHeader(),
-		append(phase("1"), "", "", "", "", "", "", "", "", ""),
-		append(phase("2"), "tor1:up0", "100.000000", "120.000000", "20.000000", "95.000000", "110.000000", "15.000000", "3.000000", "2.500000")}
+		append(phase("1"), "", "", "", "", "", "", "", "", "", "", "", "", ""),
+		append(phase("2"), "tor1:up0", "100.000000", "120.000000", "20.000000", "95.000000", "110.000000", "15.000000", "3.000000", "2.500000", "", "", "", ""),
+		append(phase("3"), "", "", "", "", "", "", "", "", "", "6", "1", "105.000000", "48.000000")}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("attribution.csv:\n got %q\nwant %q", rows, want)
 	}

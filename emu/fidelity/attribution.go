@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/ocsemu/ocsemu/workers/job"
@@ -67,6 +68,10 @@ type Attribution struct {
 	// INC splits an INC push's round trip into hops and network, measured
 	// and in the model (incround.go).
 	INC *INCRound `json:"inc_round_trip,omitempty"`
+	// SlowStart is how the phase's flows left slow start (phases with
+	// per-flow marks: all-to-all): which ended it early, as early_exit
+	// counts them.
+	SlowStart *SlowStarts `json:"slow_start,omitempty"`
 }
 
 // Attribute decomposes every communication phase whose |error| against
@@ -119,6 +124,9 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		}
 		if r, ok := in.incRound(k, m, from, to, a.ReplayNs); ok {
 			a.INC = &r
+		}
+		if ss, ok := in.slowStarts(k); ok {
+			a.SlowStart = &ss
 		}
 		gap := a.MeasuredNs - a.IdealNs
 		framing, ranks := a.CalibratedNs-a.IdealNs, int64(0)
@@ -243,24 +251,100 @@ const HyStartEarlySegs = 32
 // earlyExitCost is how much longer the phase's flows whose slow start
 // ended early took than its other flows: the longest such flow's time
 // minus the longest other flow's, each timed from when both its ranks
-// had started. Where every flow's threshold is below its share (an upper
-// bound, which then tells the flows nothing), the flows cut at HyStart's
-// first chance (HyStartEarlySegs, by HyStart or a loss) count instead. 0
-// when the phase has no per-flow marks, or no flow (or every flow) was
-// cut.
+// had started (slowStarts classifies them). 0 when the phase has no
+// per-flow marks, or no flow (or every flow) was cut.
 func (in *Inputs) earlyExitCost(k job.Key) int64 {
+	ss, ok := in.slowStarts(k)
+	if !ok || len(ss.Cut) == 0 || ss.Others == 0 {
+		return 0
+	}
+	return max(0, ss.CutNs()-ss.OthersNs)
+}
+
+// SlowStarts is how a phase's flows left slow start: the flows whose
+// slow start ended early, each with its threshold and time, and the
+// longest time of the others. A flow ended early when its connection's
+// threshold is below its share of the path (shareSegs); where every
+// flow's is (an upper bound, which then tells the flows nothing), the
+// flows cut at HyStart's first chance (HyStartEarlySegs, by HyStart or
+// a loss) count instead, and ByHyStart says so.
+type SlowStarts struct {
+	Flows     int        `json:"flows"`
+	Cut       []FlowExit `json:"cut,omitempty"`
+	Others    int        `json:"others"`
+	OthersNs  int64      `json:"others_max_ns"`
+	ByHyStart bool       `json:"by_hystart_first_chance,omitempty"`
+}
+
+// FlowExit is one flow cut early: its ranks, its connection's slow-start
+// threshold (segments) and its time.
+type FlowExit struct {
+	Src  int    `json:"src"`
+	Dst  int    `json:"dst"`
+	Segs uint32 `json:"ssthresh_segments"`
+	Ns   int64  `json:"ns"`
+}
+
+// CutNs is the longest cut flow's time (0 with none).
+func (s SlowStarts) CutNs() int64 {
+	var m int64
+	for _, f := range s.Cut {
+		m = max(m, f.Ns)
+	}
+	return m
+}
+
+// FirstChanceNs is the longest time of a cut flow whose threshold is
+// below HyStart's first chance (HyStartEarlySegs); 0 with none.
+func (s SlowStarts) FirstChanceNs() int64 {
+	var m int64
+	for _, f := range s.Cut {
+		if f.Segs < HyStartEarlySegs {
+			m = max(m, f.Ns)
+		}
+	}
+	return m
+}
+
+// Text says it in one line.
+func (s SlowStarts) Text() string {
+	if len(s.Cut) == 0 {
+		return fmt.Sprintf("slow start: none of %d flows left it below its share; the slowest took %.1f ms", s.Flows, ms(s.OthersNs))
+	}
+	var cut []string
+	for _, f := range s.Cut {
+		cut = append(cut, fmt.Sprintf("%d->%d at %d segments took %.1f ms", f.Src, f.Dst, f.Segs, ms(f.Ns)))
+	}
+	below := "below its share"
+	if s.ByHyStart {
+		below = fmt.Sprintf("at HyStart's first chance (below %d segments; every flow was below its share)", HyStartEarlySegs)
+	}
+	others := "no other flow"
+	if s.Others > 0 {
+		others = fmt.Sprintf("the other %d at most %.1f ms", s.Others, ms(s.OthersNs))
+	}
+	return fmt.Sprintf("slow start left %s by %d of %d flows: %s; %s", below, len(s.Cut), s.Flows, strings.Join(cut, ", "), others)
+}
+
+// slowStarts classifies the phase's flows; ok is false when it has no
+// finished flow with per-flow marks.
+func (in *Inputs) slowStarts(k job.Key) (SlowStarts, bool) {
 	fromSrc := map[int]int{} // the phase's flows each rank sends at once
+	var flows []Flow
 	for _, f := range in.Flows {
 		if f.Job == k.Job && f.Iteration == k.Iteration && f.Phase == k.Phase {
 			fromSrc[f.Src]++
+			if f.EndNs > f.StartNs {
+				flows = append(flows, f)
+			}
 		}
 	}
-	cost := func(byShare bool) (cut, other int64) {
-		cut, other = -1, -1
-		for _, f := range in.Flows {
-			if f.Job != k.Job || f.Iteration != k.Iteration || f.Phase != k.Phase || f.EndNs <= f.StartNs {
-				continue
-			}
+	if len(flows) == 0 {
+		return SlowStarts{}, false
+	}
+	classify := func(byShare bool) SlowStarts {
+		out := SlowStarts{Flows: len(flows), ByHyStart: !byShare}
+		for _, f := range flows {
 			d := f.EndNs - f.StartNs
 			segs, rttUs, ok := in.slowStartExit(f)
 			share := float64(HyStartEarlySegs)
@@ -268,21 +352,19 @@ func (in *Inputs) earlyExitCost(k job.Key) int64 {
 				share = in.shareSegs(rttUs, fromSrc[f.Src])
 			}
 			if ok && float64(segs) < share {
-				cut = max(cut, d)
+				out.Cut = append(out.Cut, FlowExit{Src: f.Src, Dst: f.Dst, Segs: segs, Ns: d})
 			} else {
-				other = max(other, d)
+				out.Others++
+				out.OthersNs = max(out.OthersNs, d)
 			}
 		}
-		return cut, other
+		return out
 	}
-	cut, other := cost(true)
-	if cut >= 0 && other < 0 {
-		cut, other = cost(false)
+	out := classify(true)
+	if len(out.Cut) > 0 && out.Others == 0 {
+		out = classify(false)
 	}
-	if cut < 0 || other < 0 {
-		return 0
-	}
-	return max(0, cut-other)
+	return out, true
 }
 
 // slowStartExit is where the flow's sending connection had left slow
@@ -378,7 +460,7 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 	tw.Flush()
 	fmt.Fprintln(w, "   error: against the TCP-aware model; * outside the measured time: a pull is timed from when its data exist; results are checked after the phase")
 	if ds := Diagnoses(as); len(ds) > 0 {
-		fmt.Fprintln(w, "   busiest links (the busiest its shapers measured), shares of the phase's window measured (the model's): where a residual went, not parts")
+		fmt.Fprintln(w, "   busiest links (the busiest its shapers measured), shares of the phase's window measured (the model's), INC round trips and slow-start exits (flows as rank->rank): where a residual went, not parts")
 		for _, d := range ds {
 			fmt.Fprintf(w, "   %s\n", d)
 		}
@@ -388,7 +470,8 @@ func PrintAttribution(w io.Writer, as []Attribution) {
 func ms(ns int64) float64 { return float64(ns) / 1e6 }
 
 // Diagnoses are the attribution's diagnoses, a line each: every phase's
-// busiest link, then every INC push's round trip.
+// busiest link, then every INC push's round trip, then how every
+// all-to-all's flows left slow start.
 func Diagnoses(as []Attribution) []string {
 	var out []string
 	for _, a := range as {
@@ -399,6 +482,11 @@ func Diagnoses(as []Attribution) []string {
 	for _, a := range as {
 		if r := a.INC; r != nil {
 			out = append(out, fmt.Sprintf("%s %d %s: %s", a.Job, a.Iteration, a.Phase, r.Text()))
+		}
+	}
+	for _, a := range as {
+		if ss := a.SlowStart; ss != nil {
+			out = append(out, fmt.Sprintf("%s %d %s: %s", a.Job, a.Iteration, a.Phase, ss.Text()))
 		}
 	}
 	return out
@@ -439,15 +527,11 @@ func (t *Tally) Add(as []Attribution) {
 		if math.Abs(a.JudgedErr()) <= JudgedAbove {
 			continue
 		}
-		pred := a.TCPAwareNs
-		if pred <= 0 {
-			pred = a.CalibratedNs
-		}
-		if pred <= 0 {
+		share, ok := a.ResidualShare()
+		if !ok {
 			continue
 		}
 		t.Phases++
-		share := float64(a.Parts[PartResidual]) / float64(pred)
 		switch {
 		case math.Abs(share) <= ExplainedWithin:
 			t.Explained++
@@ -491,6 +575,20 @@ func (t Tally) Print(w io.Writer) {
 	for _, l := range t.Lines() {
 		fmt.Fprintf(w, "   %s\n", l)
 	}
+}
+
+// ResidualShare is the residual's share of the prediction the phase is
+// judged by (the TCP-aware model's, else the calibrated model's); ok is
+// false without one.
+func (a Attribution) ResidualShare() (share float64, ok bool) {
+	pred := a.TCPAwareNs
+	if pred <= 0 {
+		pred = a.CalibratedNs
+	}
+	if pred <= 0 {
+		return 0, false
+	}
+	return float64(a.Parts[PartResidual]) / float64(pred), true
 }
 
 // JudgedErr is the relative error the attribution is judged by: against

@@ -1,15 +1,32 @@
 package fidelity
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+)
 
 // DiagnosisSet gathers the attribution's diagnoses over runs: per phase
 // and busiest link, the median of each share and queue, measured and in
-// the model; per INC push, the medians of its round trip's parts. A
-// phase counts in the runs it was attributed in.
+// the model; per INC push, the medians of its round trip's parts; per
+// all-to-all, the runs a flow left slow start early in. A phase counts in
+// the runs it was attributed in.
 type DiagnosisSet struct {
 	order []string
 	links map[string]*linkAcc
 	incs  map[string]*incAcc
+	slow  map[string]*slowAcc
+}
+
+// slowAcc is a phase's slow-start exits over the runs: the runs with a
+// flow cut early, the cut flows' longest times and the others' in those
+// runs, and the slowest flow's time in the runs with none.
+type slowAcc struct {
+	runs, cut       int
+	cutNs, othersNs []float64 // ms
+	noneNs          []float64 // ms
+	// firstNs is, per run with a flow cut at HyStart's first chance
+	// (below HyStartEarlySegs), the longest such flow's time (ms).
+	firstNs []float64
 }
 
 type linkAcc struct {
@@ -27,7 +44,7 @@ type incAcc struct {
 // Add counts one run's attribution.
 func (d *DiagnosisSet) Add(as []Attribution) {
 	if d.links == nil {
-		d.links, d.incs = map[string]*linkAcc{}, map[string]*incAcc{}
+		d.links, d.incs, d.slow = map[string]*linkAcc{}, map[string]*incAcc{}, map[string]*slowAcc{}
 	}
 	for _, a := range as {
 		phase := fmt.Sprintf("%s %d %s", a.Job, a.Iteration, a.Phase)
@@ -49,6 +66,22 @@ func (d *DiagnosisSet) Add(as []Attribution) {
 			acc.runs++
 			for j, v := range []int64{r.RTTNs, r.HopsNs, r.RTTNs - r.HopsNs, r.ModelRTTNs, r.ModelHopsNs, r.ModelRTTNs - r.ModelHopsNs} {
 				acc.v[j] = append(acc.v[j], ms(v))
+			}
+		}
+		if ss := a.SlowStart; ss != nil {
+			acc := entry(d.slow, &d.order, phase+" slow start")
+			acc.runs++
+			if len(ss.Cut) == 0 {
+				acc.noneNs = append(acc.noneNs, ms(ss.OthersNs))
+				continue
+			}
+			acc.cut++
+			acc.cutNs = append(acc.cutNs, ms(ss.CutNs()))
+			if n := ss.FirstChanceNs(); n > 0 {
+				acc.firstNs = append(acc.firstNs, ms(n))
+			}
+			if ss.Others > 0 {
+				acc.othersNs = append(acc.othersNs, ms(ss.OthersNs))
 			}
 		}
 	}
@@ -77,6 +110,9 @@ func (d DiagnosisSet) Lines() []string {
 		if acc, ok := d.incs[k]; ok {
 			out = append(out, fmt.Sprintf("%s, %s: %s", k, runsOf(acc.runs), roundText([6]float64(medians(acc.v[:])))))
 		}
+		if acc, ok := d.slow[k]; ok {
+			out = append(out, fmt.Sprintf("%s, %s", k, acc.text()))
+		}
 	}
 	return out
 }
@@ -97,4 +133,38 @@ func runsOf(n int) string {
 		return "1 run"
 	}
 	return fmt.Sprintf("medians of %d runs", n)
+}
+
+// text says in how many runs a flow left slow start early, and what the
+// flows took then and otherwise (ranges over the runs, ms).
+func (a *slowAcc) text() string {
+	runs := fmt.Sprintf("%d runs", a.runs)
+	if a.runs == 1 {
+		runs = "1 run"
+	}
+	out := fmt.Sprintf("%s: a flow left it below its share in %d", runs, a.cut)
+	if a.cut > 0 {
+		out += fmt.Sprintf(" (cut flows %s ms", spanMs(a.cutNs))
+		if len(a.othersNs) > 0 {
+			out += fmt.Sprintf(", the others at most %s", spanMs(a.othersNs))
+		}
+		out += ")"
+	}
+	if n := len(a.noneNs); n > 0 {
+		out += fmt.Sprintf(", none in %d (slowest flow %s ms)", n, spanMs(a.noneNs))
+	}
+	out += fmt.Sprintf("; at HyStart's first chance (below %d segments) in %d", HyStartEarlySegs, len(a.firstNs))
+	if len(a.firstNs) > 0 {
+		out += fmt.Sprintf(" (those flows %s ms)", spanMs(a.firstNs))
+	}
+	return out
+}
+
+// spanMs is "lo-hi" of xs (ms), or the one value.
+func spanMs(xs []float64) string {
+	lo, hi := slices.Min(xs), slices.Max(xs)
+	if fmt.Sprintf("%.1f", lo) == fmt.Sprintf("%.1f", hi) {
+		return fmt.Sprintf("%.1f", lo)
+	}
+	return fmt.Sprintf("%.1f-%.1f", lo, hi)
 }

@@ -417,6 +417,14 @@ func TestAttributeEarlyExitByHand(t *testing.T) {
 			t.Errorf("%s = %.3f ms, want %.3f", p, float64(as[0].Parts[p])/1e6, float64(want[p])/1e6)
 		}
 	}
+	// The diagnosis names the cut flows: 0->2 (threshold 20 after a loss,
+	// 60 ms) and 1->2 (27, 110 ms); the other four took at most 50 ms.
+	if ss := as[0].SlowStart; ss == nil || ss.Text() != "slow start left below its share by 2 of 6 flows: 0->2 at 20 segments took 60.0 ms, 1->2 at 27 segments took 110.0 ms; the other 4 at most 50.0 ms" {
+		t.Errorf("slow start %+v", ss)
+	}
+	if ds := Diagnoses(as); len(ds) != 1 || !strings.HasPrefix(ds[0], "moe 0 alltoall: slow start left below its share by 2 of 6 flows") {
+		t.Errorf("diagnoses %q", ds)
+	}
 	tests := []struct {
 		name string
 		edit func(in *Inputs)
@@ -470,8 +478,15 @@ func TestAttributeEarlyExitByHand(t *testing.T) {
 			c := *in
 			c.Flows, c.TCP = append([]Flow(nil), in.Flows...), append([]TCPSample(nil), in.TCP...)
 			tt.edit(&c)
-			if got := Attribute(&c, 0)[0].Parts[PartEarlyExit]; got != tt.want {
+			a := Attribute(&c, 0)[0]
+			if got := a.Parts[PartEarlyExit]; got != tt.want {
 				t.Errorf("early_exit = %.3f ms, want %.3f", float64(got)/1e6, float64(tt.want)/1e6)
+			}
+			// The diagnosis is the part's classification: with flows cut
+			// and others, the part is the difference of their times.
+			if ss := a.SlowStart; ss != nil && len(ss.Cut) > 0 && ss.Others > 0 && tt.name != "the cut flow's RTO counted once" && tt.name != "the cut capped at what is left" &&
+				max(0, ss.CutNs()-ss.OthersNs) != tt.want {
+				t.Errorf("slow start %+v disagrees with early_exit %d", ss, tt.want)
 			}
 		})
 	}

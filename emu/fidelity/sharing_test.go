@@ -212,13 +212,18 @@ func TestDiagnosisSet(t *testing.T) {
 		return Attribution{Job: "vgg", Phase: "push", Link: u, INC: &INCRound{RTTNs: rtt * ms / 100, HopsNs: hops * ms / 100, ModelRTTNs: 760 * ms / 100, ModelHopsNs: 90 * ms / 100}}
 	}
 	moe := Attribution{Job: "moe", Iteration: 1, Phase: "alltoall", Link: &LinkUse{Link: "tor1:up1", OwnNs: 24 * ms, OthersNs: 76 * ms, ModelOwnNs: 35 * ms, ModelOthersNs: 65 * ms}}
+	// moe's first all-to-all: a flow cut in two runs, none in one.
+	a2a := func(cut []FlowExit, others int64) Attribution {
+		return Attribution{Job: "moe", Phase: "alltoall", SlowStart: &SlowStarts{Flows: 6, Cut: cut, Others: 6 - len(cut), OthersNs: others * ms}}
+	}
 	var d DiagnosisSet
-	d.Add([]Attribution{push(use(44, 53, 3, 30), 690, 90)})
-	d.Add([]Attribution{moe, push(use(46, 52, 2, 33), 680, 80)})
-	d.Add([]Attribution{push(use(43, 54, 3, 25), 700, 100)})
+	d.Add([]Attribution{push(use(44, 53, 3, 30), 690, 90), a2a([]FlowExit{{Src: 1, Dst: 2, Segs: 27, Ns: 105 * ms}}, 48)})
+	d.Add([]Attribution{moe, push(use(46, 52, 2, 33), 680, 80), a2a(nil, 72)})
+	d.Add([]Attribution{push(use(43, 54, 3, 25), 700, 100), a2a([]FlowExit{{Src: 0, Dst: 1, Segs: 27, Ns: 96 * ms}, {Src: 1, Dst: 2, Segs: 30, Ns: 117 * ms}}, 61)})
 	want := []string{
 		"vgg 0 push on tor1:up1, medians of 3 runs: own 44% (40), others 53% (55), idle 3% (5), queue 3.0 ms (2.3)",
 		"vgg 0 push, medians of 3 runs: round trip 6.90 ms = hops 0.90 + network 6.00; model 7.60 = hops 0.90 + network 6.70",
+		"moe 0 alltoall slow start, 3 runs: a flow left it below its share in 2 (cut flows 105.0-117.0 ms, the others at most 48.0-61.0), none in 1 (slowest flow 72.0 ms); at HyStart's first chance (below 32 segments) in 2 (those flows 105.0-117.0 ms)",
 		"moe 1 alltoall on tor1:up1, 1 run: own 24% (35), others 76% (65), idle 0% (0)",
 	}
 	if got := d.Lines(); !slices.Equal(got, want) {

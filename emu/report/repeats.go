@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"cmp"
 	_ "embed"
 	"encoding/csv"
 	"fmt"
@@ -125,6 +126,9 @@ type RepeatTable struct {
 	// Attribution tallies the runs' attributions (runs with a data file):
 	// how many phases more than 10% off the TCP-aware model they explain.
 	Attribution *fidelity.Tally `json:"attribution,omitempty"`
+	// MedianAttribution reads the attribution's bar against the medians:
+	// nil unless every run has a data file.
+	MedianAttribution *MedianAttribution `json:"median_attribution,omitempty"`
 	// Diagnoses are the attributions' diagnoses over the set
 	// (fidelity.DiagnosisSet): medians per phase of its busiest link's
 	// shares and queue and of an INC push's round trip.
@@ -233,7 +237,118 @@ func Repeats(runs []*Run) (*RepeatTable, error) {
 		}
 	}
 	t.Diagnoses = diag.Lines()
+	t.MedianAttribution = medianAttribution(t.Rows, runs)
 	return t, nil
+}
+
+// MedianAttribution is the attribution's bar read against the set's
+// medians, as the model's accuracy is: every phase whose median is more
+// than fidelity.JudgedAbove off the TCP-aware model (the calibrated one
+// without it) must be accounted for to within fidelity.ExplainedWithin by
+// the run whose measurement is the median. With an even count the median
+// is the mean of the middle two, and so is its residual share (the parts
+// add up). A run's phase that was not attributed (within
+// fidelity.AttributeAbove of the model) leaves its whole error as the
+// residual.
+type MedianAttribution struct {
+	Phases    int `json:"phases"` // medians more than JudgedAbove off
+	Explained int `json:"explained"`
+	// Left names each phase not accounted for, with its residual share
+	// (signed points of the prediction) and the median run(s).
+	Left []string `json:"left,omitempty"`
+}
+
+// medianAttribution checks the rows' medians against the runs'
+// attributions; nil if a run has no data file.
+func medianAttribution(rows []RepeatRow, runs []*Run) *MedianAttribution {
+	type share struct {
+		meas  int64
+		share float64
+		run   string
+	}
+	type perRun struct {
+		meas   map[phaseKey]int64
+		shares map[phaseKey]float64
+	}
+	judged := func(row RepeatRow) int {
+		if row.Predicted[2] > 0 {
+			return 2
+		}
+		return 1
+	}
+	rs := make([]perRun, len(runs))
+	for i, r := range runs {
+		if r.Data == nil {
+			return nil
+		}
+		rs[i] = perRun{meas: map[phaseKey]int64{}, shares: map[phaseKey]float64{}}
+		for _, m := range []int{1, 2} {
+			for _, c := range modelComparisons(r)[m] {
+				k := phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
+				rs[i].meas[k] = c.MeasuredNs
+				if _, ok := rs[i].shares[k]; !ok || m == 2 {
+					rs[i].shares[k] = c.RelErr // replaced by the residual where attributed
+				}
+			}
+		}
+		for _, a := range r.Data.Attribution {
+			if sh, ok := a.ResidualShare(); ok {
+				rs[i].shares[phaseKey{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}] = sh
+			}
+		}
+	}
+	out := &MedianAttribution{}
+	for _, row := range rows {
+		m := judged(row)
+		if !predicted(row) || row.Predicted[m] <= 0 || math.IsNaN(float64(row.Err[m])) || math.Abs(float64(row.Err[m])) <= fidelity.JudgedAbove {
+			continue
+		}
+		k := phaseKey{Job: row.Job, Iteration: row.Iteration, Phase: row.Phase}
+		var ss []share
+		for i, r := range rs {
+			if ms, ok := r.meas[k]; ok {
+				ss = append(ss, share{ms, r.shares[k], runName(runs[i].Dir)})
+			}
+		}
+		if len(ss) == 0 {
+			continue
+		}
+		slices.SortStableFunc(ss, func(a, b share) int { return cmp.Compare(a.meas, b.meas) })
+		mid := ss[len(ss)/2 : len(ss)/2+1]
+		if len(ss)%2 == 0 {
+			mid = ss[len(ss)/2-1 : len(ss)/2+1]
+		}
+		var sh float64
+		var names []string
+		for _, x := range mid {
+			sh += x.share / float64(len(mid))
+			names = append(names, x.run)
+		}
+		out.Phases++
+		if math.Abs(sh) <= fidelity.ExplainedWithin {
+			out.Explained++
+			continue
+		}
+		out.Left = append(out.Left, fmt.Sprintf("%s, %+.1f points (median run %s)", phaseName(row), 100*sh, strings.Join(names, " and ")))
+	}
+	return out
+}
+
+// Lines says the check in a sentence or two.
+func (m MedianAttribution) Lines() []string {
+	if m.Phases == 0 {
+		return []string{fmt.Sprintf("against the medians: no phase more than %.0f%% off the TCP-aware model", 100*fidelity.JudgedAbove)}
+	}
+	phases := fmt.Sprintf("%d phases", m.Phases)
+	if m.Phases == 1 {
+		phases = "1 phase"
+	}
+	out := []string{fmt.Sprintf("against the medians: %s more than %.0f%% off the TCP-aware model; the median run's parts explain all but <= %.0f points of %d",
+		phases, 100*fidelity.JudgedAbove, 100*fidelity.ExplainedWithin, m.Explained)}
+	for _, l := range m.Left {
+		out = append(out, "left: "+l)
+	}
+	return out
 }
 
 // fit fills the models' figures and the spread summary.
@@ -386,8 +501,13 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 	if t.Attribution != nil {
 		fmt.Fprintln(w, "\n== attribution over the set (each run's attribution.csv; docs/fidelity.md)")
 		t.Attribution.Print(w)
+		if m := t.MedianAttribution; m != nil {
+			for _, l := range m.Lines() {
+				fmt.Fprintf(w, "   %s\n", l)
+			}
+		}
 		if len(t.Diagnoses) > 0 {
-			fmt.Fprintln(w, "   busiest links and INC round trips of the attributed phases, measured (the model's): where residuals went, not parts")
+			fmt.Fprintln(w, "   busiest links, INC round trips and slow-start exits of the attributed phases, measured (the model's): where residuals went, not parts")
 			for _, d := range t.Diagnoses {
 				fmt.Fprintf(w, "   %s\n", d)
 			}

@@ -268,9 +268,71 @@ func TestRepeatAttributionTally(t *testing.T) {
 	if !strings.Contains(string(page), `id="attribution-tally"`) || !strings.Contains(string(page), "1 slower; worst j iteration 0 push, &#43;16.7 points.") {
 		t.Errorf("page lacks the tally: %s", regexp.MustCompile(`<p id="attribution-tally">[^<]*`).FindString(string(page)))
 	}
+	if !strings.Contains(string(page), `<p id="attribution-medians">against the medians: 1 phase more than 10% off the TCP-aware model; the median run&#39;s parts explain all but &lt;= 5 points of 0. left: j iteration 0 push, &#43;9.2 points (median run runa and runb). </p>`) {
+		t.Errorf("page lacks the check against the medians: %s", regexp.MustCompile(`<p id="attribution-medians">[^\n]*`).FindString(string(page)))
+	}
 	// Runs without a data file have no tally.
 	a.Data, b.Data = nil, nil
 	if tab, err := Repeats([]*Run{a, b}); err != nil || tab.Attribution != nil {
 		t.Errorf("tally without data files: %+v, %v", tab, err)
+	}
+}
+
+// The attribution's bar against the medians: the TCP-aware model puts
+// the push at 120 ms; a run's push more than 5% off has an attribution
+// row with the residual given (ms), the others leave their error.
+func TestMedianAttribution(t *testing.T) {
+	type run struct {
+		push     float64 // measured ms
+		residual float64 // ms; attributed when the push is more than 5% off
+	}
+	for _, tc := range []struct {
+		name              string
+		runs              []run
+		phases, explained int
+		left              string
+	}{
+		{"median within 10%: nothing to judge", []run{{100, 0}, {125, 0}, {150, 30}}, 0, 0, ""},
+		{"odd: the median run explains it", []run{{100, 0}, {150, 4}, {160, 40}}, 1, 1, ""},
+		{"odd: the median run leaves 10 points", []run{{100, 0}, {150, 12}, {160, 1}}, 1, 0, "j iteration 0 push, +10.0 points (median run runb)"},
+		{"faster: a negative residual", []run{{100, -18}, {90, -25}, {125, 0}}, 1, 0, "j iteration 0 push, -15.0 points (median run runa)"},
+		{"even: the mean of the middle two", []run{{150, 10}, {140, 0}, {100, 0}, {160, 0}}, 1, 1, ""},
+		{"even: the mean leaves too much", []run{{150, 12}, {140, 3}, {100, 0}, {160, 0}}, 1, 0, "j iteration 0 push, +6.2 points (median run runb and runa)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var runs []*Run
+			for i, r := range tc.runs {
+				fr := fakeRun("run"+string(rune('a'+i)), r.push, fidelity.Warn)
+				if rel := (r.push - 120) / 120; math.Abs(rel) > fidelity.AttributeAbove {
+					fr.Data.Attribution = []fidelity.Attribution{{Job: "j", Phase: "push", TCPAwareNs: 120e6, MeasuredNs: int64(r.push * 1e6), RelErrTCP: rel,
+						Parts: map[string]int64{fidelity.PartResidual: int64(r.residual * 1e6)}}}
+				}
+				runs = append(runs, fr)
+			}
+			tab, err := Repeats(runs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := tab.MedianAttribution
+			if m == nil || m.Phases != tc.phases || m.Explained != tc.explained {
+				t.Fatalf("check %+v, want %d phases, %d explained", m, tc.phases, tc.explained)
+			}
+			if got := strings.Join(m.Left, "; "); got != tc.left {
+				t.Errorf("left %q, want %q", got, tc.left)
+			}
+			var txt bytes.Buffer
+			if err := tab.WriteText(&txt); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(txt.String(), "   against the medians: ") {
+				t.Errorf("text lacks the check:\n%s", txt.String())
+			}
+		})
+	}
+	// A run without a data file: no check.
+	a, b := fakeRun("runa", 150, fidelity.Warn), fakeRun("runb", 150, fidelity.Warn)
+	b.Data = nil
+	if tab, err := Repeats([]*Run{a, b}); err != nil || tab.MedianAttribution != nil {
+		t.Errorf("check without data files: %+v, %v", tab.MedianAttribution, err)
 	}
 }
