@@ -268,7 +268,7 @@ func TestRepeatAttributionTally(t *testing.T) {
 	if !strings.Contains(string(page), `id="attribution-tally"`) || !strings.Contains(string(page), "1 slower; worst j iteration 0 push, &#43;16.7 points.") {
 		t.Errorf("page lacks the tally: %s", regexp.MustCompile(`<p id="attribution-tally">[^<]*`).FindString(string(page)))
 	}
-	if !strings.Contains(string(page), `<p id="attribution-medians">against the medians: 1 phase more than 10% off the TCP-aware model; the median run&#39;s parts explain all but &lt;= 5 points of 0. left: j iteration 0 push, &#43;9.2 points (median run runa and runb). </p>`) {
+	if !strings.Contains(string(page), `<p id="attribution-medians">Attribution, against the medians: 1 phase more than 10% off the TCP-aware model; the median run&#39;s parts explain all but &lt;= 5 points of 0. left: j iteration 0 push, &#43;9.2 points (median run runa and runb). </p>`) {
 		t.Errorf("page lacks the check against the medians: %s", regexp.MustCompile(`<p id="attribution-medians">[^\n]*`).FindString(string(page)))
 	}
 	// Runs without a data file have no tally.
