@@ -35,6 +35,12 @@ const (
 // Models are the flow model's three modes, in the order tables show them.
 var Models = []string{"ideal", "calibrated", "tcp-aware"}
 
+// Indexes of the models in Models (and in a row's Predicted and Err).
+const (
+	modelCalibrated = 1
+	modelTCPAware   = 2
+)
+
 // Float is a float64 that JSON writes as null when it is NaN or
 // infinite (a figure that does not exist).
 type Float float64
@@ -270,11 +276,11 @@ func medianAttribution(rows []RepeatRow, runs []*Run) *MedianAttribution {
 		meas   map[phaseKey]int64
 		shares map[phaseKey]float64
 	}
-	judged := func(row RepeatRow) int {
-		if row.Predicted[2] > 0 {
-			return 2
+	judged := func(row RepeatRow) int { // as the attribution judges a phase
+		if row.Predicted[modelTCPAware] > 0 {
+			return modelTCPAware
 		}
-		return 1
+		return modelCalibrated
 	}
 	rs := make([]perRun, len(runs))
 	for i, r := range runs {
@@ -282,11 +288,11 @@ func medianAttribution(rows []RepeatRow, runs []*Run) *MedianAttribution {
 			return nil
 		}
 		rs[i] = perRun{meas: map[phaseKey]int64{}, shares: map[phaseKey]float64{}}
-		for _, m := range []int{1, 2} {
+		for _, m := range []int{modelCalibrated, modelTCPAware} {
 			for _, c := range modelComparisons(r)[m] {
 				k := phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
 				rs[i].meas[k] = c.MeasuredNs
-				if _, ok := rs[i].shares[k]; !ok || m == 2 {
+				if _, ok := rs[i].shares[k]; !ok || m == modelTCPAware {
 					rs[i].shares[k] = c.RelErr // replaced by the residual where attributed
 				}
 			}
@@ -306,8 +312,8 @@ func medianAttribution(rows []RepeatRow, runs []*Run) *MedianAttribution {
 		k := phaseKey{Job: row.Job, Iteration: row.Iteration, Phase: row.Phase}
 		var ss []share
 		for i, r := range rs {
-			if ms, ok := r.meas[k]; ok {
-				ss = append(ss, share{ms, r.shares[k], runName(runs[i].Dir)})
+			if v, ok := r.meas[k]; ok {
+				ss = append(ss, share{v, r.shares[k], runName(runs[i].Dir)})
 			}
 		}
 		if len(ss) == 0 {
