@@ -92,14 +92,16 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 // part (ms), the two times outside the measured one, and how the
 // phase's busiest link spent its window, measured and in the replay, and
 // how its flows left slow start (all-to-all: flows, those cut early, the
-// longest cut flow's and the longest other's time).
+// longest cut flow's and the longest other's time, empty where there is
+// none, and whether HyStart's first chance decided because every flow
+// was below its share).
 func attributionHeader() []string {
 	h := []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "tcp_aware_ms", "measured_ms", "rel_err_calibrated", "rel_err_tcp_aware"}
 	for _, p := range fidelity.Parts {
 		h = append(h, p+"_ms")
 	}
 	return append(h, "data_wait_ms", "verify_ms", "busiest_link", "link_own_ms", "link_others_ms", "link_idle_ms", "model_link_own_ms", "model_link_others_ms", "model_link_idle_ms", "link_queue_ms", "model_link_queue_ms",
-		"slow_start_flows", "slow_start_cut", "cut_flow_max_ms", "other_flow_max_ms")
+		"slow_start_flows", "slow_start_cut", "cut_flow_max_ms", "other_flow_max_ms", "cut_by_hystart_first_chance")
 }
 
 func writeAttributionCSV(path string, as []fidelity.Attribution) error {
@@ -124,9 +126,16 @@ func writeAttributionCSV(path string, as []fidelity.Attribution) error {
 				row = append(row, "", "", "", "", "", "", "", "", "")
 			}
 			if s := a.SlowStart; s != nil {
-				row = append(row, strconv.Itoa(s.Flows), strconv.Itoa(len(s.Cut)), nsToMs(s.CutNs()), nsToMs(s.OthersNs))
+				cut, others := "", ""
+				if len(s.Cut) > 0 {
+					cut = nsToMs(s.CutNs())
+				}
+				if s.Others > 0 {
+					others = nsToMs(s.OthersNs)
+				}
+				row = append(row, strconv.Itoa(s.Flows), strconv.Itoa(len(s.Cut)), cut, others, strconv.FormatBool(s.ByHyStart))
 			} else {
-				row = append(row, "", "", "", "")
+				row = append(row, "", "", "", "", "")
 			}
 			if err := cw.Write(row); err != nil {
 				return err

@@ -152,7 +152,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 			{PartLoss, lossNs},
 			// After rto and loss: a cut flow's extra time holds its own
 			// recovery, which they measure directly.
-			{PartEarlyExit, in.earlyExitCost(k)},
+			{PartEarlyExit, a.SlowStart.earlyExitCost()},
 			{PartGC, m.GCNs},
 			{PartCPU, in.foreignDuring(from, to)},
 		}
@@ -251,14 +251,13 @@ const HyStartEarlySegs = 32
 // earlyExitCost is how much longer the phase's flows whose slow start
 // ended early took than its other flows: the longest such flow's time
 // minus the longest other flow's, each timed from when both its ranks
-// had started (slowStarts classifies them). 0 when the phase has no
-// per-flow marks, or no flow (or every flow) was cut.
-func (in *Inputs) earlyExitCost(k job.Key) int64 {
-	ss, ok := in.slowStarts(k)
-	if !ok || len(ss.Cut) == 0 || ss.Others == 0 {
+// had started. 0 when the phase has no per-flow marks (s is nil), or no
+// flow (or every flow) was cut.
+func (s *SlowStarts) earlyExitCost() int64 {
+	if s == nil || len(s.Cut) == 0 || s.Others == 0 {
 		return 0
 	}
-	return max(0, ss.CutNs()-ss.OthersNs)
+	return max(0, s.CutNs()-s.OthersNs)
 }
 
 // SlowStarts is how a phase's flows left slow start: the flows whose
@@ -308,7 +307,11 @@ func (s SlowStarts) FirstChanceNs() int64 {
 
 // Text says it in one line.
 func (s SlowStarts) Text() string {
-	if len(s.Cut) == 0 {
+	switch {
+	case len(s.Cut) == 0 && s.ByHyStart:
+		return fmt.Sprintf("slow start: every one of %d flows left it below its share (an upper bound), none at HyStart's first chance (below %d segments); the slowest took %.1f ms",
+			s.Flows, HyStartEarlySegs, ms(s.OthersNs))
+	case len(s.Cut) == 0:
 		return fmt.Sprintf("slow start: none of %d flows left it below its share; the slowest took %.1f ms", s.Flows, ms(s.OthersNs))
 	}
 	var cut []string

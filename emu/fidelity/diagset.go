@@ -18,8 +18,9 @@ type DiagnosisSet struct {
 }
 
 // slowAcc is a phase's slow-start exits over the runs: the runs with a
-// flow cut early, the cut flows' longest times and the others' in those
-// runs, and the slowest flow's time in the runs with none.
+// flow cut early (SlowStarts.Cut: early_exit's flows), the cut flows'
+// longest times and the others' in those runs, and the slowest flow's
+// time in the runs with none.
 type slowAcc struct {
 	runs, cut       int
 	cutNs, othersNs []float64 // ms
@@ -73,15 +74,15 @@ func (d *DiagnosisSet) Add(as []Attribution) {
 			acc.runs++
 			if len(ss.Cut) == 0 {
 				acc.noneNs = append(acc.noneNs, ms(ss.OthersNs))
-				continue
-			}
-			acc.cut++
-			acc.cutNs = append(acc.cutNs, ms(ss.CutNs()))
-			if n := ss.FirstChanceNs(); n > 0 {
-				acc.firstNs = append(acc.firstNs, ms(n))
-			}
-			if ss.Others > 0 {
-				acc.othersNs = append(acc.othersNs, ms(ss.OthersNs))
+			} else {
+				acc.cut++
+				acc.cutNs = append(acc.cutNs, ms(ss.CutNs()))
+				if n := ss.FirstChanceNs(); n > 0 {
+					acc.firstNs = append(acc.firstNs, ms(n))
+				}
+				if ss.Others > 0 {
+					acc.othersNs = append(acc.othersNs, ms(ss.OthersNs))
+				}
 			}
 		}
 	}
@@ -135,14 +136,15 @@ func runsOf(n int) string {
 	return fmt.Sprintf("medians of %d runs", n)
 }
 
-// text says in how many runs a flow left slow start early, and what the
-// flows took then and otherwise (ranges over the runs, ms).
+// text says in how many runs a flow left slow start early (below its
+// share, or at HyStart's first chance where every flow was below it), and
+// what the flows took then and otherwise (ranges over the runs, ms).
 func (a *slowAcc) text() string {
 	runs := fmt.Sprintf("%d runs", a.runs)
 	if a.runs == 1 {
 		runs = "1 run"
 	}
-	out := fmt.Sprintf("%s: a flow left it below its share in %d", runs, a.cut)
+	out := fmt.Sprintf("%s: a flow cut early in %d", runs, a.cut)
 	if a.cut > 0 {
 		out += fmt.Sprintf(" (cut flows %s ms", spanMs(a.cutNs))
 		if len(a.othersNs) > 0 {

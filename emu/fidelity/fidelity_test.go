@@ -3,6 +3,7 @@ package fidelity
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -425,35 +426,42 @@ func TestAttributeEarlyExitByHand(t *testing.T) {
 	if ds := Diagnoses(as); len(ds) != 1 || !strings.HasPrefix(ds[0], "moe 0 alltoall: slow start left below its share by 2 of 6 flows") {
 		t.Errorf("diagnoses %q", ds)
 	}
+	// Each case: early_exit, and the flows it counts as cut (the
+	// diagnosis's classification), in the order of in.Flows; byHyStart
+	// when every flow was below its share and HyStart's first chance
+	// decided.
 	tests := []struct {
-		name string
-		edit func(in *Inputs)
-		want int64
+		name      string
+		edit      func(in *Inputs)
+		want      int64
+		cut       string
+		byHyStart bool
 	}{
-		{"no flow cut", func(in *Inputs) { in.TCP = in.TCP[:2] }, 0},
-		{"no cut flow outlasted the others", func(in *Inputs) { in.Flows[3].EndNs, in.Flows[1].EndNs = 45*ms, 45*ms }, 0},
-		{"a threshold above the share (RTT 0.5 ms: share 25)", func(in *Inputs) { in.TCP[8].RTTUs = 500 }, 0},
+		{"no flow cut", func(in *Inputs) { in.TCP = in.TCP[:2] }, 0, "", false},
+		// 0->2 now ends before its loss (other); 1->2 (45 ms) is cut.
+		{"no cut flow outlasted the others", func(in *Inputs) { in.Flows[3].EndNs, in.Flows[1].EndNs = 45*ms, 45*ms }, 0, "1->2", false},
+		{"a threshold above the share (RTT 0.5 ms: share 25)", func(in *Inputs) { in.TCP[8].RTTUs = 500 }, 0, "0->2", false},
 		// 2->0 (50 ms, threshold 53 at a 1 ms RTT) beside 0->1 (40 ms): its
 		// rank sends one flow, so its share is 100 and it was cut: 50 - 40.
-		{"one flow per rank: 2->0's share is 100", func(in *Inputs) { in.Flows = []Flow{in.Flows[0], in.Flows[4]} }, 10 * ms},
+		{"one flow per rank: 2->0's share is 100", func(in *Inputs) { in.Flows = []Flow{in.Flows[0], in.Flows[4]} }, 10 * ms, "2->0", false},
 		// With 2->1 beside it its share is 50, above 53: nothing cut.
-		{"two flows per rank: 2->0's share is 50", func(in *Inputs) { in.Flows = []Flow{in.Flows[0], in.Flows[4], in.Flows[5]} }, 0},
+		{"two flows per rank: 2->0's share is 50", func(in *Inputs) { in.Flows = []Flow{in.Flows[0], in.Flows[4], in.Flows[5]} }, 0, "", false},
 		// 1->2's threshold of 33 is below its share of 100...
-		{"a threshold of 33 below the share", func(in *Inputs) { in.TCP[5].Ssthresh, in.TCP[8].Ssthresh = 33, 33 }, 60 * ms},
+		{"a threshold of 33 below the share", func(in *Inputs) { in.TCP[5].Ssthresh, in.TCP[8].Ssthresh = 33, 33 }, 60 * ms, "0->2 1->2", false},
 		// ...but not below HyStart's first chance (32), the threshold
 		// without a link rate; 0->2 (20) is, but took 60 ms to 1->2's 110.
 		{"no link rate: HyStart's first chance (32)", func(in *Inputs) {
 			in.TCP[5].Ssthresh, in.TCP[8].Ssthresh = 33, 33
 			in.LinkPayloadBps = 0
-		}, 0},
+		}, 0, "0->2", false},
 		{"no link rate, 1->2 at 31", func(in *Inputs) {
 			in.TCP[5].Ssthresh, in.TCP[8].Ssthresh = 31, 31
 			in.LinkPayloadBps = 0
-		}, 60 * ms},
+		}, 60 * ms, "0->2 1->2", false},
 		// 1->2 spent 20 ms in RTO recovery: rto claims it, early_exit the
 		// rest of the cut flow's excess (no time counted twice).
-		{"the cut flow's RTO counted once", func(in *Inputs) { in.TCP[5].RTOTimeMs = 20 }, 40 * ms},
-		{"every flow cut", func(in *Inputs) { in.Flows = []Flow{in.Flows[3]} }, 0},
+		{"the cut flow's RTO counted once", func(in *Inputs) { in.TCP[5].RTOTimeMs = 20 }, 40 * ms, "0->2 1->2", false},
+		{"every flow cut", func(in *Inputs) { in.Flows = []Flow{in.Flows[3]} }, 0, "1->2", true},
 		// At a 10 ms RTT every share is 500 segments and every threshold
 		// (100 where none was set) below it: the share tells the flows
 		// nothing, so HyStart's first chance decides: 1->2 (27) and 0->2
@@ -465,13 +473,19 @@ func TestAttributeEarlyExitByHand(t *testing.T) {
 					in.TCP[i].Ssthresh = 100
 				}
 			}
-		}, 60 * ms},
-		{"no per-flow marks", func(in *Inputs) { in.Flows = nil }, 0},
+		}, 60 * ms, "0->2 1->2", true},
+		// The same with no threshold below 32: nothing cut, by HyStart.
+		{"every flow below its share, none below 32", func(in *Inputs) {
+			for i := range in.TCP {
+				in.TCP[i].RTTUs = 10000
+				in.TCP[i].Ssthresh = 100
+			}
+		}, 0, "", true},
 		{"only a sample before the end", func(in *Inputs) {
 			in.TCP = append(append(in.TCP[:4:4], in.TCP[6:8]...), sample(1, 2, 100, 27, 0, 2000), sample(1, 2, 10, never, 0, 2000))
-		}, 60 * ms},
-		{"the sample after the end decides", func(in *Inputs) { in.TCP[8].Ssthresh = never }, 0}, // 1->2 (110) uncut, the slowest
-		{"the cut capped at what is left", func(in *Inputs) { in.Flows[3].EndNs = 200 * ms }, 60 * ms},
+		}, 60 * ms, "0->2 1->2", false},
+		{"the sample after the end decides", func(in *Inputs) { in.TCP[8].Ssthresh = never }, 0, "0->2", false}, // 1->2 (110) uncut, the slowest
+		{"the cut capped at what is left", func(in *Inputs) { in.Flows[3].EndNs = 200 * ms }, 60 * ms, "0->2 1->2", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -482,13 +496,54 @@ func TestAttributeEarlyExitByHand(t *testing.T) {
 			if got := a.Parts[PartEarlyExit]; got != tt.want {
 				t.Errorf("early_exit = %.3f ms, want %.3f", float64(got)/1e6, float64(tt.want)/1e6)
 			}
-			// The diagnosis is the part's classification: with flows cut
-			// and others, the part is the difference of their times.
-			if ss := a.SlowStart; ss != nil && len(ss.Cut) > 0 && ss.Others > 0 && tt.name != "the cut flow's RTO counted once" && tt.name != "the cut capped at what is left" &&
-				max(0, ss.CutNs()-ss.OthersNs) != tt.want {
-				t.Errorf("slow start %+v disagrees with early_exit %d", ss, tt.want)
+			ss := a.SlowStart
+			if ss == nil {
+				t.Fatal("no slow-start diagnosis")
+			}
+			var cut []string
+			for _, f := range ss.Cut {
+				cut = append(cut, fmt.Sprintf("%d->%d", f.Src, f.Dst))
+			}
+			if got := strings.Join(cut, " "); got != tt.cut || ss.ByHyStart != tt.byHyStart || ss.Flows != len(c.Flows) || ss.Others != len(c.Flows)-len(cut) {
+				t.Errorf("cut %q by HyStart %v (%d flows, %d others), want %q %v", got, ss.ByHyStart, ss.Flows, ss.Others, tt.cut, tt.byHyStart)
 			}
 		})
+	}
+	// No per-flow marks: no part, no diagnosis.
+	c := *in
+	c.Flows = nil
+	if a := Attribute(&c, 0)[0]; a.Parts[PartEarlyExit] != 0 || a.SlowStart != nil {
+		t.Errorf("without flows: early_exit %d, slow start %+v", a.Parts[PartEarlyExit], a.SlowStart)
+	}
+}
+
+// The slow-start line says what was found, each way it can come out.
+func TestSlowStartsText(t *testing.T) {
+	const ms = int64(1e6)
+	for _, tt := range []struct {
+		name string
+		s    SlowStarts
+		want string
+	}{
+		{"none cut", SlowStarts{Flows: 6, Others: 6, OthersNs: 72 * ms},
+			"slow start: none of 6 flows left it below its share; the slowest took 72.0 ms"},
+		{"every flow below its share, none at the first chance", SlowStarts{Flows: 6, Others: 6, OthersNs: 80 * ms, ByHyStart: true},
+			"slow start: every one of 6 flows left it below its share (an upper bound), none at HyStart's first chance (below 32 segments); the slowest took 80.0 ms"},
+		{"cut at the first chance where every flow was below", SlowStarts{Flows: 3, Cut: []FlowExit{{Src: 1, Dst: 2, Segs: 27, Ns: 105 * ms}}, Others: 2, OthersNs: 48 * ms, ByHyStart: true},
+			"slow start left at HyStart's first chance (below 32 segments; every flow was below its share) by 1 of 3 flows: 1->2 at 27 segments took 105.0 ms; the other 2 at most 48.0 ms"},
+		{"every flow cut", SlowStarts{Flows: 1, Cut: []FlowExit{{Src: 0, Dst: 1, Segs: 40, Ns: 90 * ms}}},
+			"slow start left below its share by 1 of 1 flows: 0->1 at 40 segments took 90.0 ms; no other flow"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.s.Text(); got != tt.want {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+	// Only cut flows below 32 segments count for the first chance.
+	s := SlowStarts{Cut: []FlowExit{{Segs: 60, Ns: 90 * ms}, {Segs: 31, Ns: 70 * ms}, {Segs: 32, Ns: 95 * ms}}}
+	if s.FirstChanceNs() != 70*ms || s.CutNs() != 95*ms {
+		t.Errorf("first chance %d, cut %d: want 70 and 95 ms", s.FirstChanceNs(), s.CutNs())
 	}
 }
 

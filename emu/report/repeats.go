@@ -37,8 +37,9 @@ var Models = []string{"ideal", "calibrated", "tcp-aware"}
 
 // Indexes of the models in Models (and in a row's Predicted and Err).
 const (
-	modelCalibrated = 1
-	modelTCPAware   = 2
+	modelIdeal = iota
+	modelCalibrated
+	modelTCPAware
 )
 
 // Float is a float64 that JSON writes as null when it is NaN or
@@ -162,9 +163,10 @@ type phaseKey = job.Key
 // modelComparisons is a run's comparison rows per model (Models' order);
 // a model the run did not record is nil.
 func modelComparisons(r *Run) [][]record.Comparison {
-	out := [][]record.Comparison{r.Compare, nil, nil}
+	out := make([][]record.Comparison, len(Models))
+	out[modelIdeal] = r.Compare
 	if r.Data != nil {
-		out[1], out[2] = r.Data.ComparisonCalibrated, r.Data.ComparisonTCPAware
+		out[modelCalibrated], out[modelTCPAware] = r.Data.ComparisonCalibrated, r.Data.ComparisonTCPAware
 	}
 	return out
 }
@@ -264,78 +266,92 @@ type MedianAttribution struct {
 	Left []string `json:"left,omitempty"`
 }
 
+// judgedModel is the model a phase is judged against, as the attribution
+// judges it: the TCP-aware model where it predicts the phase, else the
+// calibrated one.
+func judgedModel(row RepeatRow) int {
+	if row.Predicted[modelTCPAware] > 0 {
+		return modelTCPAware
+	}
+	return modelCalibrated
+}
+
 // medianAttribution checks the rows' medians against the runs'
 // attributions; nil if a run has no data file.
 func medianAttribution(rows []RepeatRow, runs []*Run) *MedianAttribution {
-	type share struct {
-		meas  int64
-		share float64
-		run   string
+	// residual is one run's residual share of a phase: its attribution's,
+	// or its whole error against the judged model where it was not
+	// attributed.
+	type residual struct {
+		measNs int64
+		share  float64
+		ok     bool // false: the run has no figure for the phase
+		run    string
 	}
-	type perRun struct {
-		meas   map[phaseKey]int64
-		shares map[phaseKey]float64
-	}
-	judged := func(row RepeatRow) int { // as the attribution judges a phase
-		if row.Predicted[modelTCPAware] > 0 {
-			return modelTCPAware
-		}
-		return modelCalibrated
-	}
-	rs := make([]perRun, len(runs))
+	byRun := make([]map[phaseKey]float64, len(runs))
 	for i, r := range runs {
 		if r.Data == nil {
 			return nil
 		}
-		rs[i] = perRun{meas: map[phaseKey]int64{}, shares: map[phaseKey]float64{}}
-		for _, m := range []int{modelCalibrated, modelTCPAware} {
+		byRun[i] = map[phaseKey]float64{}
+		for _, m := range []int{modelCalibrated, modelTCPAware} { // TCP-aware last: it wins where both exist
 			for _, c := range modelComparisons(r)[m] {
-				k := phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
-				rs[i].meas[k] = c.MeasuredNs
-				if _, ok := rs[i].shares[k]; !ok || m == modelTCPAware {
-					rs[i].shares[k] = c.RelErr // replaced by the residual where attributed
-				}
+				byRun[i][phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c.RelErr
 			}
 		}
 		for _, a := range r.Data.Attribution {
-			if sh, ok := a.ResidualShare(); ok {
-				rs[i].shares[phaseKey{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}] = sh
+			if share, ok := a.ResidualShare(); ok {
+				byRun[i][phaseKey{Job: a.Job, Iteration: a.Iteration, Phase: a.Phase}] = share
 			}
 		}
 	}
 	out := &MedianAttribution{}
 	for _, row := range rows {
-		m := judged(row)
+		m := judgedModel(row)
 		if !predicted(row) || row.Predicted[m] <= 0 || math.IsNaN(float64(row.Err[m])) || math.Abs(float64(row.Err[m])) <= fidelity.JudgedAbove {
 			continue
 		}
 		k := phaseKey{Job: row.Job, Iteration: row.Iteration, Phase: row.Phase}
-		var ss []share
-		for i, r := range rs {
-			if v, ok := r.meas[k]; ok {
-				ss = append(ss, share{v, r.shares[k], runName(runs[i].Dir)})
+		// The runs' measurements as the row's median took them (the ideal
+		// comparison, which every run has).
+		var rs []residual
+		for i, r := range runs {
+			for _, c := range modelComparisons(r)[modelIdeal] {
+				if (phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}) == k {
+					share, ok := byRun[i][k]
+					rs = append(rs, residual{c.MeasuredNs, share, ok, runName(r.Dir)})
+				}
 			}
 		}
-		if len(ss) == 0 {
+		if len(rs) == 0 {
 			continue
 		}
-		slices.SortStableFunc(ss, func(a, b share) int { return cmp.Compare(a.meas, b.meas) })
-		mid := ss[len(ss)/2 : len(ss)/2+1]
-		if len(ss)%2 == 0 {
-			mid = ss[len(ss)/2-1 : len(ss)/2+1]
+		slices.SortStableFunc(rs, func(a, b residual) int { return cmp.Compare(a.measNs, b.measNs) })
+		mid := rs[len(rs)/2 : len(rs)/2+1]
+		if len(rs)%2 == 0 {
+			mid = rs[len(rs)/2-1 : len(rs)/2+1]
 		}
-		var sh float64
+		var share float64
 		var names []string
+		known := true
 		for _, x := range mid {
-			sh += x.share / float64(len(mid))
+			share += x.share / float64(len(mid))
 			names = append(names, x.run)
+			known = known && x.ok
 		}
 		out.Phases++
-		if math.Abs(sh) <= fidelity.ExplainedWithin {
-			out.Explained++
-			continue
+		which := "median run " + names[0]
+		if len(names) == 2 {
+			which = "median runs " + names[0] + " and " + names[1]
 		}
-		out.Left = append(out.Left, fmt.Sprintf("%s, %+.1f points (median run %s)", phaseName(row), 100*sh, strings.Join(names, " and ")))
+		switch {
+		case !known:
+			out.Left = append(out.Left, fmt.Sprintf("%s, no model figures in its %s", phaseName(row), which))
+		case math.Abs(share) <= fidelity.ExplainedWithin:
+			out.Explained++
+		default:
+			out.Left = append(out.Left, fmt.Sprintf("%s, %+.1f points (%s)", phaseName(row), 100*share, which))
+		}
 	}
 	return out
 }
@@ -352,7 +368,7 @@ func (m MedianAttribution) Lines() []string {
 	out := []string{fmt.Sprintf("against the medians: %s more than %.0f%% off the TCP-aware model; the median run's parts explain all but <= %.0f points of %d",
 		phases, 100*fidelity.JudgedAbove, 100*fidelity.ExplainedWithin, m.Explained)}
 	for _, l := range m.Left {
-		out = append(out, "left: "+l)
+		out = append(out, "Left: "+l)
 	}
 	return out
 }
