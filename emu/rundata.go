@@ -3,10 +3,12 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
@@ -94,14 +96,16 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 // how its flows left slow start (all-to-all: flows, those cut early, the
 // longest cut flow's and the longest other's time, empty where there is
 // none, and whether HyStart's first chance decided because every flow
-// was below its share).
+// was below its share; another phase: its job's connections that moved
+// bytes, and those below HyStart's first chance as src->dst:threshold).
 func attributionHeader() []string {
 	h := []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "tcp_aware_ms", "measured_ms", "rel_err_calibrated", "rel_err_tcp_aware"}
 	for _, p := range fidelity.Parts {
 		h = append(h, p+"_ms")
 	}
 	return append(h, "data_wait_ms", "verify_ms", "busiest_link", "link_own_ms", "link_others_ms", "link_idle_ms", "model_link_own_ms", "model_link_others_ms", "model_link_idle_ms", "link_queue_ms", "model_link_queue_ms",
-		"slow_start_flows", "slow_start_cut", "cut_flow_max_ms", "other_flow_max_ms", "cut_by_hystart_first_chance")
+		"slow_start_flows", "slow_start_cut", "cut_flow_max_ms", "other_flow_max_ms", "cut_by_hystart_first_chance",
+		"connections", "connections_below_first_chance")
 }
 
 func writeAttributionCSV(path string, as []fidelity.Attribution) error {
@@ -136,6 +140,15 @@ func writeAttributionCSV(path string, as []fidelity.Attribution) error {
 				row = append(row, strconv.Itoa(s.Flows), strconv.Itoa(len(s.Cut)), cut, others, strconv.FormatBool(s.ByHyStart))
 			} else {
 				row = append(row, "", "", "", "", "")
+			}
+			if c := a.Conns; c != nil {
+				var below []string
+				for _, x := range c.FirstChance {
+					below = append(below, fmt.Sprintf("%s:%d", fidelity.ConnName(x.Src, x.Dst), x.Segs))
+				}
+				row = append(row, strconv.Itoa(c.Conns), strings.Join(below, " "))
+			} else {
+				row = append(row, "", "")
 			}
 			if err := cw.Write(row); err != nil {
 				return err

@@ -28,7 +28,11 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 	d := a
 	d.Iteration = 4
 	d.SlowStart = &fidelity.SlowStarts{Flows: 6, Others: 6, OthersNs: 80e6, ByHyStart: true}
-	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a, b, c, d}); err != nil {
+	// A fifth, a ring: its connections, two below HyStart's first chance.
+	e := a
+	e.Iteration = 5
+	e.Conns = &fidelity.ConnStarts{Conns: 4, FirstChance: []fidelity.ConnExit{{Src: 2, Dst: 1, Segs: 30}, {Src: -1, Dst: 0, Segs: 27}}}
+	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a, b, c, d, e}); err != nil {
 		t.Fatal(err)
 	}
 	rows := readCSV(t, filepath.Join(dir, "attribution.csv"))
@@ -36,10 +40,11 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 		return []string{"ring", it, "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "7.000000", "2.000000", "11.000000", "-2.000000", "-5.000000", "0.000000", "3.000000", "0.000000", "4.000000", "0.000000", "0.000000", "0.000000", "15.000000", "0.000000", "0.000000", "6.000000"}
 	}
 	want := [][]string{attributionHeader(),
-		append(phase("1"), "", "", "", "", "", "", "", "", "", "", "", "", "", ""),
-		append(phase("2"), "tor1:up0", "100.000000", "120.000000", "20.000000", "95.000000", "110.000000", "15.000000", "3.000000", "2.500000", "", "", "", "", ""),
-		append(phase("3"), "", "", "", "", "", "", "", "", "", "6", "1", "105.000000", "48.000000", "false"),
-		append(phase("4"), "", "", "", "", "", "", "", "", "", "6", "0", "", "80.000000", "true")}
+		append(phase("1"), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", ""),
+		append(phase("2"), "tor1:up0", "100.000000", "120.000000", "20.000000", "95.000000", "110.000000", "15.000000", "3.000000", "2.500000", "", "", "", "", "", "", ""),
+		append(phase("3"), "", "", "", "", "", "", "", "", "", "6", "1", "105.000000", "48.000000", "false", "", ""),
+		append(phase("4"), "", "", "", "", "", "", "", "", "", "6", "0", "", "80.000000", "true", "", ""),
+		append(phase("5"), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "4", "2->1:30 ps->0:27")}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("attribution.csv:\n got %q\nwant %q", rows, want)
 	}

@@ -215,7 +215,7 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 		CalibratedLockstep: res.CompareCalibratedLockstep}
 	for _, t := range res.Outcome.TCP {
 		in.TCP = append(in.TCP, fidelity.TCPSample{Job: t.Job, Rank: t.Rank, Peer: t.Peer, TNs: t.TNs, Retrans: t.Retrans,
-			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs, Ssthresh: t.SsthreshSegs, RTTUs: t.RTTUs})
+			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs, Ssthresh: t.SsthreshSegs, RTTUs: t.RTTUs, BytesAcked: t.BytesAcked})
 	}
 	in.Flows = flowsOf(res.Outcome.Phases)
 	if res.TCPAware != nil {

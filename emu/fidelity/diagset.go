@@ -3,18 +3,29 @@ package fidelity
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // DiagnosisSet gathers the attribution's diagnoses over runs: per phase
 // and busiest link, the median of each share and queue, measured and in
 // the model; per INC push, the medians of its round trip's parts; per
-// all-to-all, the runs a flow left slow start early in. A phase counts in
-// the runs it was attributed in.
+// all-to-all, the runs a flow left slow start early in; per other phase,
+// the runs one of its connections ran below HyStart's first chance in. A
+// phase counts in the runs it was attributed in.
 type DiagnosisSet struct {
 	order []string
 	links map[string]*linkAcc
 	incs  map[string]*incAcc
 	slow  map[string]*slowAcc
+	conns map[string]*connAcc
+}
+
+// connAcc is a phase's connections below HyStart's first chance over the
+// runs: the runs, those with one, and how often each connection was.
+type connAcc struct {
+	runs, cut int
+	order     []string
+	times     map[string]int
 }
 
 // slowAcc is a phase's slow-start exits over the runs: the runs with a
@@ -45,7 +56,7 @@ type incAcc struct {
 // Add counts one run's attribution.
 func (d *DiagnosisSet) Add(as []Attribution) {
 	if d.links == nil {
-		d.links, d.incs, d.slow = map[string]*linkAcc{}, map[string]*incAcc{}, map[string]*slowAcc{}
+		d.links, d.incs, d.slow, d.conns = map[string]*linkAcc{}, map[string]*incAcc{}, map[string]*slowAcc{}, map[string]*connAcc{}
 	}
 	for _, a := range as {
 		phase := fmt.Sprintf("%s %d %s", a.Job, a.Iteration, a.Phase)
@@ -67,6 +78,23 @@ func (d *DiagnosisSet) Add(as []Attribution) {
 			acc.runs++
 			for j, v := range []int64{r.RTTNs, r.HopsNs, r.RTTNs - r.HopsNs, r.ModelRTTNs, r.ModelHopsNs, r.ModelRTTNs - r.ModelHopsNs} {
 				acc.v[j] = append(acc.v[j], ms(v))
+			}
+		}
+		if cs := a.Conns; cs != nil {
+			acc := entry(d.conns, &d.order, phase+" slow start")
+			acc.runs++
+			if len(cs.FirstChance) > 0 {
+				acc.cut++
+			}
+			for _, x := range cs.FirstChance {
+				name := ConnName(x.Src, x.Dst)
+				if acc.times == nil {
+					acc.times = map[string]int{}
+				}
+				if acc.times[name] == 0 {
+					acc.order = append(acc.order, name)
+				}
+				acc.times[name]++
 			}
 		}
 		if ss := a.SlowStart; ss != nil {
@@ -112,6 +140,9 @@ func (d DiagnosisSet) Lines() []string {
 			out = append(out, fmt.Sprintf("%s, %s: %s", k, runsOf(acc.runs), roundText([6]float64(medians(acc.v[:])))))
 		}
 		if acc, ok := d.slow[k]; ok {
+			out = append(out, fmt.Sprintf("%s, %s", k, acc.text()))
+		}
+		if acc, ok := d.conns[k]; ok {
 			out = append(out, fmt.Sprintf("%s, %s", k, acc.text()))
 		}
 	}
@@ -169,4 +200,22 @@ func spanMs(xs []float64) string {
 		return fmt.Sprintf("%.1f", lo)
 	}
 	return fmt.Sprintf("%.1f-%.1f", lo, hi)
+}
+
+// text says in how many runs a connection ran below HyStart's first
+// chance, and which, how often.
+func (a *connAcc) text() string {
+	runs := fmt.Sprintf("%d runs", a.runs)
+	if a.runs == 1 {
+		runs = "1 run"
+	}
+	out := fmt.Sprintf("%s: a connection below HyStart's first chance (%d segments) in %d", runs, HyStartEarlySegs, a.cut)
+	if len(a.order) > 0 {
+		var cs []string
+		for _, name := range a.order {
+			cs = append(cs, fmt.Sprintf("%s in %d", name, a.times[name]))
+		}
+		out += " (" + strings.Join(cs, ", ") + ")"
+	}
+	return out
 }

@@ -120,6 +120,8 @@ type TCPSample struct {
 	Ssthresh uint32
 	// RTTUs is the smoothed RTT (µs; 0: not recorded).
 	RTTUs uint32
+	// BytesAcked is the connection's payload acknowledged so far.
+	BytesAcked uint64
 }
 
 // Flow is one flow of a phase that its ranks time per peer (all-to-all:

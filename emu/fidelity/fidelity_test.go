@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -592,5 +593,67 @@ func TestTally(t *testing.T) {
 				t.Errorf("printed %q", b.String())
 			}
 		})
+	}
+}
+
+// A ring's connections by hand: four ring links moved bytes between the
+// samples around the phase (100-300 ms), a fifth connection did not;
+// 0->2 and 2->1 run below HyStart's first chance, 1->3 above it, 3->0
+// never left slow start, and 2->1's threshold comes from its last
+// sample before the end (none after).
+func TestConnStartsByHand(t *testing.T) {
+	const ms = int64(1e6)
+	const never = 1<<31 - 1
+	s := func(rank, peer int, at int64, ssthresh uint32, acked uint64) TCPSample {
+		return TCPSample{Job: "gpt", Rank: rank, Peer: peer, TNs: at * ms, Ssthresh: ssthresh, BytesAcked: acked}
+	}
+	in := &Inputs{TCP: []TCPSample{
+		s(0, 2, 80, never, 100), s(0, 2, 320, 27, 9000), s(0, 2, 370, 27, 9500),
+		s(2, 1, 80, never, 100), s(2, 1, 280, 30, 8000),
+		s(1, 3, 80, 120, 5), s(1, 3, 320, 120, 9000),
+		s(3, 0, 320, never, 9000),                   // no sample before: all its bytes count
+		s(0, 3, 80, 20, 700), s(0, 3, 320, 20, 700), // idle in the phase
+		{Job: "moe", Rank: 0, Peer: 1, TNs: 320 * ms, Ssthresh: 10, BytesAcked: 9000}, // another job
+	}}
+	cs, ok := in.connStarts("gpt", 100*ms, 300*ms)
+	want := ConnStarts{Conns: 4, FirstChance: []ConnExit{{Src: 0, Dst: 2, Segs: 27}, {Src: 2, Dst: 1, Segs: 30}}}
+	if !ok || cs.Conns != want.Conns || !slices.Equal(cs.FirstChance, want.FirstChance) {
+		t.Fatalf("got %+v %v, want %+v", cs, ok, want)
+	}
+	if got := cs.Text(); got != "slow start: 2 of its 4 connections below HyStart's first chance (32 segments): 0->2 at 27, 2->1 at 30" {
+		t.Errorf("text %q", got)
+	}
+	if got := (ConnStarts{Conns: 3}).Text(); got != "slow start: none of its 3 connections below HyStart's first chance (32 segments)" {
+		t.Errorf("text %q", got)
+	}
+	if _, ok := in.connStarts("vgg", 100*ms, 300*ms); ok {
+		t.Error("a job without samples has connections")
+	}
+	// Attribute gives a phase without per-flow marks its connections, and
+	// an all-to-all its flows instead.
+	cmpRow := []record.Comparison{{Job: "gpt", Phase: "allreduce", PredictedNs: 100 * ms, MeasuredNs: 200 * ms, RelErr: 1}}
+	in.Measurement = &record.Run{Phases: []record.Phase{{Job: "gpt", Phase: "allreduce", StartNs: 100 * ms, EndNs: 300 * ms}}}
+	in.Ideal, in.Calibrated, in.TCPAware = cmpRow, cmpRow, cmpRow
+	a := Attribute(in, 0)
+	if len(a) != 1 || a[0].Conns == nil || a[0].SlowStart != nil || a[0].Conns.Conns != 4 {
+		t.Fatalf("attribution %+v", a)
+	}
+	if ds := Diagnoses(a); len(ds) != 1 || ds[0] != "gpt 0 allreduce: "+cs.Text() {
+		t.Errorf("diagnoses %q", ds)
+	}
+	in.Flows = []Flow{{Job: "gpt", Phase: "allreduce", Src: 0, Dst: 2, StartNs: 100 * ms, EndNs: 250 * ms}}
+	if a := Attribute(in, 0); a[0].Conns != nil || a[0].SlowStart == nil {
+		t.Errorf("with per-flow marks: conns %+v, slow start %+v", a[0].Conns, a[0].SlowStart)
+	}
+}
+
+func TestConnName(t *testing.T) {
+	for _, tt := range []struct {
+		src, dst int
+		want     string
+	}{{0, 2, "0->2"}, {-1, 1, "ps->1"}, {2, -1, "2->ps"}} {
+		if got := ConnName(tt.src, tt.dst); got != tt.want {
+			t.Errorf("ConnName(%d, %d) = %q, want %q", tt.src, tt.dst, got, tt.want)
+		}
 	}
 }

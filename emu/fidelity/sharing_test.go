@@ -216,14 +216,20 @@ func TestDiagnosisSet(t *testing.T) {
 	a2a := func(cut []FlowExit, others int64) Attribution {
 		return Attribution{Job: "moe", Phase: "alltoall", SlowStart: &SlowStarts{Flows: 6, Cut: cut, Others: 6 - len(cut), OthersNs: others * ms}}
 	}
+	// gpt's all-reduce: ring link 2->1 below HyStart's first chance in two
+	// of three runs, 1->3 in one.
+	ring := func(cut ...ConnExit) Attribution {
+		return Attribution{Job: "gpt", Phase: "allreduce", Conns: &ConnStarts{Conns: 4, FirstChance: cut}}
+	}
 	var d DiagnosisSet
-	d.Add([]Attribution{push(use(44, 53, 3, 30), 690, 90), a2a([]FlowExit{{Src: 1, Dst: 2, Segs: 27, Ns: 105 * ms}}, 48)})
-	d.Add([]Attribution{moe, push(use(46, 52, 2, 33), 680, 80), a2a(nil, 72)})
-	d.Add([]Attribution{push(use(43, 54, 3, 25), 700, 100), a2a([]FlowExit{{Src: 0, Dst: 1, Segs: 27, Ns: 96 * ms}, {Src: 1, Dst: 2, Segs: 30, Ns: 117 * ms}}, 61)})
+	d.Add([]Attribution{push(use(44, 53, 3, 30), 690, 90), a2a([]FlowExit{{Src: 1, Dst: 2, Segs: 27, Ns: 105 * ms}}, 48), ring(ConnExit{Src: 2, Dst: 1, Segs: 30})})
+	d.Add([]Attribution{moe, push(use(46, 52, 2, 33), 680, 80), a2a(nil, 72), ring()})
+	d.Add([]Attribution{push(use(43, 54, 3, 25), 700, 100), a2a([]FlowExit{{Src: 0, Dst: 1, Segs: 27, Ns: 96 * ms}, {Src: 1, Dst: 2, Segs: 30, Ns: 117 * ms}}, 61), ring(ConnExit{Src: 1, Dst: 3, Segs: 27}, ConnExit{Src: 2, Dst: 1, Segs: 27})})
 	want := []string{
 		"vgg 0 push on tor1:up1, medians of 3 runs: own 44% (40), others 53% (55), idle 3% (5), queue 3.0 ms (2.3)",
 		"vgg 0 push, medians of 3 runs: round trip 6.90 ms = hops 0.90 + network 6.00; model 7.60 = hops 0.90 + network 6.70",
 		"moe 0 alltoall slow start, 3 runs: a flow cut early in 2 (cut flows 105.0-117.0 ms, the others at most 48.0-61.0), none in 1 (slowest flow 72.0 ms); at HyStart's first chance (below 32 segments) in 2 (those flows 105.0-117.0 ms)",
+		"gpt 0 allreduce slow start, 3 runs: a connection below HyStart's first chance (32 segments) in 2 (2->1 in 2, 1->3 in 1)",
 		"moe 1 alltoall on tor1:up1, 1 run: own 24% (35), others 76% (65), idle 0% (0)",
 	}
 	if got := d.Lines(); !slices.Equal(got, want) {
