@@ -1,9 +1,11 @@
 package fidelity
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/ocsemu/ocsemu/workers/job"
@@ -207,33 +209,14 @@ func byKey(cs []record.Comparison) map[job.Key]record.Comparison {
 
 // tcpDuring sums, over a job's connections, the time spent in RTO
 // recovery and the bytes retransmitted between from and to (differences
-// of the samples nearest before and at the end of the window).
+// of the samples that bracket the window, windowSamples).
 func (in *Inputs) tcpDuring(jobName string, from, to int64) (rtoNs int64, retrans uint64) {
-	type conn struct{ rank, peer int }
-	first, last := map[conn]int{}, map[conn]int{}
-	for i, s := range in.TCP {
-		if s.Job != jobName {
-			continue
-		}
-		c := conn{s.Rank, s.Peer}
-		if s.TNs <= from {
-			if j, ok := first[c]; !ok || in.TCP[j].TNs < s.TNs {
-				first[c] = i
-			}
-		}
-		if s.TNs <= to+int64(50e6) { // the sample after the end still belongs to it at 50 ms sampling
-			if j, ok := last[c]; !ok || in.TCP[j].TNs < s.TNs {
-				last[c] = i
-			}
-		}
-	}
 	var worstRTO int64
-	for c, li := range last {
-		l := in.TCP[li]
-		var f = l
-		f.RTOTimeMs, f.BytesRetrans = 0, 0
-		if fi, ok := first[c]; ok {
-			f = in.TCP[fi]
+	for _, w := range in.windowSamples(jobName, from, to) {
+		l, f := w.last, w.first
+		if !w.hasFirst {
+			f = l
+			f.RTOTimeMs, f.BytesRetrans = 0, 0
 		}
 		if l.RTOTimeMs > f.RTOTimeMs {
 			worstRTO = max(worstRTO, int64(l.RTOTimeMs-f.RTOTimeMs)*1e6)
@@ -243,6 +226,52 @@ func (in *Inputs) tcpDuring(jobName string, from, to int64) (rtoNs int64, retran
 		}
 	}
 	return worstRTO, retrans
+}
+
+// connWindow is one connection's samples around a window: the latest at
+// or before its start (hasFirst false: none; first is then zero) and the
+// latest at or before its end plus one sampling period.
+type connWindow struct {
+	rank, peer        int
+	first, last       TCPSample
+	hasFirst, hasLast bool
+}
+
+// tcpSamplePeriodNs is how often emu run samples TCP_INFO: the sample
+// after a window's end still belongs to it.
+const tcpSamplePeriodNs = 50e6
+
+// windowSamples brackets the window [from, to] on each of the job's
+// connections that has a sample by to + tcpSamplePeriodNs, in (rank,
+// peer) order.
+func (in *Inputs) windowSamples(jobName string, from, to int64) []connWindow {
+	type conn struct{ rank, peer int }
+	ws := map[conn]*connWindow{}
+	for _, s := range in.TCP {
+		if s.Job != jobName {
+			continue
+		}
+		c := conn{s.Rank, s.Peer}
+		w := ws[c]
+		if w == nil {
+			w = &connWindow{rank: s.Rank, peer: s.Peer}
+			ws[c] = w
+		}
+		if s.TNs <= from && (!w.hasFirst || s.TNs > w.first.TNs) {
+			w.first, w.hasFirst = s, true
+		}
+		if s.TNs <= to+tcpSamplePeriodNs && (!w.hasLast || s.TNs > w.last.TNs) {
+			w.last, w.hasLast = s, true
+		}
+	}
+	out := make([]connWindow, 0, len(ws))
+	for _, w := range ws {
+		if w.hasLast {
+			out = append(out, *w)
+		}
+	}
+	slices.SortFunc(out, func(a, b connWindow) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.peer, b.peer)) })
+	return out
 }
 
 // foreignDuring is the wall time between from and to, weighted by the

@@ -160,22 +160,27 @@ func medians(vs [][]float64) []float64 {
 	return out
 }
 
+// runsOf names the runs a diagnosis's medians come from.
 func runsOf(n int) string {
 	if n == 1 {
 		return "1 run"
 	}
-	return fmt.Sprintf("medians of %d runs", n)
+	return "medians of " + nRuns(n)
+}
+
+// nRuns is "1 run" or "n runs".
+func nRuns(n int) string {
+	if n == 1 {
+		return "1 run"
+	}
+	return fmt.Sprintf("%d runs", n)
 }
 
 // text says in how many runs a flow left slow start early (below its
 // share, or at HyStart's first chance where every flow was below it), and
 // what the flows took then and otherwise (ranges over the runs, ms).
 func (a *slowAcc) text() string {
-	runs := fmt.Sprintf("%d runs", a.runs)
-	if a.runs == 1 {
-		runs = "1 run"
-	}
-	out := fmt.Sprintf("%s: a flow cut early in %d", runs, a.cut)
+	out := fmt.Sprintf("%s: a flow cut early in %d", nRuns(a.runs), a.cut)
 	if a.cut > 0 {
 		out += fmt.Sprintf(" (cut flows %s ms", spanMs(a.cutNs))
 		if len(a.othersNs) > 0 {
@@ -205,11 +210,7 @@ func spanMs(xs []float64) string {
 // text says in how many runs a connection ran below HyStart's first
 // chance, and which, how often.
 func (a *connAcc) text() string {
-	runs := fmt.Sprintf("%d runs", a.runs)
-	if a.runs == 1 {
-		runs = "1 run"
-	}
-	out := fmt.Sprintf("%s: a connection below HyStart's first chance (%d segments) in %d", runs, HyStartEarlySegs, a.cut)
+	out := fmt.Sprintf("%s: a connection below HyStart's first chance (%d segments) in %d", nRuns(a.runs), HyStartEarlySegs, a.cut)
 	if len(a.order) > 0 {
 		var cs []string
 		for _, name := range a.order {

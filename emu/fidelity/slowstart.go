@@ -1,9 +1,7 @@
 package fidelity
 
 import (
-	"cmp"
 	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -214,44 +212,18 @@ func (c ConnStarts) Text() string {
 }
 
 // connStarts finds the job's connections whose acknowledged bytes grew
-// between the last sample at or before from and the first at or after to
-// (samples are periodic: neighbouring phases' bytes may count), and each
-// one's threshold at the phase's end (sampleAt); ok is false when none
-// moved bytes.
+// between the samples that bracket the phase (windowSamples: samples are
+// periodic, so neighbouring phases' bytes may count), and each one's
+// threshold at the phase's end; ok is false when none moved bytes.
 func (in *Inputs) connStarts(jobName string, from, to int64) (ConnStarts, bool) {
-	type conn struct{ rank, peer int }
-	before, after := map[conn]TCPSample{}, map[conn]TCPSample{}
-	var order []conn
-	for _, s := range in.TCP {
-		if s.Job != jobName {
-			continue
-		}
-		c := conn{s.Rank, s.Peer}
-		if _, seen := before[c]; !seen {
-			if _, seen := after[c]; !seen {
-				order = append(order, c)
-			}
-		}
-		if b, ok := before[c]; s.TNs <= from && (!ok || s.TNs > b.TNs) {
-			before[c] = s
-		}
-		if a, ok := after[c]; s.TNs >= to && (!ok || s.TNs < a.TNs) {
-			after[c] = s
-		}
-	}
-	slices.SortFunc(order, func(a, b conn) int { return cmp.Or(cmp.Compare(a.rank, b.rank), cmp.Compare(a.peer, b.peer)) })
 	var out ConnStarts
-	for _, c := range order {
-		end, ok := after[c]
-		if !ok {
-			end, _ = in.sampleAt(jobName, c.rank, c.peer, to)
-		}
-		if end.BytesAcked <= before[c].BytesAcked {
-			continue // moved nothing in the phase (or no sample after it began)
+	for _, w := range in.windowSamples(jobName, from, to) {
+		if w.last.BytesAcked <= w.first.BytesAcked {
+			continue // moved nothing in the phase
 		}
 		out.Conns++
-		if end.Ssthresh > 0 && end.Ssthresh < HyStartEarlySegs {
-			out.FirstChance = append(out.FirstChance, ConnExit{Src: c.rank, Dst: c.peer, Segs: end.Ssthresh})
+		if s := w.last.Ssthresh; s > 0 && s < HyStartEarlySegs {
+			out.FirstChance = append(out.FirstChance, ConnExit{Src: w.rank, Dst: w.peer, Segs: s})
 		}
 	}
 	return out, out.Conns > 0

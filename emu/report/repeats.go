@@ -288,12 +288,18 @@ func medianAttribution(rows []RepeatRow, runs []*Run) *MedianAttribution {
 		ok     bool // false: the run has no figure for the phase
 		run    string
 	}
+	// Per run, each phase's measurement as the rows' medians took it (the
+	// ideal comparison, which every run has) and its residual share.
+	meas := make([]map[phaseKey]int64, len(runs))
 	byRun := make([]map[phaseKey]float64, len(runs))
 	for i, r := range runs {
 		if r.Data == nil {
 			return nil
 		}
-		byRun[i] = map[phaseKey]float64{}
+		meas[i], byRun[i] = map[phaseKey]int64{}, map[phaseKey]float64{}
+		for _, c := range modelComparisons(r)[modelIdeal] {
+			meas[i][phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c.MeasuredNs
+		}
 		for _, m := range []int{modelCalibrated, modelTCPAware} { // TCP-aware last: it wins where both exist
 			for _, c := range modelComparisons(r)[m] {
 				byRun[i][phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}] = c.RelErr
@@ -312,15 +318,11 @@ func medianAttribution(rows []RepeatRow, runs []*Run) *MedianAttribution {
 			continue
 		}
 		k := phaseKey{Job: row.Job, Iteration: row.Iteration, Phase: row.Phase}
-		// The runs' measurements as the row's median took them (the ideal
-		// comparison, which every run has).
 		var rs []residual
 		for i, r := range runs {
-			for _, c := range modelComparisons(r)[modelIdeal] {
-				if (phaseKey{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}) == k {
-					share, ok := byRun[i][k]
-					rs = append(rs, residual{c.MeasuredNs, share, ok, runName(r.Dir)})
-				}
+			if v, ok := meas[i][k]; ok {
+				share, known := byRun[i][k]
+				rs = append(rs, residual{v, share, known, runName(r.Dir)})
 			}
 		}
 		if len(rs) == 0 {
