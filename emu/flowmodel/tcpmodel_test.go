@@ -181,3 +181,39 @@ func TestMovedIntoTheDarkByHand(t *testing.T) {
 		})
 	}
 }
+
+// A sender's queue as a flow held back elsewhere sees it, by hand: r0s0
+// (125 MB/s) sends a to r0s1 in its rack and b to r1s0 over a 50 MB/s
+// circuit, which c (r0s1 to r1s1) shares. Max-min holds b and c back at
+// the circuit (25 MB/s each) and a at r0s0's uplink (100 MB/s, 0.8 of
+// it). Base RTT 1 ms, a full queue 1 ms, α = 1: b crosses both full
+// queues, c only the circuit's. Counting all of r0s0's queue, b's RTT is
+// 3 ms and c's 2, so b gets 50 x (1/3)/(1/3 + 1/2) = 20 MB/s and its 10
+// MB end at 0.5 s. Counting 0.8 of it (the share a uses): RTT 2.8 ms,
+// 20.83 MB/s, 0.48 s. Half of that, 0.4: RTT 2.4 ms, 22.73 MB/s, 0.44 s.
+func TestHeldBackSenderQueueByHand(t *testing.T) {
+	s := scen(t, "fabric: {kind: ocs, racks: 2, servers_per_rack: 2, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 400Mbit}}\n")
+	job := func(name, w, ps string, bytes int64) plan.Job {
+		return plan.Job{Name: name, Pattern: "ps", Workers: []string{w, ps}, PS: ps, Bytes: bytes, Iterations: 1}
+	}
+	jobs := []plan.Job{job("a", "r0s0", "r0s1", 200_000_000), job("b", "r0s0", "r1s0", 10_000_000), job("c", "r0s1", "r1s1", 200_000_000)}
+	circuits := []circuit.Circuit{c("tor0:0", "tor1:0")}
+	for _, tt := range []struct {
+		name  string
+		scale float64
+		want  float64
+	}{
+		{"the whole queue", 0, 0.5},
+		{"the share the flows held there use", 1, 0.48},
+		{"half of that", 0.5, 0.44},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tm := &TCPModel{RTTExponent: 1, BaseRTTNs: 1e6, QueueNs: func(scenario.Rate) int64 { return 1e6 }, PTOMinNs: 2e6, RTOMinNs: 200e6, MSS: 1448,
+				HeldBackSenderQueue: tt.scale}
+			got := pushEnds(t, s, jobs, Options{TCP: tm}, circuits, 0, nil)
+			if math.Abs(got["b"]-tt.want) > 1e-6 {
+				t.Errorf("b's push ends at %.6f s, want %.6f", got["b"], tt.want)
+			}
+		})
+	}
+}
