@@ -13,7 +13,7 @@ import (
 
 func (a *app) compareCmd() *cobra.Command {
 	out := report.CompareFile
-	var repeat bool
+	var repeat, again bool
 	cmd := &cobra.Command{
 		Use:   "compare RUN RUN...",
 		Short: "Compare two or more run directories: a table here and an offline HTML page",
@@ -32,8 +32,15 @@ it prints each phase's measured median and range against the three models,
 how far single runs scatter, how many phases more than 10% off the
 TCP-aware model the runs' attributions explain, and whether the run whose
 measurement is each phase's median explains a median more than 10% off,
-and writes that page (repeat.html, or -o).`,
-		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html\n  emu compare --repeat results/quickstart/2026*",
+and writes that page (repeat.html, or -o).
+
+--repredict (with --repeat) first predicts every run again with this
+emu's TCP-aware model: the model, its replay at the measured phase starts
+and the attribution, from the run's data file; the measurements and the
+verdicts stay as recorded. It shows how a change of the model reads on
+runs made before it, and lets runs made by different versions of the
+model be summarised as one set.`,
+		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html\n  emu compare --repeat results/quickstart/2026*\n  emu compare --repeat --repredict results/plan-demo/2026*",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var (
@@ -41,8 +48,11 @@ and writes that page (repeat.html, or -o).`,
 				page []byte
 				err  error
 			)
+			if again && !repeat {
+				return fmt.Errorf("compare: --repredict needs --repeat (it predicts the runs of one plan again)")
+			}
 			if repeat {
-				t, terr := report.RepeatRuns(args)
+				t, terr := repeatTable(args, again)
 				if terr != nil {
 					return terr
 				}
@@ -74,5 +84,31 @@ and writes that page (repeat.html, or -o).`,
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", out, "where to write the HTML page")
 	cmd.Flags().BoolVar(&repeat, "repeat", false, "the runs are repeats of one plan: summarise them phase by phase (median, range, the models' errors)")
+	cmd.Flags().BoolVar(&again, "repredict", false, "with --repeat: predict every run again with this emu's TCP-aware model and attribution (measurements and verdicts as recorded)")
 	return cmd
+}
+
+// repeatTable summarises runs of one plan, first predicted again with
+// this emu's model if again.
+func repeatTable(dirs []string, again bool) (*report.RepeatTable, error) {
+	if !again {
+		return report.RepeatRuns(dirs)
+	}
+	runs := make([]*report.Run, 0, len(dirs))
+	for _, d := range dirs {
+		r, err := report.Load(d)
+		if err != nil {
+			return nil, err
+		}
+		if err := repredict(r); err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+	}
+	t, err := report.Repeats(runs)
+	if err != nil {
+		return nil, err
+	}
+	t.Repredicted = buildVersion()
+	return t, nil
 }

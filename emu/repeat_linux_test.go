@@ -113,6 +113,28 @@ func TestCLIRunRepeat(t *testing.T) {
 	if len(tab.Fits) != 3 || tab.Fits[2].Model != "tcp-aware" || tab.Fits[2].Phases == 0 {
 		t.Errorf("fits %+v", tab.Fits)
 	}
+	// Predicted again from its data file with the same model, each run's
+	// attribution is the one it recorded, to the nanosecond.
+	var dirs []string
+	for _, r := range tab.Runs {
+		dir := filepath.Join(root, lab, r.Name)
+		dirs = append(dirs, dir)
+		rec, err := report.Load(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := json.Marshal(rec.Data.Attribution)
+		if err := repredict(rec); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := json.Marshal(rec.Data.Attribution); string(got) != string(want) {
+			t.Errorf("%s predicted again:\n%s\nrecorded:\n%s", r.Name, got, want)
+		}
+	}
+	out, err = run(t, bin, append([]string{"compare", "--repeat", "--repredict", "-o", filepath.Join(t.TempDir(), "set.html")}, dirs...)...)
+	if err != nil || !strings.Contains(out, "predicted again by emu") || !strings.Contains(out, "2 runs of one plan") {
+		t.Errorf("emu compare --repeat --repredict: %v\n%s", err, out)
+	}
 }
 
 // TestCLICompareRepeat summarises recorded runs: the same run twice is a
@@ -137,5 +159,16 @@ func TestCLICompareRepeat(t *testing.T) {
 	}
 	if out, err := run(t, bin, "compare", "--repeat", qs, pd, "-o", page); err == nil || !strings.Contains(out, "not runs of one plan") && !strings.Contains(out, "ran different plans") {
 		t.Errorf("runs of two plans: %v\n%s", err, out)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--repredict", qs, qs}, "--repredict needs --repeat"},
+		{[]string{"--repeat", "--repredict", qs, qs}, "no run-data.json.gz"},
+	} {
+		if out, err := run(t, bin, append(append([]string{"compare"}, tc.args...), "-o", page)...); err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("emu compare %v: want an error with %q, got %v:\n%s", tc.args, tc.want, err, out)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -37,6 +38,7 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 	if in.OCS != nil {
 		d.UplinkBytes = in.OCS.UplinkBytes
 	}
+	d.INCWindowBytes = &in.INCWindowBytes
 	if len(qd) > 0 {
 		d.QdiscsBefore, _ = json.Marshal(qd[0].Stats)
 		d.QdiscsAfter, _ = json.Marshal(qd[len(qd)-1].Stats)
@@ -69,7 +71,8 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 		d.Series.TCP = append(d.Series.TCP, raw)
 	}
 	for _, p := range res.Outcome.Phases {
-		for _, v := range []*int64{&p.StartNs, &p.EndNs, &p.GateNs, &p.FirstRecvNs, &p.LastRecvNs, &p.LastSendNs, &p.LastAckNs} {
+		p.PeerRecvNs = slices.Clone(p.PeerRecvNs)
+		for _, v := range append([]*int64{&p.StartNs, &p.EndNs, &p.GateNs, &p.FirstRecvNs, &p.LastRecvNs, &p.LastSendNs, &p.LastAckNs}, ptrs(p.PeerRecvNs)...) {
 			if *v != 0 {
 				*v -= t0
 			}
@@ -195,4 +198,13 @@ func writeModelsCSV(path string, res *orchestrate.Result) error {
 		cw.Flush()
 		return cw.Error()
 	})
+}
+
+// ptrs points at each element of v.
+func ptrs(v []int64) []*int64 {
+	out := make([]*int64, len(v))
+	for i := range v {
+		out[i] = &v[i]
+	}
+	return out
 }

@@ -213,28 +213,10 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	end := t0 + res.Measurement.MakespanNs
 	in := &fidelity.Inputs{Measurement: res.Measurement, Ideal: res.Compare, Calibrated: res.CompareCalibrated, TCPAware: res.CompareTCPAware, Replay: res.CompareReplay,
 		CalibratedLockstep: res.CompareCalibratedLockstep}
-	for _, t := range res.Outcome.TCP {
-		in.TCP = append(in.TCP, fidelity.TCPSample{Job: t.Job, Rank: t.Rank, Peer: t.Peer, TNs: t.TNs, Retrans: t.Retrans,
-			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs, Ssthresh: t.SsthreshSegs, RTTUs: t.RTTUs, BytesAcked: t.BytesAcked})
-	}
+	in.TCP = tcpSamples(res.Outcome.TCP)
 	in.Flows = flowsOf(res.Outcome.Phases)
-	if res.TCPAware != nil {
-		in.ModelUplinkBytes = res.TCPAware.UplinkBytes
-		in.ModelPhases = map[job.Key]record.Phase{}
-		for _, ph := range res.TCPAware.Phases {
-			in.ModelPhases[job.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph
-		}
-	} else if res.Prediction != nil {
-		in.ModelUplinkBytes = res.Prediction.UplinkBytes
-	}
-	if f := r.s.Fabric; f.Rates.Server != scenario.Unlimited {
-		fr := flowmodel.Framing(f.MTU)
-		in.Goodput, in.MSS = fr.Goodput(), fr.PayloadBytes
-		in.LinkPayloadBps = float64(f.Rates.Server) / 8 * in.Goodput
-	}
-	if res.Replay != nil {
-		in.ModelLinks = res.Replay.PhaseLinks
-	}
+	modelInputs(in, res.Prediction, res.TCPAware, res.Replay)
+	framingInputs(in, r.s.Fabric)
 	r.incInputs(in, res)
 	for _, p := range res.Outcome.Phases {
 		in.BytesSent += p.Bytes
@@ -323,27 +305,82 @@ func (r *recorder) incInputs(in *fidelity.Inputs, res *orchestrate.Result) {
 		}
 		in.Aggs[i].Samples = append(in.Aggs[i].Samples, fidelity.AggSample{TNs: rd.TNs, Holds: rd.St.Holds, HoldNs: rd.St.HoldNs})
 	}
-	for i := range r.plan.Jobs {
-		j := &r.plan.Jobs[i]
-		if !j.INC || j.Aggregator == "" {
-			continue
-		}
-		if in.INCTrees == nil {
-			in.INCTrees = map[string]fidelity.INCTree{}
-		}
-		in.INCTrees[j.Name] = fidelity.INCTree{Root: j.Aggregator, Leaves: j.ToRs(), Bytes: float64(j.Bytes)}
-	}
+	in.INCTrees = incTrees(r.plan)
 	if !r.incAdaptive { // an adapted window has no one size: no round trip by Little's law
 		in.INCWindowBytes = float64(r.incWindow * flowmodel.INCSlotBytes)
 	}
-	if res.Replay != nil {
-		in.ModelINCHopsNs = map[job.Key]int64{}
-		for _, ph := range res.Replay.Phases {
-			if ph.INCHopsNs > 0 {
-				in.ModelINCHopsNs[job.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.INCHopsNs
-			}
+	in.ModelINCHopsNs = modelINCHops(res.Replay)
+}
+
+// tcpSamples are the ranks' TCP_INFO samples as the attribution reads
+// them.
+func tcpSamples(ts []workers.TCPSample) []fidelity.TCPSample {
+	out := make([]fidelity.TCPSample, 0, len(ts))
+	for _, t := range ts {
+		out = append(out, fidelity.TCPSample{Job: t.Job, Rank: t.Rank, Peer: t.Peer, TNs: t.TNs, Retrans: t.Retrans,
+			BytesRetrans: t.BytesRetrans, TotalRTO: t.TotalRTO, RTOTimeMs: t.RTOTimeMs, Ssthresh: t.SsthreshSegs, RTTUs: t.RTTUs, BytesAcked: t.BytesAcked})
+	}
+	return out
+}
+
+// modelInputs gives the verdict and the attribution what they read from
+// the models: the TCP-aware model's phases and paths (the ideal
+// prediction's paths without it) and what its replay put on each link.
+func modelInputs(in *fidelity.Inputs, ideal, tcp, replay *record.Run) {
+	if tcp != nil {
+		in.ModelUplinkBytes = tcp.UplinkBytes
+		in.ModelPhases = map[job.Key]record.Phase{}
+		for _, ph := range tcp.Phases {
+			in.ModelPhases[job.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph
+		}
+	} else if ideal != nil {
+		in.ModelUplinkBytes = ideal.UplinkBytes
+	}
+	if replay != nil {
+		in.ModelLinks = replay.PhaseLinks
+	}
+}
+
+// framingInputs gives the attribution the fabric's framing: payload per
+// wire byte, a segment's payload and a server link's payload rate.
+func framingInputs(in *fidelity.Inputs, f scenario.Fabric) {
+	if f.Rates.Server == scenario.Unlimited {
+		return
+	}
+	fr := flowmodel.Framing(f.MTU)
+	in.Goodput, in.MSS = fr.Goodput(), fr.PayloadBytes
+	in.LinkPayloadBps = float64(f.Rates.Server) / 8 * in.Goodput
+}
+
+// incTrees are the INC jobs' aggregation trees (nil: none).
+func incTrees(p *plan.Plan) map[string]fidelity.INCTree {
+	var trees map[string]fidelity.INCTree
+	for i := range p.Jobs {
+		j := &p.Jobs[i]
+		if !j.INC || j.Aggregator == "" {
+			continue
+		}
+		if trees == nil {
+			trees = map[string]fidelity.INCTree{}
+		}
+		trees[j.Name] = fidelity.INCTree{Root: j.Aggregator, Leaves: j.ToRs(), Bytes: float64(j.Bytes)}
+	}
+	return trees
+}
+
+// modelINCHops is what the replay put in each INC push's round trip for
+// the aggregators' hops (nil without a replay).
+func modelINCHops(replay *record.Run) map[job.Key]int64 {
+	if replay == nil {
+		return nil
+	}
+	hops := map[job.Key]int64{}
+	for _, ph := range replay.Phases {
+		if ph.INCHopsNs > 0 {
+			hops[job.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.INCHopsNs
 		}
 	}
+	return hops
 }
 
 // linksOf turns the shaper readings within a second of [t0, end] into per-link

@@ -202,8 +202,8 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	}
 	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
 	meas.Reconfigurations = pred.Reconfigurations
-	res := &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: compare(pred, meas), INC: adm, Outcome: out,
-		Calibrated: cal, CompareCalibrated: compare(cal, meas), TCPAware: tcp, CompareTCPAware: compare(tcp, meas)}
+	res := &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: Compare(pred, meas), INC: adm, Outcome: out,
+		Calibrated: cal, CompareCalibrated: Compare(cal, meas), TCPAware: tcp, CompareTCPAware: Compare(tcp, meas)}
 	// Two more predictions for the attribution; the run stands without them.
 	also := func(what string, run *record.Run, err error) (*record.Run, []Comparison) {
 		if err != nil && o.Log != nil {
@@ -212,15 +212,11 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		if err != nil || run == nil {
 			return nil, nil
 		}
-		return run, compare(run, meas)
+		return run, Compare(run, meas)
 	}
 	lock, err := flowmodel.SimulateRanks(p, s, flowmodel.Calibrated, false)
 	res.CalibratedLockstep, res.CompareCalibratedLockstep = also("lockstep calibrated model", lock, err)
-	starts := map[plan.Key]int64{}
-	for _, ph := range meas.Phases {
-		starts[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs
-	}
-	replay, err := flowmodel.Replay(p, s, flowmodel.TCPAware, starts)
+	replay, err := flowmodel.Replay(p, s, flowmodel.TCPAware, MeasuredStarts(meas))
 	res.Replay, res.CompareReplay = also("replay of the TCP-aware model at the measured starts", replay, err)
 	return res, nil
 }
@@ -303,7 +299,19 @@ func circuitHooks(ctx context.Context, cl OCS, p *plan.Plan) (onStart func(int64
 	return onStart, onStage
 }
 
-func compare(pred, meas *record.Run) []Comparison {
+// MeasuredStarts is when each measured phase started (ns from time
+// zero), what flowmodel.Replay replays the plan at.
+func MeasuredStarts(meas *record.Run) map[plan.Key]int64 {
+	starts := make(map[plan.Key]int64, len(meas.Phases))
+	for _, ph := range meas.Phases {
+		starts[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs
+	}
+	return starts
+}
+
+// Compare pairs every measured phase with its prediction: both times and
+// the measurement's error against the prediction.
+func Compare(pred, meas *record.Run) []Comparison {
 	key := func(p record.Phase) job.Key { return job.Key{Job: p.Job, Iteration: p.Iteration, Phase: p.Phase} }
 	pm := map[job.Key]record.Phase{}
 	for _, ph := range pred.Phases {

@@ -136,6 +136,11 @@ type RepeatTable struct {
 	// MedianAttribution reads the attribution's bar against the medians:
 	// nil unless every run has a data file.
 	MedianAttribution *MedianAttribution `json:"median_attribution,omitempty"`
+	// Repredicted says who predicted the runs again (`emu compare
+	// --repeat --repredict`: the TCP-aware model, its replay and the
+	// attribution, measurements and verdicts as recorded); empty: as
+	// recorded.
+	Repredicted string `json:"repredicted,omitempty"`
 	// Diagnoses are the attributions' diagnoses over the set
 	// (fidelity.DiagnosisSet): medians per phase of its busiest link's
 	// shares and queue and of an INC push's round trip.
@@ -446,7 +451,7 @@ func samePlan(first, r *Run) error {
 				if m == 0 {
 					return fmt.Errorf("repeat: %s predicts %s differently from %s: not runs of one plan", r.Dir, k, first.Dir)
 				}
-				return fmt.Errorf("repeat: %s's %s model predicts %s differently from %s's: runs of one plan made by different versions of the model", r.Dir, Models[m], k, first.Dir)
+				return fmt.Errorf("repeat: %s's %s model predicts %s differently from %s's: runs of one plan made by different versions of the model (--repredict predicts them again with this emu's)", r.Dir, Models[m], k, first.Dir)
 			}
 		}
 	}
@@ -498,6 +503,9 @@ func medianRange(xs []int64) (med, lo, hi int64) {
 func (t *RepeatTable) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "== %d runs of one plan (%s, %s): each phase's measured median and range against the models\n", len(t.Runs), t.Lab, t.Scheduler)
 	fmt.Fprintln(w, "   error = (median measured - predicted) / predicted; spread = (max - min) / median")
+	if t.Repredicted != "" {
+		fmt.Fprintf(w, "   the TCP-aware model and the attributions predicted again by %s; the measurements and verdicts as recorded\n", t.Repredicted)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "job\titer\tphase\tideal ms\tcalibrated ms\ttcp-aware ms\tmedian ms\tmin ms\tmax ms\tspread\terror ideal\tcalibrated\ttcp-aware\t")
 	for _, r := range t.Rows {

@@ -18,7 +18,10 @@ import (
 // metadata, made for plotting and for handing on (Flent's idea).
 const (
 	DataFile   = "run-data.json.gz"
-	DataFormat = "emu-run-data/1"
+	DataFormat = "emu-run-data/2"
+	// DataFormatV1 is the format before 27 Nov 2026: the same, but the
+	// rank phases' peer_recv_ns on CLOCK_MONOTONIC, not on the axis.
+	DataFormatV1 = "emu-run-data/1"
 )
 
 // RunData is DataFile's content.
@@ -44,6 +47,10 @@ type RunData struct {
 	// path forwarded from it during the run; the prediction's
 	// uplink_bytes are the model's (the paths line of the verdict).
 	UplinkBytes map[string]uint64 `json:"uplink_bytes,omitempty"`
+	// INCWindowBytes is what each INC worker kept in flight (0: no INC,
+	// or a window its congestion control adapted: --inc-cc); nil in runs
+	// before 27 Nov 2026, which did not record it.
+	INCWindowBytes *float64 `json:"inc_window_bytes,omitempty"`
 
 	Prediction           *record.Run         `json:"prediction"`
 	Calibrated           *record.Run         `json:"prediction_calibrated,omitempty"`
@@ -135,7 +142,7 @@ func ReadRunData(dir string) (*RunData, error) {
 	if err := json.NewDecoder(io.LimitReader(zr, 1<<30)).Decode(&d); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if d.Format != DataFormat {
+	if d.Format != DataFormat && d.Format != DataFormatV1 {
 		return nil, fmt.Errorf("%s: format %q, this emu reads %q", path, d.Format, DataFormat)
 	}
 	fidelity.RenameOldParts(d.Attribution)
