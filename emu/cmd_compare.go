@@ -13,7 +13,7 @@ import (
 
 func (a *app) compareCmd() *cobra.Command {
 	out := report.CompareFile
-	var repeat, again bool
+	var repeat, repredictRuns bool
 	cmd := &cobra.Command{
 		Use:   "compare RUN RUN...",
 		Short: "Compare two or more run directories: a table here and an offline HTML page",
@@ -48,11 +48,11 @@ model be summarised as one set.`,
 				page []byte
 				err  error
 			)
-			if again && !repeat {
+			if repredictRuns && !repeat {
 				return fmt.Errorf("compare: --repredict needs --repeat (it predicts the runs of one plan again)")
 			}
 			if repeat {
-				t, terr := repeatTable(args, again)
+				t, terr := repeatTable(args, repredictRuns)
 				if terr != nil {
 					return terr
 				}
@@ -84,7 +84,7 @@ model be summarised as one set.`,
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", out, "where to write the HTML page")
 	cmd.Flags().BoolVar(&repeat, "repeat", false, "the runs are repeats of one plan: summarise them phase by phase (median, range, the models' errors)")
-	cmd.Flags().BoolVar(&again, "repredict", false, "with --repeat: predict every run again with this emu's TCP-aware model and attribution (measurements and verdicts as recorded)")
+	cmd.Flags().BoolVar(&repredictRuns, "repredict", false, "with --repeat: predict every run again with this emu's TCP-aware model and attribution (measurements and verdicts as recorded)")
 	return cmd
 }
 

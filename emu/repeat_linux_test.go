@@ -114,7 +114,8 @@ func TestCLIRunRepeat(t *testing.T) {
 		t.Errorf("fits %+v", tab.Fits)
 	}
 	// Predicted again from its data file with the same model, each run's
-	// attribution is the one it recorded, to the nanosecond.
+	// TCP-aware comparisons and attribution are the recorded ones, to the
+	// nanosecond (TestRepredictPlanDemo covers per-flow marks and INC).
 	var dirs []string
 	for _, r := range tab.Runs {
 		dir := filepath.Join(root, lab, r.Name)
@@ -123,11 +124,11 @@ func TestCLIRunRepeat(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, _ := json.Marshal(rec.Data.Attribution)
+		want, _ := json.Marshal([]any{rec.Data.ComparisonTCPAware, rec.Data.ComparisonReplay, rec.Data.Attribution})
 		if err := repredict(rec); err != nil {
 			t.Fatal(err)
 		}
-		if got, _ := json.Marshal(rec.Data.Attribution); string(got) != string(want) {
+		if got, _ := json.Marshal([]any{rec.Data.ComparisonTCPAware, rec.Data.ComparisonReplay, rec.Data.Attribution}); string(got) != string(want) {
 			t.Errorf("%s predicted again:\n%s\nrecorded:\n%s", r.Name, got, want)
 		}
 	}

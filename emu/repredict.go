@@ -32,9 +32,11 @@ func repredict(r *report.Run) error {
 	if err != nil {
 		return fmt.Errorf("repredict %s: TCP-aware model: %w", r.Dir, err)
 	}
+	// As in the live run, the run stands without the replay (no drift, no
+	// busiest link); only a clock plan has one.
 	replay, err := flowmodel.Replay(p, s, flowmodel.TCPAware, orchestrate.MeasuredStarts(meas))
 	if err != nil {
-		return fmt.Errorf("repredict %s: %w", r.Dir, err)
+		replay = nil
 	}
 	in, err := recordedInputs(r)
 	if err != nil {
@@ -45,7 +47,7 @@ func repredict(r *report.Run) error {
 		in.Replay = orchestrate.Compare(replay, meas)
 	}
 	modelInputs(in, d.Prediction, tcp, replay)
-	if len(in.Aggs) > 0 {
+	if planUsesINC(p) {
 		in.ModelINCHopsNs = modelINCHops(replay)
 	}
 	d.TCPAware, d.ComparisonTCPAware, d.Replay, d.ComparisonReplay = tcp, in.TCPAware, replay, in.Replay
@@ -94,7 +96,7 @@ func recordedInputs(r *report.Run) (*fidelity.Inputs, error) {
 	}
 	for _, a := range d.Series.Aggregators {
 		if len(a.Holds) != len(a.TNs) || len(a.HoldNs) != len(a.TNs) {
-			return nil, fmt.Errorf("%s: aggregator %s: %d times, %d counts", report.DataFile, a.ToR, len(a.TNs), len(a.Holds))
+			return nil, fmt.Errorf("%s: aggregator %s: %d times, %d hold counts, %d hold times", report.DataFile, a.ToR, len(a.TNs), len(a.Holds), len(a.HoldNs))
 		}
 		ag := fidelity.Agg{ToR: a.ToR}
 		for i, t := range a.TNs {
@@ -102,11 +104,11 @@ func recordedInputs(r *report.Run) (*fidelity.Inputs, error) {
 		}
 		in.Aggs = append(in.Aggs, ag)
 	}
-	if len(in.Aggs) > 0 {
+	if planUsesINC(r.Plan) { // the live run watched the aggregators: INC's inputs, read or not
 		in.INCTrees = incTrees(r.Plan)
 		if w := d.INCWindowBytes; w != nil {
 			in.INCWindowBytes = *w
-		} else { // not recorded: the fabric's window, what a run without --inc-cc kept
+		} else { // format 1 did not record it: the fabric's window, what a run without --inc-cc kept
 			in.INCWindowBytes = float64(flowmodel.INCWindow(r.Scenario.Fabric) * flowmodel.INCSlotBytes)
 		}
 	}

@@ -126,7 +126,9 @@ type TCPSample struct {
 
 // Flow is one flow of a phase that its ranks time per peer (all-to-all:
 // one connection per pair of ranks): from when both of its ranks had
-// started the phase to its last byte in, CLOCK_MONOTONIC ns.
+// started the phase to its last byte in, ns on the clock of Attribute's t0
+// (CLOCK_MONOTONIC in a live run; the data file's axis, t0 = 0, when a
+// recorded run is attributed again).
 type Flow struct {
 	Job            string
 	Iteration      int

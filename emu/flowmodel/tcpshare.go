@@ -35,10 +35,13 @@ type TCPModel struct {
 	// (INCHopsNs, incshare.go).
 	INCHopsNs int64
 	// HeldBackSenderQueue scales the standing queue of a flow's own
-	// server uplink when max-min holds the flow back at another link: it
-	// counts that queue times this times the share of the uplink's rate
-	// the flows held back there use (0: the whole queue, as any other).
-	// HeldBackQueueScale has the figure and where it comes from.
+	// server uplink when the unweighted (max-min) fill's bottleneck of the
+	// flow is another link: it counts that queue times this times the
+	// share of the uplink's rate used by the flows whose bottleneck is
+	// that uplink (0: the whole queue, as every other link's). Only the
+	// weights change: a flow's SRTT after a reconfiguration (flowRTT)
+	// still counts the whole queue. HeldBackQueueScale has the figure and
+	// where it comes from.
 	HeldBackSenderQueue float64
 }
 
@@ -51,9 +54,9 @@ type TCPModel struct {
 // both queues, gave 31. The figure is fitted: re-attributing 99 recorded
 // plan-demo runs (docs/fidelity.md, "A sender's queue, as a flow held
 // back elsewhere sees it") explained 77% of the phases more than 10% off
-// with 1 (the whole queue), 87% with the share alone, 92% with half of
-// it, on the earlier and the later half of the runs alike; the
-// calibrations, the quickstart and example-eps do not change.
+// with 0 (the whole queue), 87% with 1 (the share alone), 92% with 0.5,
+// on the earlier and the later half of the runs alike; the calibrations,
+// the quickstart and example-eps do not change.
 const HeldBackQueueScale = 0.5
 
 // CubicRTTExponent is α for cubic, measured on this emulator with the

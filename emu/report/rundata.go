@@ -103,7 +103,9 @@ type ShaperSeries struct {
 	Backlog []uint32 `json:"backlog_bytes"`
 }
 
-// WriteRunData writes d gzipped into dir.
+// WriteRunData writes d gzipped into dir, as DataFormat: every time in d
+// must be on the axis, the ranks' per-peer ends too (format 1 left them
+// on CLOCK_MONOTONIC; write such a file back only after moving them).
 func WriteRunData(dir string, d *RunData) error {
 	d.Format, d.Axis = DataFormat, "ns from time zero"
 	path := filepath.Join(dir, DataFile)
@@ -143,7 +145,7 @@ func ReadRunData(dir string) (*RunData, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if d.Format != DataFormat && d.Format != DataFormatV1 {
-		return nil, fmt.Errorf("%s: format %q, this emu reads %q", path, d.Format, DataFormat)
+		return nil, fmt.Errorf("%s: format %q, this emu reads %q and %q", path, d.Format, DataFormat, DataFormatV1)
 	}
 	fidelity.RenameOldParts(d.Attribution)
 	return &d, nil
