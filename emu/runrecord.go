@@ -247,6 +247,7 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	}
 	fr.Verdict = fidelity.Judge(in)
 	fr.Attribution = fidelity.Attribute(in, t0)
+	fr.Verdict.ExplainWorst(fr.Attribution)
 	if dir == "" {
 		return fr, nil
 	}
