@@ -39,7 +39,7 @@ emu's TCP-aware model: the model, its replay at the measured phase starts
 and the attribution, from the run's data file; the measurements and the
 verdicts stay as recorded. It shows how a change of the model reads on
 runs made before it, and lets runs made by different versions of the
-model be summarised as one set.`,
+TCP-aware model be summarised as one set.`,
 		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html\n  emu compare --repeat results/quickstart/2026*\n  emu compare --repeat --repredict results/plan-demo/2026*",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
