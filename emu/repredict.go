@@ -32,12 +32,9 @@ func repredict(r *report.Run) error {
 	if err != nil {
 		return fmt.Errorf("repredict %s: TCP-aware model: %w", r.Dir, err)
 	}
-	// As in the live run, the run stands without the replay (no drift, no
-	// busiest link); only a clock plan has one.
-	replay, err := flowmodel.Replay(p, s, flowmodel.TCPAware, orchestrate.MeasuredStarts(meas))
-	if err != nil {
-		replay = nil
-	}
+	// Nil on error or for a barrier plan: as in the live run, the run
+	// stands without the replay (no drift, no busiest link).
+	replay, _ := flowmodel.Replay(p, s, flowmodel.TCPAware, orchestrate.MeasuredStarts(meas))
 	in, err := recordedInputs(r)
 	if err != nil {
 		return fmt.Errorf("repredict %s: %w", r.Dir, err)
@@ -75,11 +72,7 @@ func recordedInputs(r *report.Run) (*fidelity.Inputs, error) {
 		}
 		in.BytesSent += recs[i].Bytes
 		if d.Format == report.DataFormatV1 { // its peer_recv_ns were left on CLOCK_MONOTONIC
-			for k, t := range recs[i].PeerRecvNs {
-				if t != 0 {
-					recs[i].PeerRecvNs[k] = t - d.TimeZeroNs
-				}
-			}
+			toAxis(recs[i].PeerRecvNs, d.TimeZeroNs)
 		}
 	}
 	in.Flows = flowsOf(recs)

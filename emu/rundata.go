@@ -71,12 +71,13 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 		d.Series.TCP = append(d.Series.TCP, raw)
 	}
 	for _, p := range res.Outcome.Phases {
-		p.PeerRecvNs = slices.Clone(p.PeerRecvNs)
-		for _, v := range append([]*int64{&p.StartNs, &p.EndNs, &p.GateNs, &p.FirstRecvNs, &p.LastRecvNs, &p.LastSendNs, &p.LastAckNs}, ptrs(p.PeerRecvNs)...) {
+		for _, v := range []*int64{&p.StartNs, &p.EndNs, &p.GateNs, &p.FirstRecvNs, &p.LastRecvNs, &p.LastSendNs, &p.LastAckNs} {
 			if *v != 0 {
 				*v -= t0
 			}
 		}
+		p.PeerRecvNs = slices.Clone(p.PeerRecvNs) // the live records stay on CLOCK_MONOTONIC
+		toAxis(p.PeerRecvNs, t0)
 		raw, _ := json.Marshal(p)
 		d.Series.RankPhases = append(d.Series.RankPhases, raw)
 	}
@@ -200,11 +201,12 @@ func writeModelsCSV(path string, res *orchestrate.Result) error {
 	})
 }
 
-// ptrs points at each element of v.
-func ptrs(v []int64) []*int64 {
-	out := make([]*int64, len(v))
-	for i := range v {
-		out[i] = &v[i]
+// toAxis moves the recorded times in ts (0: none) from CLOCK_MONOTONIC
+// onto the data file's axis, whose zero is t0.
+func toAxis(ts []int64, t0 int64) {
+	for i, t := range ts {
+		if t != 0 {
+			ts[i] = t - t0
+		}
 	}
-	return out
 }

@@ -570,8 +570,8 @@ func commPhase(c record.Comparison) bool { return c.Phase != job.PhaseCompute &&
 
 // largest is the first of the phases keep accepts with the largest score;
 // false when keep accepts none.
-func largest(cs []record.Comparison, keep func(record.Comparison) bool, score func(record.Comparison) float64) (record.Comparison, bool) {
-	var w record.Comparison
+func largest[T any](cs []T, keep func(T) bool, score func(T) float64) (T, bool) {
+	var w T
 	found := false
 	for _, c := range cs {
 		if keep(c) && (!found || score(c) > score(w)) {

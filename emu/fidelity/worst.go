@@ -20,19 +20,11 @@ func (v *Verdict) ExplainWorst(as []Attribution) {
 	if i < 0 || v.Lines[i].Status == Pass || v.Lines[i].Status == NA {
 		return
 	}
-	worst, ok := -1, false
-	for k, a := range as {
-		if a.TCPAwareNs <= 0 && a.CalibratedNs <= 0 {
-			continue
-		}
-		if !ok || math.Abs(a.JudgedErr()) > math.Abs(as[worst].JudgedErr()) {
-			worst, ok = k, true
-		}
-	}
+	a, ok := largest(as, func(a Attribution) bool { return a.TCPAwareNs > 0 || a.CalibratedNs > 0 },
+		func(a Attribution) float64 { return math.Abs(a.JudgedErr()) })
 	if !ok {
 		return
 	}
-	a := as[worst]
 	model, name := a.TCPAwareNs, "TCP-aware"
 	if model <= 0 {
 		model, name = a.CalibratedNs, "calibrated"
@@ -49,7 +41,7 @@ func (v *Verdict) ExplainWorst(as []Attribution) {
 			parts = append(parts, part{p, a.Parts[p]})
 		}
 	}
-	slices.SortStableFunc(parts, func(x, y part) int { return cmp.Compare(abs64(y.ns), abs64(x.ns)) })
+	slices.SortStableFunc(parts, func(x, y part) int { return cmp.Compare(math.Abs(float64(y.ns)), math.Abs(float64(x.ns))) })
 	var said []string
 	for _, p := range parts[:min(3, len(parts))] {
 		said = append(said, fmt.Sprintf("%s %+.1f ms", p.name, ms(p.ns)))
@@ -60,11 +52,4 @@ func (v *Verdict) ExplainWorst(as []Attribution) {
 	share, _ := a.ResidualShare()
 	v.Lines[i].Why += fmt.Sprintf("; its worst phase, %s iteration %d %s, %+.1f ms off the %s model: %s, %+.1f ms left (%+.1f points)",
 		a.Job, a.Iteration, a.Phase, ms(a.MeasuredNs-model), name, strings.Join(said, ", "), ms(a.Parts[PartResidual]), 100*share)
-}
-
-func abs64(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
 }
