@@ -24,7 +24,7 @@ const AttributeAbove = 0.05
 // residual.
 const (
 	PartFraming   = "framing"    // the calibrated model's time - the ideal's (TCP headers), ranks in lockstep in both
-	PartRanks     = "ranks"      // the calibrated model's time with all-to-all ranks on their own - in lockstep
+	PartRanks     = "ranks"      // the calibrated model's time with all-to-all and ring ranks on their own - in lockstep
 	PartTCP       = "tcp"        // the TCP-aware model's time - the calibrated's (slow start, RTT-biased sharing, reconfiguration recovery)
 	PartDrift     = "drift"      // the TCP-aware model's time with every phase started when it really did - as planned (what ran beside it changed)
 	PartINCRound  = "inc_round"  // an INC push's time at its workers' measured round trip - the replay's (a worker moves one window per round trip); signed

@@ -160,7 +160,7 @@ type Inputs struct {
 	// attribution's drift is its time minus the TCP-aware model's.
 	Replay []record.Comparison
 	// CalibratedLockstep is the measurement against the calibrated model
-	// with all-to-all ranks in lockstep: framing is it minus the ideal,
+	// with all-to-all and ring ranks in lockstep: framing is it minus the ideal,
 	// the ranks part the calibrated model minus it.
 	CalibratedLockstep []record.Comparison
 	// ModelPhases are the TCP-aware model's phase records, for the spread

@@ -53,7 +53,7 @@ type Options struct {
 	// multi-hop topology (16,000 flows in one component) then costs
 	// seconds instead of minutes, each completion late by under CoalesceNs.
 	CoalesceNs int64
-	// PerRank lets the ranks of all-to-all jobs run on their own instead
+	// PerRank lets the ranks of all-to-all and ring jobs run on their own instead
 	// of in lockstep (perrank.go; clock plans).
 	PerRank bool
 	// Unchained phases start when released, without waiting for their

@@ -23,12 +23,19 @@ import (
 // computed. fold turns the tasks' times back into the job's phases the way
 // the emulation's records are summarised.
 //
-// Parameter-server and ring jobs keep lockstep: the same expansion for
-// them (a worker pushes once its own pull is done; ring flows start when
-// every rank has computed) was tried on 27 recorded quickstart runs and
-// made the prediction worse (the parameter server's second push 14.6%
-// under the median measured against 3.7% in lockstep; docs/fidelity.md).
-// So do jobs a plan caps or decides INC for per activity.
+// Ring jobs are expanded too, down to the pieces their pipeline forwards
+// (expandRing): their ranks start as their own compute ends, and the
+// phase is timed, as the emulation times it, from its last rank's start.
+// In lockstep the model ran the quickstart ring's third all-reduce 9%
+// longer than the median of 102 recorded runs, whose early ranks had
+// moved bytes before the last one started (docs/fidelity.md).
+//
+// Parameter-server jobs keep lockstep: the same expansion for them (a
+// worker pushes once its own pull is done) was tried on 27 recorded
+// quickstart runs and made the prediction worse (the parameter server's
+// second push 14.6% under the median measured against 3.7% in lockstep).
+// So do jobs a plan caps or decides INC for per activity, or runs step by
+// step.
 
 // rankTask is one task of an expanded job: rank src's compute (dst ==
 // src), or the flow from rank src to rank dst.
@@ -45,6 +52,9 @@ type expanded struct {
 	byName map[string]int     // task name -> its index
 	ranks  int
 	phases []plan.Key // the original phases, in order
+	// ring: a ring all-reduce, timed as the emulation times it, from
+	// when its last rank could start.
+	ring bool
 }
 
 // perRank is the set of expanded jobs of one simulation.
@@ -70,15 +80,61 @@ func newPerRank(p *plan.Plan) (*perRank, []plan.Job) {
 	jobs := make([]plan.Job, len(p.Jobs))
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
-		if j.Pattern != job.PatternAllToAll || j.Steps || special[j.Name] || len(j.Workers) < 2 {
+		if j.Steps || special[j.Name] || len(j.Workers) < 2 {
 			jobs[i] = *j
 			continue
 		}
-		dag, e := expandJob(j)
+		var dag plan.Job
+		var e *expanded
+		switch {
+		case j.Pattern == job.PatternAllToAll:
+			dag, e = expandJob(j)
+		case j.Pattern == job.PatternRing && distinct(ringOf(j)):
+			dag, e = expandRing(j)
+		default:
+			jobs[i] = *j
+			continue
+		}
 		pr.jobs[j.Name] = e
 		jobs[i] = dag
 	}
 	return pr, jobs
+}
+
+// builder grows one expanded job and its task graph.
+type builder struct {
+	e   *expanded
+	dag plan.Job
+}
+
+func newBuilder(j *plan.Job, ranks int) *builder {
+	return &builder{
+		e:   &expanded{byKey: map[plan.Key][]int{}, byName: map[string]int{}, ranks: ranks},
+		dag: plan.Job{Name: j.Name, Pattern: plan.PatternDAG, Workers: j.Workers, Iterations: 1, ArrivalNs: j.ArrivalNs},
+	}
+}
+
+// add appends a task of original phase k, run by rank src (to rank dst
+// for a transfer), and returns its name.
+func (b *builder) add(k plan.Key, t plan.Task, src, dst int) string {
+	e := b.e
+	t.Name = taskName(k.Iteration, k.Phase, len(e.byKey[k]))
+	b.dag.Tasks = append(b.dag.Tasks, t)
+	e.byName[t.Name] = len(e.tasks)
+	e.byKey[k] = append(e.byKey[k], len(e.tasks))
+	e.tasks = append(e.tasks, rankTask{name: t.Name, key: k, src: src, dst: dst})
+	return t.Name
+}
+
+// compute adds every rank's compute of iteration it, each after its own
+// part of the previous exchange (done), and returns their names.
+func (b *builder) compute(j *plan.Job, servers []string, it int, done [][]string) []string {
+	ck := plan.Key{Job: j.Name, Iteration: it, Phase: job.PhaseCompute}
+	computed := make([]string, len(servers))
+	for r, w := range servers {
+		computed[r] = b.add(ck, plan.Task{Kind: plan.TaskCompute, Server: w, ComputeNs: j.ComputeNs, After: done[r]}, r, r)
+	}
+	return computed
 }
 
 // expandJob builds the task graph of an all-to-all job (one dag iteration
@@ -91,29 +147,17 @@ func expandJob(j *plan.Job) (plan.Job, *expanded) {
 			rank[w] = r
 		}
 	}
-	e := &expanded{byKey: map[plan.Key][]int{}, byName: map[string]int{}, ranks: n}
-	dag := plan.Job{Name: j.Name, Pattern: plan.PatternDAG, Workers: j.Workers, Iterations: 1, ArrivalNs: j.ArrivalNs}
-	add := func(k plan.Key, t plan.Task, src, dst int) string {
-		t.Name = taskName(k.Iteration, k.Phase, len(e.byKey[k]))
-		dag.Tasks = append(dag.Tasks, t)
-		e.byName[t.Name] = len(e.tasks)
-		e.byKey[k] = append(e.byKey[k], len(e.tasks))
-		e.tasks = append(e.tasks, rankTask{name: t.Name, key: k, src: src, dst: dst})
-		return t.Name
-	}
+	b := newBuilder(j, n)
 	done := make([][]string, n) // per rank: its flows of the previous exchange
 	for it := 0; it < j.Iterations; it++ {
 		ck := plan.Key{Job: j.Name, Iteration: it, Phase: job.PhaseCompute}
 		ak := plan.Key{Job: j.Name, Iteration: it, Phase: job.PhaseAllToAll}
-		e.phases = append(e.phases, ck, ak)
-		computed := make([]string, n)
-		for r, w := range j.Workers {
-			computed[r] = add(ck, plan.Task{Kind: plan.TaskCompute, Server: w, ComputeNs: j.ComputeNs, After: done[r]}, r, r)
-		}
+		b.e.phases = append(b.e.phases, ck, ak)
+		computed := b.compute(j, j.Workers, it, done)
 		next := make([][]string, n)
 		for _, f := range j.FlowsINC(job.PhaseAllToAll, false) {
 			src, dst := rank[f.Src], rank[f.Dst]
-			name := add(ak, plan.Task{Kind: plan.TaskTransfer, Src: f.Src, Dst: f.Dst, Bytes: int64(math.Round(f.Bytes)), After: []string{computed[src]}}, src, dst)
+			name := b.add(ak, plan.Task{Kind: plan.TaskTransfer, Src: f.Src, Dst: f.Dst, Bytes: int64(math.Round(f.Bytes)), After: []string{computed[src]}}, src, dst)
 			next[src] = append(next[src], name)
 			next[dst] = append(next[dst], name)
 		}
@@ -124,7 +168,73 @@ func expandJob(j *plan.Job) (plan.Job, *expanded) {
 			}
 		}
 	}
-	return dag, e
+	return b.dag, b.e
+}
+
+// ringOf is a ring job's ring order.
+func ringOf(j *plan.Job) []string {
+	if len(j.Ring) > 0 {
+		return j.Ring
+	}
+	return j.Workers
+}
+
+// distinct reports whether no server appears twice.
+func distinct(servers []string) bool {
+	seen := map[string]bool{}
+	for _, s := range servers {
+		if seen[s] {
+			return false
+		}
+		seen[s] = true
+	}
+	return true
+}
+
+// expandRing builds the task graph of a ring all-reduce job. The workers
+// pipeline the ring (collective/pipeline.go): a rank sends a piece of a
+// step as soon as it has received that piece of the step before, so a rank
+// whose compute ended early sends its own chunk, and forwards what its
+// early predecessors sent, while a late rank still computes. In the graph
+// each of the 2(n-1) steps is one chunk (S/n) per ring link, in pieces
+// (ringPieces); a piece leaves when the rank has sent the piece before it
+// and received the same piece of the previous step. At equal rates the
+// links stay as busy as in lockstep; a late rank or a slow link delays
+// only the pieces that need it.
+func expandRing(j *plan.Job) (plan.Job, *expanded) {
+	ring := ringOf(j)
+	n := len(ring)
+	b := newBuilder(j, n)
+	b.e.ring = true
+	pieces := ringPieces(j.Bytes, n)
+	done := make([][]string, n) // per rank: its last send and last receive
+	for it := 0; it < j.Iterations; it++ {
+		ck := plan.Key{Job: j.Name, Iteration: it, Phase: job.PhaseCompute}
+		ak := plan.Key{Job: j.Name, Iteration: it, Phase: job.PhaseAllReduce}
+		b.e.phases = append(b.e.phases, ck, ak)
+		computed := b.compute(j, ring, it, done)
+		last := slices.Clone(computed) // per rank: its last send so far
+		var prev [][]string            // per rank: the previous step's sends, piece by piece
+		for k := 0; k < 2*(n-1); k++ {
+			cur := make([][]string, n)
+			for r := range ring {
+				up := (r + n - 1) % n
+				for q, piece := range pieces {
+					after := []string{last[r]}
+					if k > 0 {
+						after = append(after, prev[up][q])
+					}
+					last[r] = b.add(ak, plan.Task{Kind: plan.TaskTransfer, Src: ring[r], Dst: ring[(r+1)%n], Bytes: piece, After: after}, r, (r+1)%n)
+					cur[r] = append(cur[r], last[r])
+				}
+			}
+			prev = cur
+		}
+		for r := range ring {
+			done[r] = []string{last[r], last[(r+n-1)%n]}
+		}
+	}
+	return b.dag, b.e
 }
 
 // tasksOf returns the keys of an original phase's tasks, if its job is
@@ -160,7 +270,8 @@ func (pr *perRank) original(k plan.Key) plan.Key {
 // phases, timed as the emulation times them: from the first rank's start
 // to the last rank's end, DurationNs the longest time one rank spent in
 // the phase (a rank starts an exchange when it could: its compute done and
-// the phase released), SkewNs the spread of the ranks' starts.
+// the phase released), SkewNs the spread of the ranks' starts; a ring's
+// all-reduce from its last rank's start to its last end.
 func (pr *perRank) fold(run *record.Run) {
 	if len(pr.jobs) == 0 {
 		return
@@ -231,9 +342,36 @@ func (pr *perRank) fold(run *record.Run) {
 				lastStart = max(lastStart, st)
 			}
 			ph.SkewNs = lastStart - ph.StartNs
+			if e.ring && k.Phase != job.PhaseCompute {
+				// Timed from when its last rank could start, as the
+				// emulation times a ring (workers.Summarize).
+				ph.StartNs, ph.SkewNs = lastStart, 0
+				ph.DurationNs = last - lastStart
+			}
 			kept = append(kept, ph)
 			prevEnd = rankEnd
 		}
 	}
 	run.Phases = byStart(kept)
+}
+
+// maxRingPieces bounds the pieces of one ring step in the model: finer
+// pieces change the quickstart's and plan-demo's predictions by less than
+// 0.5 ms (docs/fidelity.md) and cost events.
+const maxRingPieces = 16
+
+// ringPieces splits one ring step's chunk (a rank's S/n) into the
+// pipeline's pieces (job.PipePieceBytes, at most maxRingPieces of them),
+// their bytes summing to the chunk's.
+func ringPieces(bytes int64, ranks int) []int64 {
+	chunk := int64(math.Round(float64(bytes) / float64(ranks)))
+	m := int64(min(maxRingPieces, max(1, (chunk+job.PipePieceBytes-1)/job.PipePieceBytes)))
+	pieces := make([]int64, m)
+	for q := range pieces {
+		pieces[q] = chunk / m
+		if int64(q) < chunk%m {
+			pieces[q]++
+		}
+	}
+	return pieces
 }

@@ -2,6 +2,8 @@ package flowmodel
 
 import (
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -126,5 +128,97 @@ func BenchmarkPerRankAllToAll(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// ringPlan: a ring all-reduce job x over a=r0s0 -> b=r1s0 -> c=r2s0 -> a,
+// one circuit between each pair of racks, chunks of S (1 s at 1 Gbit/s),
+// two iterations after 100 ms of compute. With late, job bg sends S each
+// way between r1s1 and r2s1 from 3.1 s, sharing link b->c in the ring's
+// last step of iteration 0 (so b and c end it 1 s after a), and job slow
+// sends 20 S each way between r0s1 and r1s1 from 4.2 s, halving link a->b.
+func ringPlan(late bool) *plan.Plan {
+	p := &plan.Plan{Mode: plan.ModeClock,
+		Jobs: []plan.Job{{Name: "x", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 3 * S, ComputeNs: 100 * ms, Iterations: 2}},
+		Stages: []plan.Stage{{DurationNs: 100_000 * ms, Circuits: []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor0:1", "tor2:0"), c("tor1:1", "tor2:1")},
+			Activities: []plan.Activity{act("x", 0, "compute"), act("x", 0, "allreduce"), act("x", 1, "compute"), act("x", 1, "allreduce")}}},
+	}
+	if late {
+		p.Jobs = append(p.Jobs,
+			plan.Job{Name: "bg", Pattern: "alltoall", Workers: []string{"r1s1", "r2s1"}, Bytes: 2 * S, ComputeNs: 3100 * ms, Iterations: 1},
+			plan.Job{Name: "slow", Pattern: "alltoall", Workers: []string{"r0s1", "r1s1"}, Bytes: 40 * S, ComputeNs: 4200 * ms, Iterations: 1})
+		p.Stages[0].Activities = append(p.Stages[0].Activities, act("bg", 0, "compute"), act("bg", 0, "alltoall"), act("slow", 0, "compute"), act("slow", 0, "alltoall"))
+	}
+	return p
+}
+
+func TestPerRankRing(t *testing.T) {
+	s := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	type span struct{ start, end, dur int64 } // ms
+	for _, tc := range []struct {
+		name    string
+		late    bool
+		perRank bool
+		want    map[string]span
+	}{
+		// Alone, every link carries its 4 chunks in 4 s, piece after
+		// piece, in lockstep or not.
+		{"alone, lockstep", false, false, map[string]span{"allreduce0": {100, 4100, 4000}, "compute1": {4100, 4200, 100}, "allreduce1": {4200, 8200, 4000}}},
+		{"alone, per rank", false, true, map[string]span{"allreduce0": {100, 4100, 4000}, "compute1": {4100, 4200, 100}, "allreduce1": {4200, 8200, 4000}}},
+		// bg halves b->c in step 3 (3.1-5.1 s): a is done at 4.1 s, b and
+		// c at 5.1 s. In lockstep the ring restarts at 5.2 s with a->b at
+		// half rate: 8 s. Per rank, a starts at 4.2 s and sends its first
+		// chunk to b by 6.2 s; its three others follow at half rate (c's
+		// pieces reach a in time) and b has the last at 12.2 s: timed from
+		// the last rank's start (5.2 s), 7 s.
+		{"late rank, lockstep", true, false, map[string]span{"allreduce0": {100, 5100, 5000}, "compute1": {5100, 5200, 100}, "allreduce1": {5200, 13200, 8000}}},
+		{"late rank, per rank", true, true, map[string]span{"allreduce0": {100, 5100, 5000}, "compute1": {4100, 5200, 100}, "allreduce1": {5200, 12200, 7000}}},
+	} {
+		p := ringPlan(tc.late)
+		if err := plan.Check(p, s); err != nil {
+			t.Fatal(err)
+		}
+		run, err := simulate(p, s, Options{PerRank: tc.perRank}, Ideal)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := phasesOf(t, run, "x")
+		for k, w := range tc.want {
+			g, ok := got[k]
+			dur := g.DurationNs
+			if dur == 0 {
+				dur = g.EndNs - g.StartNs
+			}
+			if !ok || !near(g.StartNs, w.start*ms) || !near(g.EndNs, w.end*ms) || !near(dur, w.dur*ms) {
+				t.Errorf("%s %s: [%d, %d] ms, duration %d ms; want [%d, %d], %d", tc.name, k, g.StartNs/ms, g.EndNs/ms, dur/ms, w.start, w.end, w.dur)
+			}
+		}
+	}
+}
+
+func TestRingPieces(t *testing.T) {
+	for _, tc := range []struct {
+		bytes int64
+		ranks int
+		want  []int64
+	}{
+		{16 << 20, 4, []int64{256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10}},
+		{8 << 20, 4, []int64{256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10, 256 << 10}},
+		{1000, 3, []int64{333}},                             // smaller than a piece: one
+		{(1 << 20) + 2, 2, []int64{174763, 174763, 174763}}, // a byte over two pieces: three, summing to the chunk
+		{1 << 30, 2, nil},                                   // more than maxRingPieces: checked below
+	} {
+		got := ringPieces(tc.bytes, tc.ranks)
+		var sum int64
+		for _, b := range got {
+			sum += b
+		}
+		chunk := int64(math.Round(float64(tc.bytes) / float64(tc.ranks)))
+		if sum != chunk || len(got) > maxRingPieces {
+			t.Errorf("ringPieces(%d, %d) = %d pieces summing to %d, want at most %d summing to %d", tc.bytes, tc.ranks, len(got), sum, maxRingPieces, chunk)
+		}
+		if tc.want != nil && !slices.Equal(got, tc.want) {
+			t.Errorf("ringPieces(%d, %d) = %v, want %v", tc.bytes, tc.ranks, got, tc.want)
+		}
 	}
 }

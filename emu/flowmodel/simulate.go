@@ -37,7 +37,7 @@ func SimulateModel(p *plan.Plan, s *scenario.Scenario, m Model) (*record.Run, er
 	return SimulateRanks(p, s, m, m == Calibrated || m == TCPAware)
 }
 
-// SimulateRanks is SimulateModel with all-to-all ranks on their own
+// SimulateRanks is SimulateModel with all-to-all and ring ranks on their own
 // (perRank, what the calibrated and TCP-aware models do) or in lockstep
 // (what the ideal model does): the attribution's "ranks" part is the
 // difference.

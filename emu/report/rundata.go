@@ -63,7 +63,7 @@ type RunData struct {
 	// emulation started it (the attribution's drift), clock plans only.
 	Replay           *record.Run         `json:"prediction_replay,omitempty"`
 	ComparisonReplay []record.Comparison `json:"comparison_replay,omitempty"`
-	// CalibratedLockstep is the calibrated model with all-to-all ranks in
+	// CalibratedLockstep is the calibrated model with all-to-all and ring ranks in
 	// lockstep (the attribution's framing and ranks parts).
 	CalibratedLockstep           *record.Run            `json:"prediction_calibrated_lockstep,omitempty"`
 	ComparisonCalibratedLockstep []record.Comparison    `json:"comparison_calibrated_lockstep,omitempty"`

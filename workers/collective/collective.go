@@ -15,6 +15,8 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/ocsemu/ocsemu/workers/job"
 )
 
 // Comm connects one rank to the other ranks of a job.
@@ -265,9 +267,9 @@ func (c *Comm) RingAllReduce(data []int32, order []int) error {
 	return nil
 }
 
-// pipePiece is the pipelines' forwarding unit: a piece goes on to the
-// next rank once it has arrived whole.
-const pipePiece = 64 << 10 // elements: 256 KiB
+// pipePiece is the pipelines' forwarding unit in elements
+// (job.PipePieceBytes).
+const pipePiece = job.PipePieceBytes / 4
 
 // ringSchedule is a ring all-reduce of elems elements as steps: the rank
 // sends its own chunk first, then each step the chunk it received in the

@@ -29,6 +29,11 @@ const (
 	PhaseAllToAll  = "alltoall"
 )
 
+// PipePieceBytes is the pipelined all-reduces' forwarding unit: a rank
+// sends a piece on to the next once it has arrived whole (the workers'
+// pipeline; the flow model's ring follows it).
+const PipePieceBytes = 256 << 10
+
 // Phases returns the phases of one iteration of a pattern, in order, or
 // nil for an unknown pattern.
 func Phases(pattern string) []string {
