@@ -35,11 +35,12 @@ measurement is each phase's median explains a median more than 10% off,
 and writes that page (repeat.html, or -o).
 
 --repredict (with --repeat) first predicts every run again with this
-emu's TCP-aware model: the model, its replay at the measured phase starts
-and the attribution, from the run's data file; the measurements and the
-verdicts stay as recorded. It shows how a change of the model reads on
+emu's calibrated and TCP-aware models: the models, the TCP-aware model's
+replay at the measured phase starts and the attribution, from the run's
+data file; the ideal model (the plan's), the measurements and the
+verdicts stay as recorded. It shows how a change of a model reads on
 runs made before it, and lets runs made by different versions of the
-TCP-aware model be summarised as one set.`,
+models be summarised as one set.`,
 		Example: "  emu compare results/cmpa/latest results/cmpb/latest -o /tmp/compare.html\n  emu compare --repeat results/quickstart/2026*\n  emu compare --repeat --repredict results/plan-demo/2026*",
 		Args:    cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -84,7 +85,7 @@ TCP-aware model be summarised as one set.`,
 	}
 	cmd.Flags().StringVarP(&out, "output", "o", out, "where to write the HTML page")
 	cmd.Flags().BoolVar(&repeat, "repeat", false, "the runs are repeats of one plan: summarise them phase by phase (median, range, the models' errors)")
-	cmd.Flags().BoolVar(&repredictRuns, "repredict", false, "with --repeat: predict every run again with this emu's TCP-aware model and attribution (measurements and verdicts as recorded)")
+	cmd.Flags().BoolVar(&repredictRuns, "repredict", false, "with --repeat: predict every run again with this emu's calibrated and TCP-aware models and attribution (measurements and verdicts as recorded)")
 	return cmd
 }
 

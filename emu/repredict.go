@@ -11,11 +11,13 @@ import (
 	"github.com/ocsemu/ocsemu/workers"
 )
 
-// repredict runs the TCP-aware model, its replay at the measured phase
-// starts and the attribution of a recorded run again with this emu's
-// model; the measurements stay as recorded. It replaces the run's
-// TCP-aware figures and attribution in r.Data (not on disk), so that a
-// change of the model reads on runs made before it. The verdict stays as
+// repredict runs the calibrated model (per rank and in lockstep), the
+// TCP-aware model, its replay at the measured phase starts and the
+// attribution of a recorded run again with this emu's models; the
+// measurements stay as recorded. It replaces the run's figures of those
+// models and its attribution in r.Data (not on disk), so that a change of
+// a model reads on runs made before it. The ideal model is the plan's,
+// as recorded. The verdict stays as
 // recorded: it also judges what only the live run saw (the OCS counters).
 func repredict(r *report.Run) error {
 	d := r.Data
@@ -28,10 +30,20 @@ func repredict(r *report.Run) error {
 		return fmt.Errorf("repredict %s: the run has no plan or scenario", r.Dir)
 	}
 	p, s, meas := r.Plan, r.Scenario, d.Measurement
+	cal, err := flowmodel.SimulateModel(p, s, flowmodel.Calibrated)
+	if err != nil {
+		return fmt.Errorf("repredict %s: calibrated model: %w", r.Dir, err)
+	}
+	lock, err := flowmodel.SimulateRanks(p, s, flowmodel.Calibrated, false)
+	if err != nil {
+		return fmt.Errorf("repredict %s: calibrated model in lockstep: %w", r.Dir, err)
+	}
 	tcp, err := flowmodel.SimulateModel(p, s, flowmodel.TCPAware)
 	if err != nil {
 		return fmt.Errorf("repredict %s: TCP-aware model: %w", r.Dir, err)
 	}
+	d.Calibrated, d.ComparisonCalibrated = cal, orchestrate.Compare(cal, meas)
+	d.CalibratedLockstep, d.ComparisonCalibratedLockstep = lock, orchestrate.Compare(lock, meas)
 	// Nil on error or for a barrier plan: as in the live run, the run
 	// stands without the replay (no drift, no busiest link).
 	replay, _ := flowmodel.Replay(p, s, flowmodel.TCPAware, orchestrate.MeasuredStarts(meas))

@@ -4,8 +4,10 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/ocsemu/ocsemu/workers/job"
@@ -381,6 +383,9 @@ type Tally struct {
 	// share (signed).
 	Worst      string  `json:"worst,omitempty"`
 	WorstShare float64 `json:"worst_share,omitempty"`
+	// Left counts the phases left (not explained) by phase, for where
+	// the model or the parts fall short over a set.
+	Left map[string]int `json:"left,omitempty"`
 }
 
 // Add counts one run's attribution.
@@ -404,8 +409,13 @@ func (t *Tally) Add(as []Attribution) {
 		default:
 			t.Over++
 		}
+		name := fmt.Sprintf("%s iteration %d %s", a.Job, a.Iteration, a.Phase)
+		if t.Left == nil {
+			t.Left = map[string]int{}
+		}
+		t.Left[name]++
 		if math.Abs(share) > math.Abs(t.WorstShare) {
-			t.Worst, t.WorstShare = fmt.Sprintf("%s iteration %d %s", a.Job, a.Iteration, a.Phase), share
+			t.Worst, t.WorstShare = name, share
 		}
 	}
 }
@@ -429,6 +439,13 @@ func (t Tally) Lines() []string {
 	if left := t.Under + t.Over; left > 0 {
 		out = append(out, fmt.Sprintf("%d left: %d faster than the models and the measured parts say (a negative residual: only inc_round, of the measured parts, can be negative), %d slower; worst %s, %+.1f points",
 			left, t.Under, t.Over, t.Worst, 100*t.WorstShare))
+		if t.Runs > 1 {
+			var by []string
+			for _, name := range slices.SortedFunc(maps.Keys(t.Left), func(a, b string) int { return cmp.Or(cmp.Compare(t.Left[b], t.Left[a]), strings.Compare(a, b)) }) {
+				by = append(by, fmt.Sprintf("%s %d", name, t.Left[name]))
+			}
+			out = append(out, "left by phase: "+strings.Join(by, ", "))
+		}
 	}
 	return out
 }

@@ -571,11 +571,14 @@ func TestTally(t *testing.T) {
 		runs                           [][]Attribution
 		phases, explained, under, over int
 		worst                          float64
+		leftBy                         string // printed for more than one run
 	}{
-		{"nothing over 10%", [][]Attribution{{at(0.09, 9*ms), at(-0.1, -10*ms)}}, 0, 0, 0, 0, 0},
-		{"explained within 5 points", [][]Attribution{{at(0.3, 5*ms)}, {at(-0.2, -5*ms)}}, 2, 2, 0, 0, 0},
-		{"faster and slower left", [][]Attribution{{at(-0.2, -15*ms), at(0.4, 6*ms)}, {at(0.15, 0)}}, 3, 1, 1, 1, -0.15},
-		{"slower with a negative residual counts as under", [][]Attribution{{at(0.12, -8*ms)}}, 1, 0, 1, 0, -0.08},
+		{"nothing over 10%", [][]Attribution{{at(0.09, 9*ms), at(-0.1, -10*ms)}}, 0, 0, 0, 0, 0, ""},
+		{"explained within 5 points", [][]Attribution{{at(0.3, 5*ms)}, {at(-0.2, -5*ms)}}, 2, 2, 0, 0, 0, ""},
+		{"faster and slower left", [][]Attribution{{at(-0.2, -15*ms), at(0.4, 6*ms)}, {at(0.15, 0)}}, 3, 1, 1, 1, -0.15, "left by phase: j iteration 0 alltoall 2"},
+		{"slower with a negative residual counts as under", [][]Attribution{{at(0.12, -8*ms)}}, 1, 0, 1, 0, -0.08, ""},
+		{"left by phase, most first", [][]Attribution{{at(0.2, 20*ms), {Job: "k", Iteration: 1, Phase: "push", TCPAwareNs: 100 * ms, RelErrTCP: 0.3, Parts: map[string]int64{PartResidual: 30 * ms}}}, {at(0.2, 20*ms)}}, 3, 0, 0, 3, 0.3,
+			"left by phase: j iteration 0 alltoall 2, k iteration 1 push 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -591,6 +594,9 @@ func TestTally(t *testing.T) {
 			if tt.phases == 0 && !strings.Contains(b.String(), "no communication phase") || tt.under+tt.over > 0 && !strings.Contains(b.String(), "left") ||
 				tt.phases == 1 && !strings.Contains(b.String(), "1 phase more than 10% off the TCP-aware model in the run;") {
 				t.Errorf("printed %q", b.String())
+			}
+			if got := strings.Contains(b.String(), "left by phase"); got != (tt.leftBy != "") || tt.leftBy != "" && !strings.Contains(b.String(), tt.leftBy) {
+				t.Errorf("printed %q, want %q", b.String(), tt.leftBy)
 			}
 		})
 	}

@@ -137,9 +137,9 @@ type RepeatTable struct {
 	// nil unless every run has a data file.
 	MedianAttribution *MedianAttribution `json:"median_attribution,omitempty"`
 	// Repredicted says who predicted the runs again (`emu compare
-	// --repeat --repredict`: the TCP-aware model, its replay and the
-	// attribution, measurements and verdicts as recorded); empty: as
-	// recorded.
+	// --repeat --repredict`: the calibrated and TCP-aware models, the
+	// replay and the attribution, measurements and verdicts as recorded);
+	// empty: as recorded.
 	Repredicted string `json:"repredicted,omitempty"`
 	// Diagnoses are the attributions' diagnoses over the set
 	// (fidelity.DiagnosisSet): medians per phase of its busiest link's
@@ -452,7 +452,7 @@ func samePlan(first, r *Run) error {
 					return fmt.Errorf("repeat: %s predicts %s differently from %s: not runs of one plan", r.Dir, k, first.Dir)
 				}
 				hint := ""
-				if m == modelTCPAware {
+				if m != 0 { // the ideal model is the plan's
 					hint = " (--repredict predicts them again with this emu's)"
 				}
 				return fmt.Errorf("repeat: %s's %s model predicts %s differently from %s's: runs of one plan made by different versions of the model%s", r.Dir, Models[m], k, first.Dir, hint)
@@ -508,7 +508,7 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "== %d runs of one plan (%s, %s): each phase's measured median and range against the models\n", len(t.Runs), t.Lab, t.Scheduler)
 	fmt.Fprintln(w, "   error = (median measured - predicted) / predicted; spread = (max - min) / median")
 	if t.Repredicted != "" {
-		fmt.Fprintf(w, "   the TCP-aware model and the attributions predicted again by %s; the measurements and verdicts as recorded\n", t.Repredicted)
+		fmt.Fprintf(w, "   the calibrated and TCP-aware models and the attributions predicted again by %s; the measurements and verdicts as recorded\n", t.Repredicted)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "job\titer\tphase\tideal ms\tcalibrated ms\ttcp-aware ms\tmedian ms\tmin ms\tmax ms\tspread\terror ideal\tcalibrated\ttcp-aware\t")
