@@ -68,6 +68,27 @@ func taskName(it int, phase string, i int) string { return fmt.Sprintf("i%d.%s.%
 // newPerRank expands the plan's all-to-all jobs; jobs is what the
 // simulation runs (expanded jobs replaced, the rest as they were).
 func newPerRank(p *plan.Plan) (*perRank, []plan.Job) {
+	pr := &perRank{jobs: map[string]*expanded{}, release: map[plan.Key]int64{}}
+	jobs := slices.Clone(p.Jobs)
+	for name, j := range expandedJobs(p) {
+		var dag plan.Job
+		var e *expanded
+		if j.Pattern == job.PatternRing {
+			dag, e = expandRing(j)
+		} else {
+			dag, e = expandJob(j)
+		}
+		pr.jobs[name] = e
+		jobs[slices.IndexFunc(p.Jobs, func(o plan.Job) bool { return o.Name == name })] = dag
+	}
+	return pr, jobs
+}
+
+// expandedJobs are the plan's jobs whose ranks the per-rank models run
+// on their own: all-to-all and ring jobs (a ring's servers distinct) of
+// at least two ranks that no activity caps, routes, decides INC for or
+// runs step by step.
+func expandedJobs(p *plan.Plan) map[string]*plan.Job {
 	special := map[string]bool{}
 	for _, st := range p.Stages {
 		for _, a := range st.Activities {
@@ -76,29 +97,17 @@ func newPerRank(p *plan.Plan) (*perRank, []plan.Job) {
 			}
 		}
 	}
-	pr := &perRank{jobs: map[string]*expanded{}, release: map[plan.Key]int64{}}
-	jobs := make([]plan.Job, len(p.Jobs))
+	out := map[string]*plan.Job{}
 	for i := range p.Jobs {
 		j := &p.Jobs[i]
 		if j.Steps || special[j.Name] || len(j.Workers) < 2 {
-			jobs[i] = *j
 			continue
 		}
-		var dag plan.Job
-		var e *expanded
-		switch {
-		case j.Pattern == job.PatternAllToAll:
-			dag, e = expandJob(j)
-		case j.Pattern == job.PatternRing && distinct(ringOf(j)):
-			dag, e = expandRing(j)
-		default:
-			jobs[i] = *j
-			continue
+		if j.Pattern == job.PatternAllToAll || j.Pattern == job.PatternRing && distinct(ringOf(j)) {
+			out[j.Name] = j
 		}
-		pr.jobs[j.Name] = e
-		jobs[i] = dag
 	}
-	return pr, jobs
+	return out
 }
 
 // builder grows one expanded job and its task graph.
