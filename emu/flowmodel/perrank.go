@@ -364,9 +364,9 @@ func (pr *perRank) fold(run *record.Run) {
 	run.Phases = byStart(kept)
 }
 
-// maxRingPieces bounds the pieces of one ring step in the model: finer
-// pieces change the quickstart's and plan-demo's predictions by less than
-// 0.5 ms (docs/fidelity.md) and cost events.
+// maxRingPieces bounds the pieces of one ring step in the model, whose
+// events grow with them: the quickstart's ring (16 pieces of 256 KiB a
+// step) predicts the same with 4, 8 or 16 (docs/fidelity.md).
 const maxRingPieces = 16
 
 // ringPieces splits one ring step's chunk (a rank's S/n) into the
