@@ -222,3 +222,36 @@ func TestRingPieces(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPerRankRing: one all-reduce of a 32-rank ring of 64 MiB (16
+// pieces a step, 62 steps: 31,744 piece flows) on a ring of circuits.
+func BenchmarkPerRankRing(b *testing.B) {
+	const n = 32
+	s, err := scenario.Parse([]byte(fmt.Sprintf("name: t\nfabric: {kind: ocs, racks: %d, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}\n", n)), "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var workers []string
+	for r := range n {
+		workers = append(workers, fmt.Sprintf("r%ds0", r))
+	}
+	p := &plan.Plan{Mode: plan.ModeClock,
+		Jobs:   []plan.Job{{Name: "x", Pattern: "ring", Workers: workers, Bytes: 64 << 20, ComputeNs: ms, Iterations: 1}},
+		Stages: []plan.Stage{{DurationNs: 100_000 * ms, Activities: []plan.Activity{act("x", 0, "compute"), act("x", 0, "allreduce")}}},
+	}
+	for r := range n {
+		p.Stages[0].Circuits = append(p.Stages[0].Circuits, simplex(fmt.Sprintf("tor%d:0", r), fmt.Sprintf("tor%d:0", (r+1)%n)))
+	}
+	for _, m := range []struct {
+		name string
+		opt  Options
+	}{{"lockstep", Options{}}, {"perRank", Options{PerRank: true}}, {"perRank-tcp-aware", modelOptions(s, TCPAware, true)}} {
+		b.Run(m.name, func(b *testing.B) {
+			for b.Loop() {
+				if _, err := simulate(p, s, m.opt, Ideal); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
