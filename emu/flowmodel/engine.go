@@ -96,10 +96,11 @@ type Sim struct {
 	peersOff bool
 	mark     int32 // component generation
 
-	// conns is when each connection (job, src, dst) last finished a
-	// flow: the TCP-aware model restarts a long-idle one from its
-	// initial window.
-	conns map[connKey]int64
+	// conns is each connection's (job, src, dst) state when it last
+	// finished a flow: the TCP-aware model restarts a long-idle one from
+	// its initial window, and continues the slow start of one whose last
+	// flow ended in it.
+	conns map[connKey]connState
 
 	// linkTrace is, per physical link, what the flows carried over it
 	// (Options.LinkShares; linkshare.go).

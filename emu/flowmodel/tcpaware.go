@@ -12,7 +12,8 @@ import (
 // TCP's slow start. A flow on a connection that is new, or that has been
 // idle for longer than the retransmission timeout (Linux's
 // tcp_slow_start_after_idle), starts at the initial window and doubles it
-// every RTT until its window no longer limits it. Its RTT includes a
+// every RTT until its window no longer limits it; one on a connection
+// whose last flow ended in slow start goes on from there. Its RTT includes a
 // full shaper queue when a link of its path is already saturated by
 // another phase's flows (cubic keeps such a queue full), else it is the
 // fabric's base RTT. Flows share links by their RTTs (tcpshare.go) and a
@@ -68,21 +69,36 @@ type connKey struct {
 	src, dst string
 }
 
+// connState is a connection as its last flow left it.
+type connState struct {
+	idleFrom int64 // when its last flow ended
+	// windowBps is slow start's cap when it ended (bytes/s; +Inf: slow
+	// start was over) and rttNs the RTT it ramped at.
+	windowBps float64
+	rttNs     int64
+}
+
 // startSlowStart caps a new flow at its initial window per RTT, unless
-// its connection is warm.
+// its connection is warm: then it goes on from where the connection's
+// last flow left slow start (Linux keeps cwnd over an idle time shorter
+// than the RTO), so that a transfer the model splits into flows, as a
+// ring's pieces, ramps as one connection does.
 func (s *Sim) startSlowStart(fl *flow) {
 	ss := s.opt.SlowStart
-	if s.conns == nil {
-		s.conns = map[connKey]int64{}
+	window := 0.0
+	if c, ok := s.conns[connKey{fl.job, fl.src, fl.dst}]; ok && s.now-c.idleFrom <= ss.IdleResetNs {
+		if math.IsInf(c.windowBps, 1) {
+			return
+		}
+		fl.rttNs, window = c.rttNs, c.windowBps
+	} else {
+		fl.rttNs = max(1, ss.BaseRTTNs)
+		if s.pathBusy(fl) {
+			fl.rttNs += ss.QueueNs
+		}
+		window = ss.InitialWindowBytes / (float64(fl.rttNs) / 1e9)
 	}
-	if last, ok := s.conns[connKey{fl.job, fl.src, fl.dst}]; ok && s.now-last <= ss.IdleResetNs {
-		return
-	}
-	fl.rttNs = max(1, ss.BaseRTTNs)
-	if s.pathBusy(fl) {
-		fl.rttNs += ss.QueueNs
-	}
-	s.res = append(s.res, resource{capBps: ss.InitialWindowBytes / (float64(fl.rttNs) / 1e9)})
+	s.res = append(s.res, resource{capBps: window})
 	fl.ssRes = int32(len(s.res) - 1)
 	fl.res = append(fl.res, fl.ssRes)
 	fl.pos = append(fl.pos, 0)
@@ -141,10 +157,15 @@ func (s *Sim) ramp(e event) {
 	heap.Push(&s.events, event{t: s.now + fl.rttNs, kind: evRamp, id: fl.id, version: fl.ssGen})
 }
 
-// connIdleFrom notes when a flow's connection went idle.
+// connIdleFrom notes when a flow's connection went idle, and where its
+// slow start was.
 func (s *Sim) connIdleFrom(fl *flow) {
 	if s.conns == nil {
-		s.conns = map[connKey]int64{}
+		s.conns = map[connKey]connState{}
 	}
-	s.conns[connKey{fl.job, fl.src, fl.dst}] = s.now
+	c := connState{idleFrom: s.now, windowBps: math.Inf(1)}
+	if fl.ssRes >= 0 {
+		c.windowBps, c.rttNs = s.res[fl.ssRes].capBps, fl.rttNs
+	}
+	s.conns[connKey{fl.job, fl.src, fl.dst}] = c
 }

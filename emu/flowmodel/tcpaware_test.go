@@ -96,3 +96,34 @@ func TestSlowStartUnsaturatedPathHasNoQueue(t *testing.T) {
 		}
 	}
 }
+
+// By hand, as above: a 2.5 MB transfer ends in slow start (1 MB in its
+// first second, 1.5 MB at 2 MB/s: 1.75 s). Its connection, used again
+// within the idle limit, goes on from there: 2 MB/s for a second, then
+// 4 MB/s for the last 0.5 MB, 1.125 s (not the link's 0.25 s, nor slow
+// start's 1.75 s again). A ring's pieces are such transfers.
+func TestSlowStartGoesOnAcrossFlows(t *testing.T) {
+	s := scen(t, "fabric: {kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 80Mbit}}\n")
+	j := plan.Job{Name: "p", Pattern: "ps", Workers: []string{"r0s0"}, PS: "r1s0", Bytes: 2_500_000, Iterations: 2}
+	for _, tt := range []struct {
+		name   string
+		idleNs int64
+		want   map[[2]any]float64 // (iteration, phase) -> seconds
+	}{
+		{"warm: slow start goes on", 6e9, map[[2]any]float64{{0, "push"}: 1.75, {0, "pull"}: 1.75, {1, "push"}: 1.125, {1, "pull"}: 1.125}},
+		{"idle longer than the limit: from the initial window", 1e9, map[[2]any]float64{{0, "push"}: 1.75, {0, "pull"}: 1.75, {1, "push"}: 1.75, {1, "pull"}: 1.75}},
+	} {
+		sim := New(s.Fabric, []plan.Job{j}, Options{ASAP: true,
+			SlowStart: &SlowStart{InitialWindowBytes: 1e6, BaseRTTNs: 1e9, IdleResetNs: tt.idleNs}})
+		sim.RunUntil(inf)
+		got := map[[2]any]float64{}
+		for _, ph := range sim.Result().Phases {
+			got[[2]any{ph.Iteration, ph.Phase}] = float64(ph.EndNs-ph.StartNs) / 1e9
+		}
+		for k, want := range tt.want {
+			if math.Abs(got[k]-want) > 1e-6 {
+				t.Errorf("%s: iteration %v %v: %.6f s, want %.6f", tt.name, k[0], k[1], got[k], want)
+			}
+		}
+	}
+}
