@@ -162,6 +162,7 @@ type flow struct {
 	grpRes     int32 // TCP-aware: joins an INC tree's segments into one share computation (tcpshare.go); -1: none
 	ssRes      int32 // slow start's growing cap (tcpaware.go); -1: none
 	rttNs      int64 // the RTT slow start ramps at
+	rampAt     int64 // when slow start next doubles the window
 	hops       int   // circuits crossed on the current path
 	pathAt     int   // index in res of the path's first circuit
 	lit        bool  // on hops lit at the switch until a dark period ends

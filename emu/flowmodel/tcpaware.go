@@ -73,9 +73,11 @@ type connKey struct {
 type connState struct {
 	idleFrom int64 // when its last flow ended
 	// windowBps is slow start's cap when it ended (bytes/s; +Inf: slow
-	// start was over) and rttNs the RTT it ramped at.
+	// start was over), rttNs the RTT it ramped at and rampInNs how long
+	// it still had to send before the window's next doubling.
 	windowBps float64
 	rttNs     int64
+	rampInNs  int64
 }
 
 // startSlowStart caps a new flow at its initial window per RTT, unless
@@ -85,25 +87,31 @@ type connState struct {
 // ring's pieces, ramps as one connection does.
 func (s *Sim) startSlowStart(fl *flow) {
 	ss := s.opt.SlowStart
-	window := 0.0
+	window, rampIn := 0.0, int64(0)
 	if c, ok := s.conns[connKey{fl.job, fl.src, fl.dst}]; ok && s.now-c.idleFrom <= ss.IdleResetNs {
 		if math.IsInf(c.windowBps, 1) {
 			return
 		}
-		fl.rttNs, window = c.rttNs, c.windowBps
+		fl.rttNs, window, rampIn = c.rttNs, c.windowBps, c.rampInNs
 	} else {
 		fl.rttNs = max(1, ss.BaseRTTNs)
 		if s.pathBusy(fl) {
 			fl.rttNs += ss.QueueNs
 		}
-		window = ss.InitialWindowBytes / (float64(fl.rttNs) / 1e9)
+		window, rampIn = ss.InitialWindowBytes/(float64(fl.rttNs)/1e9), fl.rttNs
 	}
 	s.res = append(s.res, resource{capBps: window})
 	fl.ssRes = int32(len(s.res) - 1)
 	fl.res = append(fl.res, fl.ssRes)
 	fl.pos = append(fl.pos, 0)
 	s.res[fl.ssRes].flows = []*flow{fl}
-	heap.Push(&s.events, event{t: s.now + fl.rttNs, kind: evRamp, id: fl.id, version: fl.ssGen})
+	s.scheduleRamp(fl, s.now+rampIn)
+}
+
+// scheduleRamp has slow start double the flow's window at t.
+func (s *Sim) scheduleRamp(fl *flow, t int64) {
+	fl.rampAt = t
+	heap.Push(&s.events, event{t: t, kind: evRamp, id: fl.id, version: fl.ssGen})
 }
 
 // pathBusy reports whether a link of the flow's path is already full
@@ -154,7 +162,7 @@ func (s *Sim) ramp(e event) {
 		r.capBps = math.Inf(1)
 		return
 	}
-	heap.Push(&s.events, event{t: s.now + fl.rttNs, kind: evRamp, id: fl.id, version: fl.ssGen})
+	s.scheduleRamp(fl, s.now+fl.rttNs)
 }
 
 // connIdleFrom notes when a flow's connection went idle, and where its
@@ -165,7 +173,7 @@ func (s *Sim) connIdleFrom(fl *flow) {
 	}
 	c := connState{idleFrom: s.now, windowBps: math.Inf(1)}
 	if fl.ssRes >= 0 {
-		c.windowBps, c.rttNs = s.res[fl.ssRes].capBps, fl.rttNs
+		c.windowBps, c.rttNs, c.rampInNs = s.res[fl.ssRes].capBps, fl.rttNs, max(0, fl.rampAt-s.now)
 	}
 	s.conns[connKey{fl.job, fl.src, fl.dst}] = c
 }

@@ -1,6 +1,7 @@
 package flowmodel
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -98,10 +99,10 @@ func TestSlowStartUnsaturatedPathHasNoQueue(t *testing.T) {
 }
 
 // By hand, as above: a 2.5 MB transfer ends in slow start (1 MB in its
-// first second, 1.5 MB at 2 MB/s: 1.75 s). Its connection, used again
-// within the idle limit, goes on from there: 2 MB/s for a second, then
-// 4 MB/s for the last 0.5 MB, 1.125 s (not the link's 0.25 s, nor slow
-// start's 1.75 s again). A ring's pieces are such transfers.
+// first second, 1.5 MB at 2 MB/s: 1.75 s), 0.25 s of sending before its
+// window would double. Its connection, used again within the idle limit,
+// goes on from there: 2 MB/s for 0.25 s, then 4 MB/s for the last 2 MB,
+// 0.75 s (not the link's 0.25 s, nor slow start's 1.75 s again).
 func TestSlowStartGoesOnAcrossFlows(t *testing.T) {
 	s := scen(t, "fabric: {kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 80Mbit}}\n")
 	j := plan.Job{Name: "p", Pattern: "ps", Workers: []string{"r0s0"}, PS: "r1s0", Bytes: 2_500_000, Iterations: 2}
@@ -110,7 +111,7 @@ func TestSlowStartGoesOnAcrossFlows(t *testing.T) {
 		idleNs int64
 		want   map[[2]any]float64 // (iteration, phase) -> seconds
 	}{
-		{"warm: slow start goes on", 6e9, map[[2]any]float64{{0, "push"}: 1.75, {0, "pull"}: 1.75, {1, "push"}: 1.125, {1, "pull"}: 1.125}},
+		{"warm: slow start goes on", 6e9, map[[2]any]float64{{0, "push"}: 1.75, {0, "pull"}: 1.75, {1, "push"}: 0.75, {1, "pull"}: 0.75}},
 		{"idle longer than the limit: from the initial window", 1e9, map[[2]any]float64{{0, "push"}: 1.75, {0, "pull"}: 1.75, {1, "push"}: 1.75, {1, "pull"}: 1.75}},
 	} {
 		sim := New(s.Fabric, []plan.Job{j}, Options{ASAP: true,
@@ -125,5 +126,30 @@ func TestSlowStartGoesOnAcrossFlows(t *testing.T) {
 				t.Errorf("%s: iteration %v %v: %.6f s, want %.6f", tt.name, k[0], k[1], got[k], want)
 			}
 		}
+	}
+}
+
+// A transfer split into chained flows on one connection (a ring's pieces)
+// ramps as the one flow does: 25 MB as ten 2.5 MB flows take the 5 s of
+// TestSlowStartByHand, however the pieces cut its round trips.
+func TestSlowStartChainedFlowsRampAsOne(t *testing.T) {
+	s := scen(t, "fabric: {kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 80Mbit}}\n")
+	j := plan.Job{Name: "d", Pattern: plan.PatternDAG, Workers: []string{"r0s0", "r1s0"}, Iterations: 1}
+	for i := range 10 {
+		tk := plan.Task{Name: fmt.Sprintf("t%d", i), Kind: plan.TaskTransfer, Src: "r0s0", Dst: "r1s0", Bytes: 2_500_000}
+		if i > 0 {
+			tk.After = []string{fmt.Sprintf("t%d", i-1)}
+		}
+		j.Tasks = append(j.Tasks, tk)
+	}
+	sim := New(s.Fabric, []plan.Job{j}, Options{ASAP: true,
+		SlowStart: &SlowStart{InitialWindowBytes: 1e6, BaseRTTNs: 1e9, IdleResetNs: 6e9}})
+	sim.RunUntil(inf)
+	var end int64
+	for _, ph := range sim.Result().Phases {
+		end = max(end, ph.EndNs)
+	}
+	if got := float64(end) / 1e9; math.Abs(got-5) > 1e-6 {
+		t.Errorf("ten chained flows took %.6f s, want 5 (one flow's)", got)
 	}
 }

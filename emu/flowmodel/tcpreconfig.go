@@ -191,7 +191,7 @@ func (s *Sim) stallFlow(fl *flow, d int64, rto bool, rtt int64) {
 		fl.rttNs = max(1, rtt)
 		fl.ssGen++
 		s.res[r].capBps = s.opt.TCP.MSS / (float64(fl.rttNs) / 1e9)
-		heap.Push(&s.events, event{t: until + fl.rttNs, kind: evRamp, id: fl.id, version: fl.ssGen})
+		s.scheduleRamp(fl, until+fl.rttNs)
 	}
 }
 
