@@ -207,9 +207,10 @@ func distinct(servers []string) bool {
 // early predecessors sent, while a late rank still computes. In the graph
 // each of the 2(n-1) steps is one chunk (S/n) per ring link, in pieces
 // (ringPieces); a piece leaves when the rank has sent the piece before it
-// and received the same piece of the previous step. At equal rates the
-// links stay as busy as in lockstep; a late rank or a slow link delays
-// only the pieces that need it.
+// and received the same piece of the previous step, and no piece beyond
+// the receiver's window (RingWindowBytes) leaves before the receiver has
+// computed. At equal rates the links stay as busy as in lockstep; a late
+// rank or a slow link delays only the pieces that need it.
 func expandRing(j *plan.Job) (plan.Job, *expanded) {
 	ring := ringOf(j)
 	n := len(ring)
@@ -223,16 +224,21 @@ func expandRing(j *plan.Job) (plan.Job, *expanded) {
 		b.e.phases = append(b.e.phases, ck, ak)
 		computed := b.compute(j, ring, it, done)
 		last := slices.Clone(computed) // per rank: its last send so far
+		sent := make([]int64, n)       // per rank: bytes sent so far
 		var prev [][]string            // per rank: the previous step's sends, piece by piece
 		for k := 0; k < 2*(n-1); k++ {
 			cur := make([][]string, n)
 			for r := range ring {
-				up := (r + n - 1) % n
+				up, down := (r+n-1)%n, (r+1)%n
 				for q, piece := range pieces {
 					after := []string{last[r]}
 					if k > 0 {
 						after = append(after, prev[up][q])
 					}
+					if sent[r] < RingWindowBytes && sent[r]+piece > RingWindowBytes {
+						after = append(after, computed[down]) // the receiver's window is full until it reads
+					}
+					sent[r] += piece
 					last[r] = b.add(ak, plan.Task{Kind: plan.TaskTransfer, Src: ring[r], Dst: ring[(r+1)%n], Bytes: piece, After: after}, r, (r+1)%n)
 					cur[r] = append(cur[r], last[r])
 				}
@@ -384,3 +390,11 @@ func ringPieces(bytes int64, ranks int) []int64 {
 	}
 	return pieces
 }
+
+// RingWindowBytes is how much a ring rank's predecessor can send it before
+// it has started its all-reduce and reads: the connection's receive
+// window. Taken as 1 MiB: Linux autotunes a receive buffer to about twice
+// what the application read per round trip (0.6 MB at 1 Gbit/s and a
+// 2.5 ms queue). The quickstart's measured head start needs at least
+// 512 KiB (at 64 KiB the model loses it: docs/fidelity.md).
+const RingWindowBytes = 1 << 20

@@ -2,6 +2,7 @@ package flowmodel
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -132,53 +133,62 @@ func BenchmarkPerRankAllToAll(b *testing.B) {
 }
 
 // ringPlan: a ring all-reduce job x over a=r0s0 -> b=r1s0 -> c=r2s0 -> a,
-// one circuit between each pair of racks, chunks of S (1 s at 1 Gbit/s),
-// two iterations after 100 ms of compute. With late, job bg sends S each
+// one circuit between each pair of racks, chunks of u (1 s on a link),
+// two iterations after 100 ms of compute. With late, job bg sends u each
 // way between r1s1 and r2s1 from 3.1 s, sharing link b->c in the ring's
 // last step of iteration 0 (so b and c end it 1 s after a), and job slow
-// sends 20 S each way between r0s1 and r1s1 from 4.2 s, halving link a->b.
-func ringPlan(late bool) *plan.Plan {
+// sends 20 u each way between r0s1 and r1s1 from 4.2 s, halving link a->b.
+func ringPlan(late bool, u int64) *plan.Plan {
 	p := &plan.Plan{Mode: plan.ModeClock,
-		Jobs: []plan.Job{{Name: "x", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 3 * S, ComputeNs: 100 * ms, Iterations: 2}},
+		Jobs: []plan.Job{{Name: "x", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 3 * u, ComputeNs: 100 * ms, Iterations: 2}},
 		Stages: []plan.Stage{{DurationNs: 100_000 * ms, Circuits: []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor0:1", "tor2:0"), c("tor1:1", "tor2:1")},
 			Activities: []plan.Activity{act("x", 0, "compute"), act("x", 0, "allreduce"), act("x", 1, "compute"), act("x", 1, "allreduce")}}},
 	}
 	if late {
 		p.Jobs = append(p.Jobs,
-			plan.Job{Name: "bg", Pattern: "alltoall", Workers: []string{"r1s1", "r2s1"}, Bytes: 2 * S, ComputeNs: 3100 * ms, Iterations: 1},
-			plan.Job{Name: "slow", Pattern: "alltoall", Workers: []string{"r0s1", "r1s1"}, Bytes: 40 * S, ComputeNs: 4200 * ms, Iterations: 1})
+			plan.Job{Name: "bg", Pattern: "alltoall", Workers: []string{"r1s1", "r2s1"}, Bytes: 2 * u, ComputeNs: 3100 * ms, Iterations: 1},
+			plan.Job{Name: "slow", Pattern: "alltoall", Workers: []string{"r0s1", "r1s1"}, Bytes: 40 * u, ComputeNs: 4200 * ms, Iterations: 1})
 		p.Stages[0].Activities = append(p.Stages[0].Activities, act("bg", 0, "compute"), act("bg", 0, "alltoall"), act("slow", 0, "compute"), act("slow", 0, "alltoall"))
 	}
 	return p
 }
 
 func TestPerRankRing(t *testing.T) {
-	s := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	// At 1 Gbit/s a chunk (1 s) is 125 MB, at 10 Mbit/s 1.25 MB.
+	gbit := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	mbit := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 100Mbit, uplink: 10Mbit}}\n")
 	type span struct{ start, end, dur int64 } // ms
 	for _, tc := range []struct {
 		name    string
+		s       *scenario.Scenario
+		u       int64
 		late    bool
 		perRank bool
 		want    map[string]span
 	}{
 		// Alone, every link carries its 4 chunks in 4 s, piece after
 		// piece, in lockstep or not.
-		{"alone, lockstep", false, false, map[string]span{"allreduce0": {100, 4100, 4000}, "compute1": {4100, 4200, 100}, "allreduce1": {4200, 8200, 4000}}},
-		{"alone, per rank", false, true, map[string]span{"allreduce0": {100, 4100, 4000}, "compute1": {4100, 4200, 100}, "allreduce1": {4200, 8200, 4000}}},
+		{"alone, lockstep", gbit, S, false, false, map[string]span{"allreduce0": {100, 4100, 4000}, "compute1": {4100, 4200, 100}, "allreduce1": {4200, 8200, 4000}}},
+		{"alone, per rank", gbit, S, false, true, map[string]span{"allreduce0": {100, 4100, 4000}, "compute1": {4100, 4200, 100}, "allreduce1": {4200, 8200, 4000}}},
 		// bg halves b->c in step 3 (3.1-5.1 s): a is done at 4.1 s, b and
 		// c at 5.1 s. In lockstep the ring restarts at 5.2 s with a->b at
-		// half rate: 8 s. Per rank, a starts at 4.2 s and sends its first
-		// chunk to b by 6.2 s; its three others follow at half rate (c's
-		// pieces reach a in time) and b has the last at 12.2 s: timed from
-		// the last rank's start (5.2 s), 7 s.
-		{"late rank, lockstep", true, false, map[string]span{"allreduce0": {100, 5100, 5000}, "compute1": {5100, 5200, 100}, "allreduce1": {5200, 13200, 8000}}},
-		{"late rank, per rank", true, true, map[string]span{"allreduce0": {100, 5100, 5000}, "compute1": {4100, 5200, 100}, "allreduce1": {5200, 12200, 7000}}},
+		// half rate: 8 s.
+		{"late rank, lockstep", gbit, S, true, false, map[string]span{"allreduce0": {100, 5100, 5000}, "compute1": {5100, 5200, 100}, "allreduce1": {5200, 13200, 8000}}},
+		// Per rank, a starts at 4.2 s, but its first piece (7.8 MB) is
+		// more than b's receive window (RingWindowBytes): it waits for b,
+		// and the ring runs as in lockstep.
+		{"late rank, per rank, window full", gbit, S, true, true, map[string]span{"allreduce0": {100, 5100, 5000}, "compute1": {4100, 5200, 100}, "allreduce1": {5200, 13200, 8000}}},
+		// At 10 Mbit/s a sends b 0.625 MB by 5.2 s, within the window: its
+		// first chunk is with b by 6.2 s, its three others follow at half
+		// rate (c's pieces reach a in time) and b has the last at 12.2 s:
+		// timed from the last rank's start (5.2 s), 7 s.
+		{"late rank, per rank", mbit, S / 100, true, true, map[string]span{"allreduce0": {100, 5100, 5000}, "compute1": {4100, 5200, 100}, "allreduce1": {5200, 12200, 7000}}},
 	} {
-		p := ringPlan(tc.late)
-		if err := plan.Check(p, s); err != nil {
+		p := ringPlan(tc.late, tc.u)
+		if err := plan.Check(p, tc.s); err != nil {
 			t.Fatal(err)
 		}
-		run, err := simulate(p, s, Options{PerRank: tc.perRank}, Ideal)
+		run, err := simulate(p, tc.s, Options{PerRank: tc.perRank}, Ideal)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -253,5 +263,53 @@ func BenchmarkPerRankRing(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// Which jobs the per-rank models run rank by rank.
+func TestExpandedJobs(t *testing.T) {
+	capped := act("capped", 0, "allreduce")
+	capped.RateCapBps = 1e9
+	p := &plan.Plan{Mode: plan.ModeClock,
+		Jobs: []plan.Job{
+			{Name: "a2a", Pattern: "alltoall", Workers: []string{"r0s0", "r1s0"}},
+			{Name: "ring", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Ring: []string{"r2s0", "r1s0", "r0s0"}},
+			{Name: "shared", Pattern: "ring", Workers: []string{"r0s0", "r0s0", "r1s0"}},
+			{Name: "ps", Pattern: "ps", Workers: []string{"r0s0"}, PS: "r1s0"},
+			{Name: "hd", Pattern: "hd", Workers: []string{"r0s0", "r1s0"}},
+			{Name: "steps", Pattern: "ring", Workers: []string{"r0s0", "r1s0"}, Steps: true},
+			{Name: "capped", Pattern: "ring", Workers: []string{"r0s0", "r1s0"}},
+			{Name: "one", Pattern: "ring", Workers: []string{"r0s0"}},
+		},
+		Stages: []plan.Stage{{Activities: []plan.Activity{capped}}},
+	}
+	got := slices.Sorted(maps.Keys(expandedJobs(p)))
+	if want := []string{"a2a", "ring"}; !slices.Equal(got, want) {
+		t.Errorf("expanded %v, want %v", got, want)
+	}
+}
+
+// A ring in an order other than its workers' runs in that order: ranks
+// are ring positions, and alone it takes lockstep's time.
+func TestPerRankRingOrder(t *testing.T) {
+	s := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	p := ringPlan(false, S)
+	p.Jobs[0].Ring = []string{"r0s0", "r2s0", "r1s0"}
+	_, jobs := newPerRank(p)
+	var srcDst []string
+	for _, tk := range jobs[0].Tasks {
+		if tk.Kind == plan.TaskTransfer && !slices.Contains(srcDst, tk.Src+">"+tk.Dst) {
+			srcDst = append(srcDst, tk.Src+">"+tk.Dst)
+		}
+	}
+	if want := []string{"r0s0>r2s0", "r2s0>r1s0", "r1s0>r0s0"}; !slices.Equal(srcDst, want) {
+		t.Errorf("ring links %v, want %v", srcDst, want)
+	}
+	run, err := simulate(p, s, Options{PerRank: true}, Ideal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ph := phasesOf(t, run, "x")["allreduce1"]; !near(ph.StartNs, 4200*ms) || !near(ph.DurationNs, 4000*ms) {
+		t.Errorf("all-reduce 1 from %d ms for %d ms, want 4200 for 4000", ph.StartNs/ms, ph.DurationNs/ms)
 	}
 }
