@@ -99,3 +99,34 @@ func TestReplay(t *testing.T) {
 		t.Errorf("barrier plan replayed: %v %v", r, err)
 	}
 }
+
+// A per-rank ring replayed at the model's own starts (each phase's first
+// rank's, the all-reduce's last rank's, as the emulation times it) is the
+// model again: its early rank keeps its head start.
+func TestReplayPerRankRingAtOwnStarts(t *testing.T) {
+	s := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 100Mbit, uplink: 10Mbit}}\n")
+	p := ringPlan(true, S/100)
+	if err := plan.Check(p, s); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range []Model{Calibrated, TCPAware} {
+		pred, err := SimulateModel(p, s, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		own := map[plan.Key]int64{}
+		for _, ph := range pred.Phases {
+			own[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs
+		}
+		same, err := Replay(p, s, m, own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ph := range pred.Phases {
+			r, ok := phaseOf(same, ph.Job, ph.Iteration, ph.Phase)
+			if !ok || !near(r.StartNs, ph.StartNs) || !near(r.EndNs, ph.EndNs) || !near(r.DurationNs, ph.DurationNs) {
+				t.Errorf("%s: %s %d %s replayed [%d, %d] for %d ns, predicted [%d, %d] for %d", m, ph.Job, ph.Iteration, ph.Phase, r.StartNs, r.EndNs, r.DurationNs, ph.StartNs, ph.EndNs, ph.DurationNs)
+			}
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
@@ -316,7 +317,8 @@ func UnlimitedLinks(f scenario.Fabric) string {
 // A phase with a measured start starts then even where its predecessor
 // still runs in the model (a parameter server's next push starts once
 // its first worker has its pull, not once the last has); an all-to-all's
-// ranks still wait for their own flows (perrank.go). Against Simulate's
+// or a ring's ranks still wait for their own flows (perrank.go), a ring
+// released with its iteration's compute (startOf). Against Simulate's
 // prediction it shows how much of a phase's time came from what ran
 // beside it once the phases had drifted from the plan: the attribution's
 // drift. Barrier plans have no fixed instants to replay against: nil,
@@ -339,11 +341,30 @@ func Replay(p *plan.Plan, s *scenario.Scenario, m Model, starts map[plan.Key]int
 		}
 		return i
 	}
+	perRank := m == Calibrated || m == TCPAware
+	var expanded map[string]*plan.Job
+	if perRank {
+		expanded = expandedJobs(p)
+	}
+	// startOf is when the replay releases a phase: its measured start,
+	// but a per-rank ring's all-reduce with its iteration's compute. Its
+	// measured start is its last rank's (workers.Summarize); released
+	// with the compute, each rank starts as its own compute ends in the
+	// replay, and the early ranks keep their head start.
+	startOf := func(k plan.Key) (int64, bool) {
+		if j, ok := expanded[k.Job]; ok && j.Pattern == job.PatternRing && k.Phase == job.PhaseAllReduce {
+			if t, ok := starts[plan.Key{Job: k.Job, Iteration: k.Iteration, Phase: job.PhaseCompute}]; ok {
+				return t, true
+			}
+		}
+		t, ok := starts[k]
+		return t, ok
+	}
 	for i, st := range p.Stages {
 		for _, a := range st.Activities {
 			k := plan.Key{Job: a.Job, Iteration: a.Iteration, Phase: plan.ActivityPhase(a)}
 			si := i
-			if t, ok := starts[k]; ok {
+			if t, ok := startOf(k); ok {
 				t = max(t, 0)
 				a.StartNs = &t
 				si = stageAt(t)
@@ -351,7 +372,7 @@ func Replay(p *plan.Plan, s *scenario.Scenario, m Model, starts map[plan.Key]int
 			q.Stages[si].Activities = append(q.Stages[si].Activities, a)
 		}
 	}
-	opt := modelOptions(s, m, m == Calibrated || m == TCPAware)
+	opt := modelOptions(s, m, perRank)
 	opt.LinkShares = true
 	opt.Unchained = make(map[plan.Key]bool, len(starts))
 	for k := range starts {
