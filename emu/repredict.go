@@ -34,16 +34,17 @@ func repredict(r *report.Run) error {
 	if err != nil {
 		return fmt.Errorf("repredict %s: calibrated model: %w", r.Dir, err)
 	}
-	lock, err := flowmodel.SimulateRanks(p, s, flowmodel.Calibrated, false)
-	if err != nil {
-		return fmt.Errorf("repredict %s: calibrated model in lockstep: %w", r.Dir, err)
-	}
 	tcp, err := flowmodel.SimulateModel(p, s, flowmodel.TCPAware)
 	if err != nil {
 		return fmt.Errorf("repredict %s: TCP-aware model: %w", r.Dir, err)
 	}
 	d.Calibrated, d.ComparisonCalibrated = cal, orchestrate.Compare(cal, meas)
-	d.CalibratedLockstep, d.ComparisonCalibratedLockstep = lock, orchestrate.Compare(lock, meas)
+	// As in the live run, the run stands without the lockstep model (no
+	// framing or ranks part).
+	d.CalibratedLockstep, d.ComparisonCalibratedLockstep = nil, nil
+	if lock, err := flowmodel.SimulateRanks(p, s, flowmodel.Calibrated, false); err == nil {
+		d.CalibratedLockstep, d.ComparisonCalibratedLockstep = lock, orchestrate.Compare(lock, meas)
+	}
 	// Nil on error or for a barrier plan: as in the live run, the run
 	// stands without the replay (no drift, no busiest link).
 	replay, _ := flowmodel.Replay(p, s, flowmodel.TCPAware, orchestrate.MeasuredStarts(meas))

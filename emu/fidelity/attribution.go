@@ -420,7 +420,8 @@ func (t *Tally) Add(as []Attribution) {
 	}
 }
 
-// Lines says the tally in one or two sentences: `emu run`, the repeat
+// Lines says the tally in a few sentences (what is left, by phase, over
+// more than one run): `emu run`, the repeat
 // summary and both pages print them.
 func (t Tally) Lines() []string {
 	runs := fmt.Sprintf("%d runs", t.Runs)

@@ -595,7 +595,7 @@ func TestTally(t *testing.T) {
 				tt.phases == 1 && !strings.Contains(b.String(), "1 phase more than 10% off the TCP-aware model in the run;") {
 				t.Errorf("printed %q", b.String())
 			}
-			if got := strings.Contains(b.String(), "left by phase"); got != (tt.leftBy != "") || tt.leftBy != "" && !strings.Contains(b.String(), tt.leftBy) {
+			if got := strings.Contains(b.String(), "left by phase"); got != (tt.leftBy != "") || tt.leftBy != "" && !strings.Contains(b.String(), tt.leftBy+"\n") {
 				t.Errorf("printed %q, want %q", b.String(), tt.leftBy)
 			}
 		})

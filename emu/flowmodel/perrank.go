@@ -11,7 +11,7 @@ import (
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
-// Per-rank dependencies of all-to-all jobs (the calibrated and TCP-aware
+// Per-rank dependencies of all-to-all and ring jobs (the calibrated and TCP-aware
 // models). The ideal model runs a job's phases in lockstep, as the papers
 // do: a phase starts when its predecessor's last flow ends. Real all-to-all
 // ranks do not wait for each other: a rank whose data arrived early
@@ -65,7 +65,7 @@ type perRank struct {
 
 func taskName(it int, phase string, i int) string { return fmt.Sprintf("i%d.%s.%d", it, phase, i) }
 
-// newPerRank expands the plan's all-to-all jobs; jobs is what the
+// newPerRank expands the plan's all-to-all and ring jobs (expandedJobs); jobs is what the
 // simulation runs (expanded jobs replaced, the rest as they were).
 func newPerRank(p *plan.Plan) (*perRank, []plan.Job) {
 	pr := &perRank{jobs: map[string]*expanded{}, release: map[plan.Key]int64{}}

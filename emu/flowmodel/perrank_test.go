@@ -233,8 +233,8 @@ func TestRingPieces(t *testing.T) {
 	}
 }
 
-// BenchmarkPerRankRing: one all-reduce of a 32-rank ring of 64 MiB (16
-// pieces a step, 62 steps: 31,744 piece flows) on a ring of circuits.
+// BenchmarkPerRankRing: one all-reduce of a 32-rank ring of 64 MiB (8
+// pieces a step, 62 steps: 15,872 piece flows) on a ring of circuits.
 func BenchmarkPerRankRing(b *testing.B) {
 	const n = 32
 	s, err := scenario.Parse([]byte(fmt.Sprintf("name: t\nfabric: {kind: ocs, racks: %d, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}\n", n)), "bench")

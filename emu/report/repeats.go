@@ -451,11 +451,7 @@ func samePlan(first, r *Run) error {
 				if m == 0 {
 					return fmt.Errorf("repeat: %s predicts %s differently from %s: not runs of one plan", r.Dir, k, first.Dir)
 				}
-				hint := ""
-				if m != 0 { // the ideal model is the plan's
-					hint = " (--repredict predicts them again with this emu's)"
-				}
-				return fmt.Errorf("repeat: %s's %s model predicts %s differently from %s's: runs of one plan made by different versions of the model%s", r.Dir, Models[m], k, first.Dir, hint)
+				return fmt.Errorf("repeat: %s's %s model predicts %s differently from %s's: runs of one plan made by different versions of the model (--repredict predicts them again with this emu's)", r.Dir, Models[m], k, first.Dir)
 			}
 		}
 	}
