@@ -47,19 +47,9 @@ func TestReplay(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Replayed at the model's own starts, nothing changes.
-	own := map[plan.Key]int64{}
-	for _, ph := range pred.Phases {
-		own[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs
-	}
-	same, err := Replay(p, s, Ideal, own)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, ph := range pred.Phases {
-		r, ok := phaseOf(same, ph.Job, ph.Iteration, ph.Phase)
-		if !ok || r.StartNs != ph.StartNs || r.EndNs != ph.EndNs {
-			t.Errorf("%s %d %s: replay at the model's starts %+v, prediction %+v", ph.Job, ph.Iteration, ph.Phase, r, ph)
-		}
+	own := replayOwn(t, p, s, Ideal, pred)
+	if own == nil {
+		return
 	}
 	// b's push really started at 0.5 s, half-way through a's: from then
 	// they share the circuit, a ends at 1.5 s and b at 2 s.
@@ -114,19 +104,29 @@ func TestReplayPerRankRingAtOwnStarts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		own := map[plan.Key]int64{}
-		for _, ph := range pred.Phases {
-			own[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs
-		}
-		same, err := Replay(p, s, m, own)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, ph := range pred.Phases {
-			r, ok := phaseOf(same, ph.Job, ph.Iteration, ph.Phase)
-			if !ok || !near(r.StartNs, ph.StartNs) || !near(r.EndNs, ph.EndNs) || !near(r.DurationNs, ph.DurationNs) {
-				t.Errorf("%s: %s %d %s replayed [%d, %d] for %d ns, predicted [%d, %d] for %d", m, ph.Job, ph.Iteration, ph.Phase, r.StartNs, r.EndNs, r.DurationNs, ph.StartNs, ph.EndNs, ph.DurationNs)
-			}
+		replayOwn(t, p, s, m, pred)
+	}
+}
+
+// replayOwn replays model m at the starts of its own prediction pred and
+// fails t unless every phase comes back (start, end and duration); it
+// returns the starts, nil if the replay failed.
+func replayOwn(t *testing.T, p *plan.Plan, s *scenario.Scenario, m Model, pred *record.Run) map[plan.Key]int64 {
+	t.Helper()
+	own := map[plan.Key]int64{}
+	for _, ph := range pred.Phases {
+		own[plan.Key{Job: ph.Job, Iteration: ph.Iteration, Phase: ph.Phase}] = ph.StartNs
+	}
+	same, err := Replay(p, s, m, own)
+	if err != nil {
+		t.Error(err)
+		return nil
+	}
+	for _, ph := range pred.Phases {
+		r, ok := phaseOf(same, ph.Job, ph.Iteration, ph.Phase)
+		if !ok || !near(r.StartNs, ph.StartNs) || !near(r.EndNs, ph.EndNs) || !near(r.DurationNs, ph.DurationNs) {
+			t.Errorf("%s: %s %d %s replayed [%d, %d] for %d ns, predicted [%d, %d] for %d", m, ph.Job, ph.Iteration, ph.Phase, r.StartNs, r.EndNs, r.DurationNs, ph.StartNs, ph.EndNs, ph.DurationNs)
 		}
 	}
+	return own
 }
