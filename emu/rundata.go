@@ -101,7 +101,9 @@ func writeRunData(dir string, res *orchestrate.Result, in *fidelity.Inputs, qd [
 // longest cut flow's and the longest other's time, empty where there is
 // none, and whether HyStart's first chance decided because every flow
 // was below its share; another phase: its job's connections that moved
-// bytes, and those below HyStart's first chance as src->dst:threshold).
+// bytes, those below HyStart's first chance as src->dst:threshold, and
+// where the phase marks them, the one that delivered the last byte and
+// how long after the one before it).
 func attributionHeader() []string {
 	h := []string{"job", "iteration", "phase", "ideal_ms", "calibrated_ms", "tcp_aware_ms", "measured_ms", "rel_err_calibrated", "rel_err_tcp_aware"}
 	for _, p := range fidelity.Parts {
@@ -109,7 +111,7 @@ func attributionHeader() []string {
 	}
 	return append(h, "data_wait_ms", "verify_ms", "busiest_link", "link_own_ms", "link_others_ms", "link_idle_ms", "model_link_own_ms", "model_link_others_ms", "model_link_idle_ms", "link_queue_ms", "model_link_queue_ms",
 		"slow_start_flows", "slow_start_cut", "cut_flow_max_ms", "other_flow_max_ms", "cut_by_hystart_first_chance",
-		"connections", "connections_below_first_chance")
+		"connections", "connections_below_first_chance", "last_connection", "last_connection_after_ms")
 }
 
 func writeAttributionCSV(path string, as []fidelity.Attribution) error {
@@ -151,8 +153,13 @@ func writeAttributionCSV(path string, as []fidelity.Attribution) error {
 					below = append(below, fmt.Sprintf("%s:%d", fidelity.ConnName(x.Src, x.Dst), x.Segs))
 				}
 				row = append(row, strconv.Itoa(c.Conns), strings.Join(below, " "))
+				if l := c.Last; l != nil {
+					row = append(row, fidelity.ConnName(l.Src, l.Dst), nsToMs(l.AfterNs))
+				} else {
+					row = append(row, "", "")
+				}
 			} else {
-				row = append(row, "", "")
+				row = append(row, "", "", "", "")
 			}
 			if err := cw.Write(row); err != nil {
 				return err

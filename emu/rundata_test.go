@@ -32,7 +32,12 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 	e := a
 	e.Iteration = 5
 	e.Conns = &fidelity.ConnStarts{Conns: 4, FirstChance: []fidelity.ConnExit{{Src: 2, Dst: 1, Segs: 30}, {Src: -1, Dst: 0, Segs: 27}}}
-	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a, b, c, d, e}); err != nil {
+	// A sixth, a ring whose connections are marked: the last byte came
+	// over 2->1, 40 ms after the connection before it.
+	f := e
+	f.Iteration = 6
+	f.Conns = &fidelity.ConnStarts{Conns: 4, FirstChance: e.Conns.FirstChance, Last: &fidelity.ConnLast{Src: 2, Dst: 1, AfterNs: 40e6, FirstChance: true}}
+	if err := writeAttributionCSV(filepath.Join(dir, "attribution.csv"), []fidelity.Attribution{a, b, c, d, e, f}); err != nil {
 		t.Fatal(err)
 	}
 	rows := readCSV(t, filepath.Join(dir, "attribution.csv"))
@@ -40,11 +45,12 @@ func TestAttributionAndModelsCSV(t *testing.T) {
 		return []string{"ring", it, "allreduce", "200.000000", "209.000000", "220.000000", "240.000000", "0.125", "0.25", "7.000000", "2.000000", "11.000000", "-2.000000", "-5.000000", "0.000000", "3.000000", "0.000000", "4.000000", "0.000000", "0.000000", "0.000000", "15.000000", "0.000000", "0.000000", "6.000000"}
 	}
 	want := [][]string{attributionHeader(),
-		append(phase("1"), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", ""),
-		append(phase("2"), "tor1:up0", "100.000000", "120.000000", "20.000000", "95.000000", "110.000000", "15.000000", "3.000000", "2.500000", "", "", "", "", "", "", ""),
-		append(phase("3"), "", "", "", "", "", "", "", "", "", "6", "1", "105.000000", "48.000000", "false", "", ""),
-		append(phase("4"), "", "", "", "", "", "", "", "", "", "6", "0", "", "80.000000", "true", "", ""),
-		append(phase("5"), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "4", "2->1:30 ps->0:27")}
+		append(phase("1"), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", "", ""),
+		append(phase("2"), "tor1:up0", "100.000000", "120.000000", "20.000000", "95.000000", "110.000000", "15.000000", "3.000000", "2.500000", "", "", "", "", "", "", "", "", ""),
+		append(phase("3"), "", "", "", "", "", "", "", "", "", "6", "1", "105.000000", "48.000000", "false", "", "", "", ""),
+		append(phase("4"), "", "", "", "", "", "", "", "", "", "6", "0", "", "80.000000", "true", "", "", "", ""),
+		append(phase("5"), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "4", "2->1:30 ps->0:27", "", ""),
+		append(phase("6"), "", "", "", "", "", "", "", "", "", "", "", "", "", "", "4", "2->1:30 ps->0:27", "2->1", "40.000000")}
 	if !reflect.DeepEqual(rows, want) {
 		t.Errorf("attribution.csv:\n got %q\nwant %q", rows, want)
 	}

@@ -130,7 +130,9 @@ type PhaseRecord struct {
 	LastSendNs  int64 `json:"last_send_ns,omitempty"`
 	LastAckNs   int64 `json:"last_ack_ns,omitempty"`
 	// PeerRecvNs[p] is when the last byte from rank p arrived, where the
-	// phase has one flow per peer (all-to-all); 0 for no flow.
+	// phase marks it (all-to-all: one flow per peer; a pipelined ring or
+	// halving-doubling all-reduce: each peer it receives from); 0 for no
+	// flow.
 	PeerRecvNs []int64 `json:"peer_recv_ns,omitempty"`
 	VerifyNs   int64   `json:"verify_ns,omitempty"`
 }

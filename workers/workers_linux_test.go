@@ -3,6 +3,7 @@ package workers_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -73,6 +74,37 @@ func TestEveryPatternVerifies(t *testing.T) {
 		}
 		if len(r.PeerRecvNs) != 4 {
 			t.Errorf("a2a rank %d iteration %d: per-peer marks %v", r.Rank, r.Iteration, r.PeerRecvNs)
+		}
+	}
+	// A ring rank marks its predecessor's last byte in, a halving-doubling
+	// rank each partner's (rank xor 1, rank xor 2), within the phase.
+	rank := map[string]int{}
+	for i, w := range jobs[1].Workers {
+		rank[w] = i
+	}
+	pred := map[int]int{}
+	for i, w := range jobs[1].Ring {
+		pred[rank[w]] = rank[jobs[1].Ring[(i+3)%4]]
+	}
+	for _, r := range out.Phases {
+		if r.Phase != job.PhaseAllReduce || r.Rank < 0 {
+			continue
+		}
+		marked := map[int]bool{}
+		for p, at := range r.PeerRecvNs {
+			if at != 0 {
+				marked[p] = true
+				if at < r.StartNs || at > r.EndNs {
+					t.Errorf("%s rank %d iteration %d: peer %d's last byte at %d, phase %d..%d", r.Job, r.Rank, r.Iteration, p, at, r.StartNs, r.EndNs)
+				}
+			}
+		}
+		want := map[int]bool{r.Rank ^ 1: true, r.Rank ^ 2: true}
+		if r.Job == "ring" {
+			want = map[int]bool{pred[r.Rank]: true}
+		}
+		if !maps.Equal(marked, want) {
+			t.Errorf("%s rank %d iteration %d: peers marked %v, want %v", r.Job, r.Rank, r.Iteration, marked, want)
 		}
 	}
 	// The samples as the ranks end show what limited each sender.

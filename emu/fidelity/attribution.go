@@ -133,7 +133,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		}
 		if ss, ok := in.slowStarts(k); ok {
 			a.SlowStart = &ss
-		} else if cs, ok := in.connStarts(c.Job, from, to); ok {
+		} else if cs, ok := in.connStarts(k, from, to); ok {
 			a.Conns = &cs
 		}
 		gap := a.MeasuredNs - a.IdealNs

@@ -26,6 +26,9 @@ type connAcc struct {
 	runs, cut int
 	order     []string
 	times     map[string]int
+	// lastRuns had the connection that delivered last marked, lastCut
+	// of them one below HyStart's first chance.
+	lastRuns, lastCut int
 }
 
 // slowAcc is a phase's slow-start exits over the runs: the runs with a
@@ -85,6 +88,12 @@ func (d *DiagnosisSet) Add(as []Attribution) {
 			acc.runs++
 			if len(cs.FirstChance) > 0 {
 				acc.cut++
+			}
+			if cs.Last != nil {
+				acc.lastRuns++
+				if cs.Last.FirstChance {
+					acc.lastCut++
+				}
 			}
 			for _, x := range cs.FirstChance {
 				name := ConnName(x.Src, x.Dst)
@@ -217,6 +226,9 @@ func (a *connAcc) text() string {
 			cs = append(cs, fmt.Sprintf("%s in %d", name, a.times[name]))
 		}
 		out += " (" + strings.Join(cs, ", ") + ")"
+	}
+	if a.lastRuns > 0 && a.cut > 0 {
+		out += fmt.Sprintf("; the last byte came over one of those in %d of %d", a.lastCut, a.lastRuns)
 	}
 	return out
 }

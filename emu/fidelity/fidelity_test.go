@@ -621,7 +621,8 @@ func TestConnStartsByHand(t *testing.T) {
 		s(0, 3, 80, 20, 700), s(0, 3, 320, 20, 700), // idle in the phase
 		{Job: "moe", Rank: 0, Peer: 1, TNs: 320 * ms, Ssthresh: 10, BytesAcked: 9000}, // another job
 	}}
-	cs, ok := in.connStarts("gpt", 100*ms, 300*ms)
+	gpt := job.Key{Job: "gpt", Phase: "allreduce"}
+	cs, ok := in.connStarts(gpt, 100*ms, 300*ms)
 	want := ConnStarts{Conns: 4, FirstChance: []ConnExit{{Src: 0, Dst: 2, Segs: 27}, {Src: 2, Dst: 1, Segs: 30}}}
 	if !ok || cs.Conns != want.Conns || !slices.Equal(cs.FirstChance, want.FirstChance) {
 		t.Fatalf("got %+v %v, want %+v", cs, ok, want)
@@ -632,7 +633,7 @@ func TestConnStartsByHand(t *testing.T) {
 	if got := (ConnStarts{Conns: 3}).Text(); got != "slow start: none of its 3 connections below HyStart's first chance (32 segments)" {
 		t.Errorf("text %q", got)
 	}
-	if _, ok := in.connStarts("vgg", 100*ms, 300*ms); ok {
+	if _, ok := in.connStarts(job.Key{Job: "vgg", Phase: "push"}, 100*ms, 300*ms); ok {
 		t.Error("a job without samples has connections")
 	}
 	// Attribute gives a phase without per-flow marks its connections, and
@@ -647,9 +648,34 @@ func TestConnStartsByHand(t *testing.T) {
 	if ds := Diagnoses(a); len(ds) != 1 || ds[0] != "gpt 0 allreduce: "+cs.Text() {
 		t.Errorf("diagnoses %q", ds)
 	}
-	in.Flows = []Flow{{Job: "gpt", Phase: "allreduce", Src: 0, Dst: 2, StartNs: 100 * ms, EndNs: 250 * ms}}
-	if a := Attribute(in, 0); a[0].Conns != nil || a[0].SlowStart == nil {
-		t.Errorf("with per-flow marks: conns %+v, slow start %+v", a[0].Conns, a[0].SlowStart)
+	// A ring's per-connection marks name the connection that delivered
+	// last (2->1, below the first chance, 40 ms after 1->3); they do not
+	// make its connections flows for early_exit: they are coupled.
+	in.Flows = []Flow{{Job: "gpt", Phase: "allreduce", Src: 0, Dst: 2, StartNs: 100 * ms, EndNs: 250 * ms},
+		{Job: "gpt", Phase: "allreduce", Src: 2, Dst: 1, StartNs: 100 * ms, EndNs: 300 * ms},
+		{Job: "gpt", Phase: "allreduce", Src: 1, Dst: 3, StartNs: 100 * ms, EndNs: 260 * ms},
+		{Job: "gpt", Iteration: 1, Phase: "allreduce", Src: 1, Dst: 3, StartNs: 400 * ms, EndNs: 500 * ms}}
+	a = Attribute(in, 0)
+	if len(a) != 1 || a[0].SlowStart != nil || a[0].Conns == nil || a[0].Conns.Last == nil ||
+		*a[0].Conns.Last != (ConnLast{Src: 2, Dst: 1, AfterNs: 40 * ms, FirstChance: true}) {
+		t.Fatalf("ring with per-connection marks: %+v", a)
+	}
+	if got, want := a[0].Conns.Text(), cs.Text()+"; the last byte came over 2->1, 40.0 ms after the connection before it, one of those"; got != want {
+		t.Errorf("text %q, want %q", got, want)
+	}
+	var set DiagnosisSet
+	set.Add(a)
+	set.Add(a)
+	if ds := set.Lines(); len(ds) != 1 || !strings.HasSuffix(ds[0], "; the last byte came over one of those in 2 of 2") {
+		t.Errorf("over two runs: %q", ds)
+	}
+	// An all-to-all's per-flow marks are its flows.
+	in.Flows = []Flow{{Job: "moe", Phase: "alltoall", Src: 0, Dst: 2, StartNs: 100 * ms, EndNs: 250 * ms}}
+	cmpRow = []record.Comparison{{Job: "moe", Phase: "alltoall", PredictedNs: 100 * ms, MeasuredNs: 200 * ms, RelErr: 1}}
+	in.Measurement = &record.Run{Phases: []record.Phase{{Job: "moe", Phase: "alltoall", StartNs: 100 * ms, EndNs: 300 * ms}}}
+	in.Ideal, in.Calibrated, in.TCPAware = cmpRow, cmpRow, cmpRow
+	if a := Attribute(in, 0); len(a) != 1 || a[0].Conns != nil || a[0].SlowStart == nil {
+		t.Errorf("with per-flow marks: %+v", a)
 	}
 }
 

@@ -99,6 +99,14 @@ func (s SlowStarts) Text() string {
 // slowStarts classifies the phase's flows; ok is false when it has no
 // finished flow with per-flow marks.
 func (in *Inputs) slowStarts(k job.Key) (SlowStarts, bool) {
+	if k.Phase == job.PhaseAllReduce {
+		// A ring's or halving-doubling's connections are coupled: one
+		// waits for the data another delivers, and they end staggered
+		// whatever their slow start did (the per-rank model's ring ends
+		// its connections up to 86 ms apart on plan-demo), so a cut
+		// connection's longer time is not early_exit's to take.
+		return SlowStarts{}, false
+	}
 	fromSrc := map[int]int{} // the phase's flows each rank sends at once
 	var flows []Flow
 	for _, f := range in.Flows {
@@ -189,6 +197,21 @@ func (in *Inputs) sampleAt(jobName string, rank, peer int, t int64) (TCPSample, 
 type ConnStarts struct {
 	Conns       int        `json:"connections"`
 	FirstChance []ConnExit `json:"first_chance,omitempty"`
+	// Last is the connection that delivered the phase's last byte, where
+	// the phase marks each connection's (a pipelined ring or
+	// halving-doubling all-reduce since 27 Nov): with a ring's coupling,
+	// the one its end waited for.
+	Last *ConnLast `json:"last,omitempty"`
+}
+
+// ConnLast is the connection that delivered last: how long after the
+// one before it (AfterNs), and whether it ran below HyStart's first
+// chance.
+type ConnLast struct {
+	Src         int   `json:"src"`
+	Dst         int   `json:"dst"`
+	AfterNs     int64 `json:"after_ns"`
+	FirstChance bool  `json:"first_chance,omitempty"`
 }
 
 // ConnExit is one connection (sender rank -> receiver rank) and its
@@ -202,29 +225,58 @@ type ConnExit struct {
 // Text says it in one line.
 func (c ConnStarts) Text() string {
 	if len(c.FirstChance) == 0 {
-		return fmt.Sprintf("slow start: none of its %d connections below HyStart's first chance (%d segments)", c.Conns, HyStartEarlySegs)
+		return fmt.Sprintf("slow start: none of its %d connections below HyStart's first chance (%d segments)%s", c.Conns, HyStartEarlySegs, c.lastText())
 	}
 	var cs []string
 	for _, x := range c.FirstChance {
 		cs = append(cs, fmt.Sprintf("%s at %d", ConnName(x.Src, x.Dst), x.Segs))
 	}
-	return fmt.Sprintf("slow start: %d of its %d connections below HyStart's first chance (%d segments): %s", len(c.FirstChance), c.Conns, HyStartEarlySegs, strings.Join(cs, ", "))
+	return fmt.Sprintf("slow start: %d of its %d connections below HyStart's first chance (%d segments): %s%s", len(c.FirstChance), c.Conns, HyStartEarlySegs, strings.Join(cs, ", "), c.lastText())
+}
+
+func (c ConnStarts) lastText() string {
+	if c.Last == nil {
+		return ""
+	}
+	below := ""
+	if c.Last.FirstChance {
+		below = ", one of those"
+	}
+	return fmt.Sprintf("; the last byte came over %s, %.1f ms after the connection before it%s", ConnName(c.Last.Src, c.Last.Dst), ms(c.Last.AfterNs), below)
 }
 
 // connStarts finds the job's connections whose acknowledged bytes grew
 // between the samples that bracket the phase (windowSamples: samples are
 // periodic, so neighbouring phases' bytes may count), and each one's
 // threshold at the phase's end; ok is false when none moved bytes.
-func (in *Inputs) connStarts(jobName string, from, to int64) (ConnStarts, bool) {
+func (in *Inputs) connStarts(k job.Key, from, to int64) (ConnStarts, bool) {
 	var out ConnStarts
-	for _, w := range in.windowSamples(jobName, from, to) {
+	below := map[[2]int]bool{}
+	for _, w := range in.windowSamples(k.Job, from, to) {
 		if w.last.BytesAcked <= w.first.BytesAcked {
 			continue // moved nothing in the phase
 		}
 		out.Conns++
 		if s := w.last.Ssthresh; s > 0 && s < HyStartEarlySegs {
 			out.FirstChance = append(out.FirstChance, ConnExit{Src: w.rank, Dst: w.peer, Segs: s})
+			below[[2]int{w.rank, w.peer}] = true
 		}
+	}
+	var last, before *Flow
+	for i := range in.Flows {
+		f := &in.Flows[i]
+		if f.Job != k.Job || f.Iteration != k.Iteration || f.Phase != k.Phase {
+			continue
+		}
+		switch {
+		case last == nil || f.EndNs > last.EndNs:
+			last, before = f, last
+		case before == nil || f.EndNs > before.EndNs:
+			before = f
+		}
+	}
+	if last != nil && before != nil {
+		out.Last = &ConnLast{Src: last.Src, Dst: last.Dst, AfterNs: last.EndNs - before.EndNs, FirstChance: below[[2]int{last.Src, last.Dst}]}
 	}
 	return out, out.Conns > 0
 }

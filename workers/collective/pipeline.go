@@ -185,6 +185,9 @@ func (p *pipeline) recvStream(c *Comm, data []int32, piece int) error {
 			p.cond.Broadcast()
 			p.mu.Unlock()
 		}
+		if r.lo < r.hi {
+			c.peerDone(r.peer, clock()) // the peer's last byte in, once its last step is done
+		}
 		p.mu.Lock()
 		p.recvd, p.recvAt = j+1, 0
 		p.cond.Broadcast()

@@ -17,8 +17,9 @@ type Timing struct {
 	LastRecvNs  int64 // the last byte received
 	LastSendNs  int64 // the last write handed to the kernel
 	// PeerRecvNs[p] is when the last byte from rank p arrived, for the
-	// transfers that mark it (all-to-all: one flow per peer); nil when
-	// none did.
+	// transfers that mark it (all-to-all: one flow per peer; a pipelined
+	// ring or halving-doubling all-reduce: each peer it receives from);
+	// nil when none did.
 	PeerRecvNs []int64
 }
 
