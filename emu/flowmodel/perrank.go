@@ -70,16 +70,19 @@ func taskName(it int, phase string, i int) string { return fmt.Sprintf("i%d.%s.%
 func newPerRank(p *plan.Plan) (*perRank, []plan.Job) {
 	pr := &perRank{jobs: map[string]*expanded{}, release: map[plan.Key]int64{}}
 	jobs := slices.Clone(p.Jobs)
-	for name, j := range expandedJobs(p) {
-		var dag plan.Job
+	exp := expandedJobs(p)
+	for i := range jobs {
+		j, ok := exp[jobs[i].Name]
+		if !ok {
+			continue
+		}
 		var e *expanded
 		if j.Pattern == job.PatternRing {
-			dag, e = expandRing(j)
+			jobs[i], e = expandRing(j)
 		} else {
-			dag, e = expandJob(j)
+			jobs[i], e = expandJob(j)
 		}
-		pr.jobs[name] = e
-		jobs[slices.IndexFunc(p.Jobs, func(o plan.Job) bool { return o.Name == name })] = dag
+		pr.jobs[j.Name] = e
 	}
 	return pr, jobs
 }
@@ -239,14 +242,14 @@ func expandRing(j *plan.Job) (plan.Job, *expanded) {
 						after = append(after, computed[down]) // the receiver's window is full until it reads
 					}
 					sent[r] += piece
-					last[r] = b.add(ak, plan.Task{Kind: plan.TaskTransfer, Src: ring[r], Dst: ring[(r+1)%n], Bytes: piece, After: after}, r, (r+1)%n)
+					last[r] = b.add(ak, plan.Task{Kind: plan.TaskTransfer, Src: ring[r], Dst: ring[down], Bytes: piece, After: after}, r, down)
 					cur[r] = append(cur[r], last[r])
 				}
 			}
 			prev = cur
 		}
 		for r := range ring {
-			done[r] = []string{last[r], last[(r+n-1)%n]}
+			done[r] = []string{last[r], last[(r+n-1)%n]} // its last send, its predecessor's to it
 		}
 	}
 	return b.dag, b.e
