@@ -116,7 +116,12 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 		ModelOwnNs:    linkNs(busiest.OwnBytes, busiest.RateBps),
 		ModelOthersNs: linkNs(busiest.OtherBytes, busiest.RateBps),
 	}
-	u.OthersNs = linkNs(count, float64(l.RateBps)) - u.OwnNs
+	// The own share is an estimate (the model's payload at the measured
+	// count per payload byte); where the shaper counted less in the
+	// window, the count is all the phase's own.
+	total := linkNs(count, float64(l.RateBps))
+	u.OwnNs = min(u.OwnNs, total)
+	u.OthersNs = total - u.OwnNs
 	u.IdleNs = to - from - u.OwnNs - u.OthersNs
 	u.ModelIdleNs = busiest.WindowNs - u.ModelOwnNs - u.ModelOthersNs
 	u.ModelQueueNs = busiest.QueueNs

@@ -44,6 +44,7 @@ func TestBusiestLinkByHand(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		alone    uint64 // the count on the link the push used alone; 0: no such figure
+		busiest  uint64 // the busiest link's count; 0: its own plus 300 kB
 		model    []record.PhaseLink
 		from, to int64
 		want     LinkUse
@@ -54,6 +55,9 @@ func TestBusiestLinkByHand(t *testing.T) {
 		// of the busiest link's count are its own.
 		{name: "more counted per payload byte", alone: 550e3, model: model, to: 1000 * ms, want: with(550, 300, 150), wantOK: true},
 		{name: "no link alone: 1/goodput", model: model[:3], to: 1000 * ms, want: with(500, 300, 200), wantOK: true},
+		// The shaper counted 450 kB, less than the 500 kB the push's own
+		// payload would take: all of it is the push's, none the others'.
+		{name: "count below the own estimate", alone: 500e3, busiest: 450e3, model: []record.PhaseLink{model[0], model[3]}, to: 1000 * ms, want: with(450, 0, 550), wantOK: true},
 		{name: "window outside the samples", alone: 500e3, model: model, from: -200 * ms, to: 1000 * ms},
 		{name: "no replay figures", alone: 500e3, to: 1000 * ms},
 	} {
@@ -62,7 +66,11 @@ func TestBusiestLinkByHand(t *testing.T) {
 			if tc.alone > 0 {
 				own = tc.alone
 			}
-			in := &Inputs{Goodput: 0.95, ModelLinks: tc.model, Links: []Link{link("tor0:up0", 1e6, own+300e3), link("tor1:s0", 1e6, own+100e3), link("r9s9:eth0", 10e6, own+1e6)}}
+			busiest := own + 300e3
+			if tc.busiest > 0 {
+				busiest = tc.busiest
+			}
+			in := &Inputs{Goodput: 0.95, ModelLinks: tc.model, Links: []Link{link("tor0:up0", 1e6, busiest), link("tor1:s0", 1e6, own+100e3), link("r9s9:eth0", 10e6, own+1e6)}}
 			if tc.alone > 0 {
 				in.Links = append(in.Links, link("r0s0:eth0", 10e6, tc.alone))
 			}
