@@ -84,6 +84,9 @@ type RepeatRow struct {
 	Spread Float `json:"spread"`
 	// Err is each model's error against the median (Models' order).
 	Err []Float `json:"err_vs_median"`
+	// Modes, for a communication phase whose runs fell into two kinds
+	// (modes.go), are the faster and the slower group; nil otherwise.
+	Modes []Mode `json:"modes,omitempty"`
 }
 
 // ModelFit is one model against the set, over communication phases.
@@ -235,6 +238,11 @@ func Repeats(runs []*Run) (*RepeatTable, error) {
 		row.Err = make([]Float, len(Models))
 		for m, p := range row.Predicted {
 			row.Err[m] = Float(relErr(float64(p), float64(row.MedianNs)))
+		}
+		if predicted(row) {
+			if fast, slow, ok := twoModes(a.meas); ok {
+				row.Modes = []Mode{fast, slow}
+			}
 		}
 		t.Rows = append(t.Rows, row)
 	}
@@ -530,6 +538,12 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 	}
 	fmt.Fprintf(w, "   (pass: median <= %.0f%% and max <= %.0f%%, as the verdict's accuracy line)\n", 100*fidelity.AccuracyMedianPass, 100*fidelity.AccuracyMaxPass)
 	fmt.Fprintf(w, "   run-to-run spread of a phase: median %s, max %s (%s)\n", pctUnsigned(float64(t.SpreadMedian)), pctUnsigned(t.SpreadMax), t.SpreadMaxPhase)
+	if ms := t.ModesLines(); len(ms) > 0 {
+		fmt.Fprintf(w, "   two kinds of run (groups of %d or more, at least %.0f%% of the median apart; its median mixes them):\n", ModeMinRuns, 100*ModeGap)
+		for _, l := range ms {
+			fmt.Fprintf(w, "     %s\n", l)
+		}
+	}
 	if t.Attribution != nil {
 		fmt.Fprintln(w, "\n== attribution over the set (each run's attribution.csv; docs/fidelity.md)")
 		t.Attribution.Print(w)
