@@ -173,10 +173,6 @@ func (c *control) close() {
 	c.conn.Close()
 }
 
-// stageLead is how far ahead a barrier stage whose planned start has
-// passed is timed: the OCS must receive the change (HTTP over a unix
-// socket, on a busy machine) before that instant, or it refuses it.
-const stageLead = 10 * time.Millisecond
 
 // Coordinator hands out time zero once every rank has its connections up
 // and, in barrier mode, starts each stage when every rank has finished
@@ -191,9 +187,11 @@ type Coordinator struct {
 	Jobs     []job.Job
 	// Lead is the time from the last hello to time zero.
 	Lead time.Duration
-	// OnStage installs stage k's circuits to take effect at `at`
-	// (barrier mode; stage 0 is installed before time zero).
-	OnStage func(ctx context.Context, k int, at int64) error
+	// OnStage installs stage k's circuits to take effect no earlier than
+	// `at` (barrier mode; stage 0 is installed before time zero) and
+	// returns the instant they took effect, which the stage then starts
+	// at: `at` when nothing had to change.
+	OnStage func(ctx context.Context, k int, at int64) (int64, error)
 	// OnStart is told time zero before the ranks are.
 	OnStart func(t0 int64) error
 	Log     *slog.Logger
@@ -279,13 +277,18 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 		for k := from; k < bar.stages(); k++ {
 			at := c.T0 + c.Schedule.Stages[k].StartNs
 			if k > 0 {
-				at = max(at, monoclock.Now()+int64(stageLead))
+				// Now, unless the plan says later; the stage starts when
+				// its circuits are in (the OCS switches a change about
+				// 0.2 ms after it has it, ocs.Controller).
+				at = max(at, monoclock.Now())
 				if c.OnStage != nil {
-					if err := c.OnStage(ctx, k, at); err != nil {
+					eff, err := c.OnStage(ctx, k, at)
+					if err != nil {
 						c.Failures = append(c.Failures, fmt.Sprintf("stage %d circuits: %v", k, err))
 						broadcast(Msg{Type: "abort", Error: fmt.Sprintf("stage %d circuits: %v", k, err)})
 						return
 					}
+					at = max(at, eff)
 				}
 			}
 			empty := bar.started(k, at)

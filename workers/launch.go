@@ -57,7 +57,7 @@ type Options struct {
 	Realtime     bool
 	Timeout      time.Duration // per transfer; default 60 s
 	TCPInfoEvery time.Duration // default 50 ms; negative: off
-	OnStage      func(ctx context.Context, k int, at int64) error
+	OnStage      func(ctx context.Context, k int, at int64) (int64, error)
 	// OnStart is called with time zero before the ranks hear it (clock
 	// mode: load the OCS schedule against it).
 	OnStart  func(t0 int64) error

@@ -243,21 +243,34 @@ func reportStages(ctx context.Context, wo *workers.Options, p *plan.Plan, circui
 		return nil
 	}
 	if p.Mode == plan.ModeBarrier {
-		wo.OnStage = func(ctx context.Context, k int, at int64) error {
-			rep.stage(k, at, t0, time.Now())
+		wo.OnStage = func(ctx context.Context, k int, at int64) (int64, error) {
 			if onStage != nil {
-				return onStage(ctx, k, at)
+				eff, err := onStage(ctx, k, at)
+				if err != nil {
+					return 0, err
+				}
+				at = max(at, eff)
 			}
-			return nil
+			rep.stage(k, at, t0, time.Now())
+			return at, nil
 		}
 	}
 }
+
+// TimedStageLead: a barrier stage whose circuits change is armed for its
+// instant when that lies at least this far ahead (the request must reach
+// the OCS before it, over HTTP on a busy machine); a nearer one, as a
+// stage that starts when the one before has ended, is switched as soon
+// as the OCS has it, at an exact kernel-timed instant about 0.2 ms later,
+// and the stage starts then. Until 27 Nov every such stage was armed 10
+// ms ahead, which added 10 ms to every reconfiguring barrier stage.
+const TimedStageLead = 5 * time.Millisecond
 
 // circuitHooks returns how the circuits of stages 1.. follow the workers'
 // time: in clock mode the whole timeline is loaded as one kernel-timed
 // schedule against time zero; in barrier mode each stage is applied when
 // the coordinator starts it.
-func circuitHooks(ctx context.Context, cl OCS, p *plan.Plan) (onStart func(int64) error, onStage func(context.Context, int, int64) error) {
+func circuitHooks(ctx context.Context, cl OCS, p *plan.Plan) (onStart func(int64) error, onStage func(context.Context, int, int64) (int64, error)) {
 	if len(p.Stages) < 2 {
 		return nil, nil
 	}
@@ -281,19 +294,27 @@ func circuitHooks(ctx context.Context, cl OCS, p *plan.Plan) (onStart func(int64
 			return cl.Schedule(ctx, sched)
 		}
 	case plan.ModeBarrier:
-		onStage = func(ctx context.Context, k int, at int64) error {
+		onStage = func(ctx context.Context, k int, at int64) (int64, error) {
 			if k > 0 && slices.Equal(p.Stages[k].Circuits, p.Stages[k-1].Circuits) {
 				// The same map: nothing to change, and no timed request
 				// that a busy machine could deliver too late.
-				return nil
+				return at, nil
 			}
-			_, err := cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay, AtNs: at})
-			if err != nil && at != 0 && monoclock.Now() >= at {
-				// The coordinator's lead was used up before the OCS had the
-				// request (a loaded host): apply it as soon as possible.
-				_, err = cl.Apply(ctx, ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay})
+			req := ocs.ConfigRequest{Circuits: p.Stages[k].Circuits, Delay: delay}
+			if at-monoclock.Now() >= int64(TimedStageLead) {
+				req.AtNs = at
 			}
-			return err
+			ev, err := cl.Apply(ctx, req)
+			if err != nil && req.AtNs != 0 && monoclock.Now() >= at {
+				// The lead was used up before the OCS had the request (a
+				// loaded host): apply it as soon as possible.
+				req.AtNs = 0
+				ev, err = cl.Apply(ctx, req)
+			}
+			if err != nil {
+				return 0, err
+			}
+			return max(at, ev.Effective), nil
 		}
 	}
 	return onStart, onStage

@@ -6,7 +6,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
@@ -14,17 +16,27 @@ import (
 	"github.com/ocsemu/ocsemu/workers"
 )
 
-// fakeOCS records what orchestration asks of the OCS process.
+// fakeT0 is the fake workers' time zero: an hour ahead, so that every
+// barrier stage's planned instant is far enough ahead to be armed for it.
+var fakeT0 = monoclock.Now() + int64(time.Hour)
+
+// fakeOCS records what orchestration asks of the OCS process; an apply's
+// event takes effect at effective (0: its instant).
 type fakeOCS struct {
 	applied   []ocs.ConfigRequest
 	schedules []ocs.Schedule
 	stopped   int
 	err       error
+	effective int64
 }
 
 func (f *fakeOCS) Apply(_ context.Context, r ocs.ConfigRequest) (ocs.Event, error) {
 	f.applied = append(f.applied, r)
-	return ocs.Event{}, f.err
+	eff := r.AtNs
+	if f.effective > 0 {
+		eff = f.effective
+	}
+	return ocs.Event{Scheduled: r.AtNs, Effective: eff}, f.err
 }
 
 func (f *fakeOCS) Schedule(_ context.Context, s ocs.Schedule) error {
@@ -40,7 +52,7 @@ func (f *fakeOCS) StopSchedule(context.Context) error { f.stopped++; return nil 
 func fakeLaunch(t *testing.T, pred func() map[plan.Key][2]int64, slow float64, got **workers.Options) Launcher {
 	return func(ctx context.Context, o *workers.Options) (*workers.Outcome, error) {
 		*got = o
-		const t0 = int64(1e12)
+		t0 := fakeT0
 		if o.OnStart != nil {
 			if err := o.OnStart(t0); err != nil {
 				return nil, err
@@ -48,7 +60,7 @@ func fakeLaunch(t *testing.T, pred func() map[plan.Key][2]int64, slow float64, g
 		}
 		if o.Schedule != nil && o.OnStage != nil {
 			for k := 1; k < len(o.Schedule.Stages); k++ {
-				if err := o.OnStage(ctx, k, t0+o.Schedule.Stages[k].StartNs); err != nil {
+				if _, err := o.OnStage(ctx, k, t0+o.Schedule.Stages[k].StartNs); err != nil {
 					return nil, err
 				}
 			}
@@ -205,9 +217,9 @@ func TestRunDrivesTheOCS(t *testing.T) {
 					t.Fatalf("clock: want one schedule and only stage 0 applied, got %d schedules, %d applies", len(fo.schedules), len(fo.applied))
 				}
 				sc := fo.schedules[0]
-				if len(sc.Slots) != len(q.Stages)-1 || sc.StartNs != 1e12+q.Stages[1].StartNs || sc.Delay == nil || int64(*sc.Delay) != delay {
+				if len(sc.Slots) != len(q.Stages)-1 || sc.StartNs != fakeT0+q.Stages[1].StartNs || sc.Delay == nil || int64(*sc.Delay) != delay {
 					t.Errorf("clock schedule: %d slots starting %d with delay %v; want %d slots at %d with %d ns",
-						len(sc.Slots), sc.StartNs, sc.Delay, len(q.Stages)-1, int64(1e12)+q.Stages[1].StartNs, delay)
+						len(sc.Slots), sc.StartNs, sc.Delay, len(q.Stages)-1, fakeT0+q.Stages[1].StartNs, delay)
 				}
 				for k, sl := range sc.Slots[:len(sc.Slots)-1] {
 					if want := q.Stages[k+2].StartNs - q.Stages[k+1].StartNs; int64(sl.Duration) != want {
@@ -231,7 +243,7 @@ func TestRunDrivesTheOCS(t *testing.T) {
 				}
 				for i, k := range changed[1:] {
 					a := fo.applied[i+1]
-					if a.AtNs != 1e12+q.Stages[k].StartNs || a.Delay == nil || int64(*a.Delay) != delay || len(a.Circuits) != len(q.Stages[k].Circuits) {
+					if a.AtNs != fakeT0+q.Stages[k].StartNs || a.Delay == nil || int64(*a.Delay) != delay || len(a.Circuits) != len(q.Stages[k].Circuits) {
 						t.Errorf("stage %d apply %+v", k, a)
 					}
 				}
@@ -278,5 +290,49 @@ func TestWorkerJobsAndSchedule(t *testing.T) {
 	sc := Schedule(p)
 	if sc.Mode != plan.ModeClock || len(sc.Stages) != 2 || sc.Stages[1].StartNs != 9 || sc.Stages[1].Activities[0].Phase != "allreduce" || *sc.Stages[1].Activities[0].StartNs != 7 {
 		t.Errorf("Schedule = %+v", sc)
+	}
+}
+
+// A barrier stage whose circuits change is armed for its instant when
+// that lies TimedStageLead or more ahead; a nearer one is switched as soon
+// as the OCS has it and starts when its circuits took effect; an
+// unchanged map asks nothing of the OCS and starts at once.
+func TestBarrierStageInstants(t *testing.T) {
+	_, p := setup(t, ocsYAML)
+	q := *p
+	q.Mode = plan.ModeBarrier
+	k := 1
+	for k < len(q.Stages) && slices.Equal(q.Stages[k].Circuits, q.Stages[k-1].Circuits) {
+		k++
+	}
+	if k == len(q.Stages) {
+		t.Fatal("the plan's circuits never change: the case tests nothing")
+	}
+	now := monoclock.Now()
+	for _, tc := range []struct {
+		name      string
+		at, eff   int64
+		wantAt    int64 // the request's AtNs
+		wantStart int64
+	}{
+		{"far ahead: armed for its instant", now + int64(time.Hour), 0, now + int64(time.Hour), now + int64(time.Hour)},
+		{"near: as soon as possible, started when in", now + int64(time.Millisecond), now + int64(3*time.Millisecond), 0, now + int64(3*time.Millisecond)},
+		{"past: as soon as possible", now - int64(time.Second), now + int64(time.Millisecond), 0, now + int64(time.Millisecond)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fo := &fakeOCS{effective: tc.eff}
+			_, onStage := circuitHooks(context.Background(), fo, &q)
+			start, err := onStage(context.Background(), k, tc.at)
+			if err != nil || len(fo.applied) != 1 || fo.applied[0].AtNs != tc.wantAt || start != tc.wantStart {
+				t.Errorf("stage %d at %d: start %d, err %v, requests %+v; want one request at %d and the start %d", k, tc.at, start, err, fo.applied, tc.wantAt, tc.wantStart)
+			}
+		})
+	}
+	q.Stages = slices.Clone(q.Stages)
+	q.Stages[k].Circuits = q.Stages[k-1].Circuits
+	fo := &fakeOCS{}
+	_, onStage := circuitHooks(context.Background(), fo, &q)
+	if start, err := onStage(context.Background(), k, now); err != nil || start != now || len(fo.applied) != 0 {
+		t.Errorf("unchanged map: start %d, err %v, %d requests; want the stage at once and none", start, err, len(fo.applied))
 	}
 }
