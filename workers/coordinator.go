@@ -173,7 +173,6 @@ func (c *control) close() {
 	c.conn.Close()
 }
 
-
 // Coordinator hands out time zero once every rank has its connections up
 // and, in barrier mode, starts each stage when every rank has finished
 // every activity of the previous one.
