@@ -420,6 +420,10 @@ func (t *Tally) Add(as []Attribution) {
 	}
 }
 
+// LeftByPhaseShown is how many phases the "left by phase" line names,
+// most left first; a task graph's hundreds of tasks would make it a page.
+const LeftByPhaseShown = 10
+
 // Lines says the tally in a few sentences (what is left, by phase, over
 // more than one run): `emu run`, the repeat
 // summary and both pages print them.
@@ -442,8 +446,12 @@ func (t Tally) Lines() []string {
 			left, t.Under, t.Over, t.Worst, 100*t.WorstShare))
 		if t.Runs > 1 {
 			var by []string
-			for _, name := range slices.SortedFunc(maps.Keys(t.Left), func(a, b string) int { return cmp.Or(cmp.Compare(t.Left[b], t.Left[a]), strings.Compare(a, b)) }) {
+			names := slices.SortedFunc(maps.Keys(t.Left), func(a, b string) int { return cmp.Or(cmp.Compare(t.Left[b], t.Left[a]), strings.Compare(a, b)) })
+			for _, name := range names[:min(len(names), LeftByPhaseShown)] {
 				by = append(by, fmt.Sprintf("%s %d", name, t.Left[name]))
+			}
+			if more := len(names) - LeftByPhaseShown; more > 0 {
+				by = append(by, fmt.Sprintf("and %d more phases (repeat.json: attribution.left)", more))
 			}
 			out = append(out, "left by phase: "+strings.Join(by, ", "))
 		}

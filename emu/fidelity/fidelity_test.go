@@ -566,6 +566,17 @@ func TestTally(t *testing.T) {
 	at := func(rel float64, residual int64) Attribution {
 		return Attribution{Job: "j", Phase: "alltoall", TCPAwareNs: 100 * ms, RelErrTCP: rel, Parts: map[string]int64{PartResidual: residual}}
 	}
+	// Twelve tasks left once each: the line names the first ten.
+	var tasks []Attribution
+	var first10 []string
+	for i := range 12 {
+		a := at(0.3, 30*ms)
+		a.Phase = fmt.Sprintf("t%02d", i)
+		tasks = append(tasks, a)
+		if i < 10 {
+			first10 = append(first10, fmt.Sprintf("j iteration 0 t%02d 1", i))
+		}
+	}
 	tests := []struct {
 		name                           string
 		runs                           [][]Attribution
@@ -573,6 +584,8 @@ func TestTally(t *testing.T) {
 		worst                          float64
 		leftBy                         string // printed for more than one run
 	}{
+		{"a task graph's many tasks: ten named", [][]Attribution{tasks, nil}, 12, 0, 0, 12, 0.3,
+			"left by phase: " + strings.Join(first10, ", ") + ", and 2 more phases (repeat.json: attribution.left)"},
 		{"nothing over 10%", [][]Attribution{{at(0.09, 9*ms), at(-0.1, -10*ms)}}, 0, 0, 0, 0, 0, ""},
 		{"explained within 5 points", [][]Attribution{{at(0.3, 5*ms)}, {at(-0.2, -5*ms)}}, 2, 2, 0, 0, 0, ""},
 		{"faster and slower left", [][]Attribution{{at(-0.2, -15*ms), at(0.4, 6*ms)}, {at(0.15, 0)}}, 3, 1, 1, 1, -0.15, "left by phase: j iteration 0 alltoall 2"},
