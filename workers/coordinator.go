@@ -81,8 +81,12 @@ func (c *control) read() {
 		case "start":
 			c.t0Once.Do(func() { c.t0 <- m.T0; close(c.t0) })
 		case "stage":
+			// A rank can start a stage no sooner than it hears of it: a
+			// stage started at once reaches the ranks a little after its
+			// instant, and that delay is the barrier's, not the rank's
+			// lateness.
 			c.stMu.Lock()
-			c.stages[m.Stage] = m.StageStart
+			c.stages[m.Stage] = max(m.StageStart, monoclock.Now())
 			close(c.changed)
 			c.changed = make(chan struct{})
 			c.stMu.Unlock()
@@ -135,7 +139,9 @@ func (c *control) start() (int64, error) {
 	}
 }
 
-// waitStage blocks until stage k has started and returns its start.
+// waitStage blocks until stage k has started and returns when the rank
+// could start it: the stage's start, or when the rank heard of it if
+// that was later.
 func (c *control) waitStage(ctx context.Context, k int) (int64, error) {
 	return c.waitFor(ctx, func() (int64, bool) { at, ok := c.stages[k]; return at, ok })
 }
@@ -186,10 +192,11 @@ type Coordinator struct {
 	Jobs     []job.Job
 	// Lead is the time from the last hello to time zero.
 	Lead time.Duration
-	// OnStage installs stage k's circuits to take effect no earlier than
-	// `at` (barrier mode; stage 0 is installed before time zero) and
-	// returns the instant they took effect, which the stage then starts
-	// at: `at` when nothing had to change.
+	// OnStage installs stage k's circuits (barrier mode; stage 0 is
+	// installed before time zero), for the instant `at` if that is far
+	// enough ahead to arm, else as soon as it can, and returns the
+	// instant they took effect; the stage starts at the later of the two
+	// (`at` when nothing had to change).
 	OnStage func(ctx context.Context, k int, at int64) (int64, error)
 	// OnStart is told time zero before the ranks are.
 	OnStart func(t0 int64) error

@@ -450,8 +450,11 @@ func (t Tally) Lines() []string {
 			for _, name := range names[:min(len(names), LeftByPhaseShown)] {
 				by = append(by, fmt.Sprintf("%s %d", name, t.Left[name]))
 			}
-			if more := len(names) - LeftByPhaseShown; more > 0 {
-				by = append(by, fmt.Sprintf("and %d more phases (repeat.json: attribution.left)", more))
+			switch more := len(names) - LeftByPhaseShown; {
+			case more == 1:
+				by = append(by, "and 1 more phase")
+			case more > 1:
+				by = append(by, fmt.Sprintf("and %d more phases", more))
 			}
 			out = append(out, "left by phase: "+strings.Join(by, ", "))
 		}

@@ -585,7 +585,7 @@ func TestTally(t *testing.T) {
 		leftBy                         string // printed for more than one run
 	}{
 		{"a task graph's many tasks: ten named", [][]Attribution{tasks, nil}, 12, 0, 0, 12, 0.3,
-			"left by phase: " + strings.Join(first10, ", ") + ", and 2 more phases (repeat.json: attribution.left)"},
+			"left by phase: " + strings.Join(first10, ", ") + ", and 2 more phases"},
 		{"nothing over 10%", [][]Attribution{{at(0.09, 9*ms), at(-0.1, -10*ms)}}, 0, 0, 0, 0, 0, ""},
 		{"explained within 5 points", [][]Attribution{{at(0.3, 5*ms)}, {at(-0.2, -5*ms)}}, 2, 2, 0, 0, 0, ""},
 		{"faster and slower left", [][]Attribution{{at(-0.2, -15*ms), at(0.4, 6*ms)}, {at(0.15, 0)}}, 3, 1, 1, 1, -0.15, "left by phase: j iteration 0 alltoall 2"},

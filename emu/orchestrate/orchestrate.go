@@ -262,8 +262,9 @@ func reportStages(ctx context.Context, wo *workers.Options, p *plan.Plan, circui
 // the OCS before it, over HTTP on a busy machine); a nearer one, as a
 // stage that starts when the one before has ended, is switched as soon
 // as the OCS has it, at an exact kernel-timed instant about 0.2 ms later,
-// and the stage starts then. Until 27 Nov every such stage was armed 10
-// ms ahead, which added 10 ms to every reconfiguring barrier stage.
+// and the stage starts then. Until 27 Nov the coordinator set every
+// barrier stage after the first 10 ms ahead, changed or not, which added
+// 10 ms to every stage.
 const TimedStageLead = 5 * time.Millisecond
 
 // circuitHooks returns how the circuits of stages 1.. follow the workers'

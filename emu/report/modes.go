@@ -8,7 +8,7 @@ import (
 // Two kinds of run. TCP's sharing of a contended link can fall out one
 // way or the other from run to run: on the quickstart the parameter
 // server's first push runs at about 210-238 ms when its flows hold their
-// own beside the ring and at 270-276 ms when the ring takes the shared
+// own beside the ring and at 260-276 ms when the ring takes the shared
 // uplink (docs/fidelity.md). A median of such a set is a mix of the two,
 // and the models, which predict one time, land between them; the set's
 // summary says so rather than let a median stand for both.

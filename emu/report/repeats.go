@@ -539,7 +539,7 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 	fmt.Fprintf(w, "   (pass: median <= %.0f%% and max <= %.0f%%, as the verdict's accuracy line)\n", 100*fidelity.AccuracyMedianPass, 100*fidelity.AccuracyMaxPass)
 	fmt.Fprintf(w, "   run-to-run spread of a phase: median %s, max %s (%s)\n", pctUnsigned(float64(t.SpreadMedian)), pctUnsigned(t.SpreadMax), t.SpreadMaxPhase)
 	if ms := t.ModesLines(); len(ms) > 0 {
-		fmt.Fprintf(w, "   two kinds of run (groups of %d or more, at least %.0f%% of the median apart; its median mixes them):\n", ModeMinRuns, 100*ModeGap)
+		fmt.Fprintf(w, "   two kinds of run (groups of %d or more, at least %.0f%% of the median apart; the phase's median mixes them):\n", ModeMinRuns, 100*ModeGap)
 		for _, l := range ms {
 			fmt.Fprintf(w, "     %s\n", l)
 		}
@@ -725,7 +725,9 @@ func RenderRepeat(t *RepeatTable, pageDir string) ([]byte, error) {
 			}
 			return "neg"
 		},
-		"span": rangeOf,
+		"span":     rangeOf,
+		"modeGap":  func() string { return fmt.Sprintf("%.0f%%", 100*ModeGap) },
+		"modeRuns": func() int { return ModeMinRuns },
 	}).Parse(repeatTmpl)
 	if err != nil {
 		return nil, err
