@@ -109,10 +109,12 @@ JSON, for scripts.`,
 			exe, _ := os.Executable()
 			dir, _ := filepath.Abs(filepath.Join("results", lab, "collective-"+time.Now().Format("150405.000")))
 			// The plan's barrier stages gate the phases, as nccl-tests' barrier
-			// does: every rank starts each phase at one instant, so a phase's
-			// time is its transfer, not the ranks' skew from the one before
-			// (docs/benchmarks.md).
-			out, err := workers.Launch(cmd.Context(), &workers.Options{Lab: l, Jobs: jobs, Schedule: orchestrate.Schedule(p), Dir: dir, Exe: exe, Verify: verify, Realtime: realtime, Log: a.log, Progress: a.progress})
+			// does: every stage is set collectiveStageLead ahead, so that every
+			// rank has heard of it and all start each phase at one instant, and
+			// a phase's time is its transfer, not the ranks' skew from the one
+			// before (docs/benchmarks.md).
+			out, err := workers.Launch(cmd.Context(), &workers.Options{Lab: l, Jobs: jobs, Schedule: orchestrate.Schedule(p), Dir: dir, Exe: exe, Verify: verify, Realtime: realtime,
+				StageLead: collectiveStageLead, Log: a.log, Progress: a.progress})
 			if err != nil {
 				return err
 			}
@@ -220,3 +222,8 @@ func oneStagePerPhase(j plan.Job, circuits []circuit.Circuit) []plan.Stage {
 	}
 	return st
 }
+
+// collectiveStageLead is how far ahead `emu collective` sets each phase's
+// barrier stage: time for every rank to hear of it on a busy machine
+// (broadcasts reach the ranks up to about 2 ms apart here).
+const collectiveStageLead = 10 * time.Millisecond

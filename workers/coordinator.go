@@ -198,6 +198,9 @@ type Coordinator struct {
 	// instant they took effect; the stage starts at the later of the two
 	// (`at` when nothing had to change).
 	OnStage func(ctx context.Context, k int, at int64) (int64, error)
+	// StageLead: every stage after the first starts at least this far
+	// after the one before ended (Options.StageLead).
+	StageLead time.Duration
 	// OnStart is told time zero before the ranks are.
 	OnStart func(t0 int64) error
 	Log     *slog.Logger
@@ -286,7 +289,7 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 				// Now, unless the plan says later; the stage starts when
 				// its circuits are in (the OCS switches a change about
 				// 0.2 ms after it has it, ocs.Controller).
-				at = max(at, monoclock.Now())
+				at = max(at, monoclock.Now()+int64(c.StageLead))
 				if c.OnStage != nil {
 					eff, err := c.OnStage(ctx, k, at)
 					if err != nil {

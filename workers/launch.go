@@ -58,6 +58,12 @@ type Options struct {
 	Timeout      time.Duration // per transfer; default 60 s
 	TCPInfoEvery time.Duration // default 50 ms; negative: off
 	OnStage      func(ctx context.Context, k int, at int64) (int64, error)
+	// StageLead sets every barrier stage after the first this far ahead of
+	// when it may start, so that every rank has heard of it before its
+	// instant and all start together (`emu collective`, as nccl-tests
+	// times after a barrier); 0: a stage starts at once, and each rank when
+	// it hears of it (plans, whose makespan the lead would lengthen).
+	StageLead time.Duration
 	// OnStart is called with time zero before the ranks hear it (clock
 	// mode: load the OCS schedule against it).
 	OnStart  func(t0 int64) error
@@ -216,7 +222,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		return nil, fmt.Errorf("%d job(s): %w", len(o.Jobs), err)
 	}
 	sock := fabric.LabFile(o.Lab.Topo.Lab, "coord.sock")
-	co := &Coordinator{Socket: sock, Schedule: o.Schedule, Jobs: o.Jobs, OnStage: o.OnStage, OnStart: o.OnStart, Log: log}
+	co := &Coordinator{Socket: sock, Schedule: o.Schedule, Jobs: o.Jobs, OnStage: o.OnStage, OnStart: o.OnStart, StageLead: o.StageLead, Log: log}
 	for _, s := range specs {
 		s.Coordinator = sock
 		co.Ranks = append(co.Ranks, s.Name())

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -31,6 +32,13 @@ func runLoopback(t *testing.T, j job.Job, mod func(*workers.Spec)) ([]error, err
 // (barrier mode: it starts the stages).
 func runLoopbackSchedule(t *testing.T, j job.Job, sched *job.Schedule, mod func(*workers.Spec)) ([]error, error) {
 	t.Helper()
+	return runLoopbackCoordinated(t, j, sched, mod, nil)
+}
+
+// runLoopbackCoordinated is runLoopbackSchedule with the coordinator set
+// up by comod, if given, and read back by the caller after the run.
+func runLoopbackCoordinated(t *testing.T, j job.Job, sched *job.Schedule, mod func(*workers.Spec), comod func(*workers.Coordinator)) ([]error, error) {
+	t.Helper()
 	dir := t.TempDir()
 	addr := fmt.Sprintf("127.%d.%d.%d", 1+rand.IntN(250), rand.IntN(256), 1+rand.IntN(250))
 	servers := append([]string{}, j.Workers...)
@@ -49,6 +57,9 @@ func runLoopbackSchedule(t *testing.T, j job.Job, sched *job.Schedule, mod func(
 		ports[i] = workers.BasePort + i
 	}
 	co := &workers.Coordinator{Socket: filepath.Join(dir, "c.sock"), Jobs: []job.Job{j}, Schedule: sched}
+	if comod != nil {
+		comod(co)
+	}
 	var specs []*workers.Spec
 	for _, r := range ranks {
 		s := &workers.Spec{Job: j, Rank: r, Addrs: addrs, Ports: ports, Verify: true, Timeout: 20 * time.Second,
@@ -202,6 +213,55 @@ func TestLoopbackJobsBeyond62Ranks(t *testing.T) {
 			}
 			if phases != wantPhases || verified != perIter*j.Iterations {
 				t.Errorf("%d phase records (%d verified), want %d (%d verified)", phases, verified, wantPhases, perIter*j.Iterations)
+			}
+		})
+	}
+}
+
+// TestBarrierStageLead runs a ring of two ranks with a barrier stage per
+// phase. Without a lead each stage starts at once and a rank starts it no
+// sooner than the stage (its gate is when it heard of it, if later); with
+// StageLead (emu collective) every stage starts at least the lead after
+// the one before ended, and every rank starts it at its instant or after.
+func TestBarrierStageLead(t *testing.T) {
+	j := job.Job{Name: "r", Pattern: job.PatternRing, Workers: []string{"a", "b"}, Bytes: 1 << 16, Iterations: 2}
+	sched := &job.Schedule{Mode: job.ModeBarrier}
+	for _, k := range j.Phases() {
+		sched.Stages = append(sched.Stages, job.Stage{Activities: []job.Activity{{Key: k}}})
+	}
+	for _, lead := range []time.Duration{0, 20 * time.Millisecond} {
+		t.Run(lead.String(), func(t *testing.T) {
+			var co *workers.Coordinator
+			dir := ""
+			errs, cerr := runLoopbackCoordinated(t, j, sched, func(s *workers.Spec) {
+				dir = filepath.Dir(s.Out)
+				s.Mode, s.Gates = job.ModeBarrier, nil
+				for i := range j.Phases() {
+					s.Gates = append(s.Gates, workers.Gate{Stage: i, NotBeforeNs: -1})
+				}
+			}, func(c *workers.Coordinator) { c.StageLead, co = lead, c })
+			if err := errors.Join(append(errs, cerr)...); err != nil {
+				t.Fatal(err)
+			}
+			if len(co.StageStarts) != len(sched.Stages) {
+				t.Fatalf("stage starts %v", co.StageStarts)
+			}
+			for k := 1; k < len(co.StageStarts); k++ {
+				if gap := co.StageStarts[k] - co.StageEnds[k-1]; gap < int64(lead) {
+					t.Errorf("stage %d started %d ns after stage %d ended, want at least %v", k, gap, k-1, lead)
+				}
+			}
+			stageOf := map[job.Key]int{}
+			for i, k := range j.Phases() {
+				stageOf[k] = i
+			}
+			for r := range j.Workers {
+				for _, rec := range phaseRecords(t, filepath.Join(dir, fmt.Sprintf("rank%d.jsonl", r))) {
+					st := co.StageStarts[stageOf[job.Key{Job: j.Name, Iteration: rec.Iteration, Phase: rec.Phase}]]
+					if rec.StartNs < st || rec.GateNs < st {
+						t.Errorf("rank %d %d/%s started %d, gate %d, before its stage's start %d", r, rec.Iteration, rec.Phase, rec.StartNs, rec.GateNs, st)
+					}
+				}
 			}
 		})
 	}
