@@ -375,8 +375,20 @@ func (e *Engine) contribute(t table, h *Header, payload []byte) (s *slot, comple
 	pair := &t[h.Slot]
 	s = &pair[h.Set&1]
 	bit := uint64(1) << h.Worker
-	pair[1-h.Set&1].bitmap &^= bit // the sender has moved past the other set
-	if s.bitmap&bit != 0 {
+	if s.want > 0 && older(h.Packet, s.packet) {
+		// A late copy of a round this set has left (a retransmission
+		// delayed in a queue): it must touch neither set, or it would
+		// clear a contributor of the other set's round, or restart this
+		// set's round with a block every sender has left behind.
+		e.c.stale.Add(1)
+		return s, false, false
+	}
+	if o := &pair[1-h.Set&1]; o.want == 0 || older(o.packet, h.Packet) {
+		o.bitmap &^= bit // the sender has moved past the other set's round
+	}
+	if s.bitmap&bit != 0 || s.want > 0 && s.count >= s.want && h.Packet == s.packet {
+		// Counted already (its bit may have been cleared since, when it
+		// moved on to the other set): a copy of this round.
 		if s.packet != h.Packet {
 			e.c.stale.Add(1)
 			return s, false, false
@@ -399,6 +411,10 @@ func (e *Engine) contribute(t table, h *Header, payload []byte) (s *slot, comple
 	e.c.elements.Add(uint64(h.Count))
 	return s, s.count == s.want, false
 }
+
+// older reports whether block a precedes block b (serial numbers: the
+// workers number blocks on from one all-reduce to the next).
+func older(a, b uint32) bool { return int32(a-b) < 0 }
 
 // add adds wire-order elements with exponent exp into s, rescaling to the
 // coarser of the two exponents.

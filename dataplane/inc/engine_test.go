@@ -444,3 +444,44 @@ func TestCongestionMark(t *testing.T) {
 		}
 	}
 }
+
+// A late copy of an old round must not restart it. The root's upper
+// table, slot 0: rounds 0 (set 0) and 1 (set 1) complete; then a copy of
+// the lower ToR's round-0 partial, resent while the result was on its way
+// and held in a queue, arrives. It used to restart set 0 with block 0
+// (the set was complete and the lower ToR's bit cleared by its move to
+// set 1), so the root's own round-2 partial and the lower ToR's were both
+// stale there, and the job hung (seen on paper000 at 40 Mbit/s circuits,
+// 27 Nov). Now it is a copy of round 0, answered by unicast, and round 2
+// completes.
+func TestLateCopyOfOldRound(t *testing.T) {
+	lowAddr := addr(101)
+	root := newRig(t, flat, JobConfig{ID: 1, ToRs: 2, Index: 0})
+	partial := func(set uint8, packet uint32) Header {
+		return Header{Type: TypePartial, Job: 1, Worker: 1, Workers: 2, Slot: 0, Set: set, Packet: packet}
+	}
+	for round := range uint32(2) {
+		set := uint8(round % 2)
+		root.send(addr(0), data(1, 0, 1, 0, set, round), []int32{int32(round)})
+		out := root.send(lowAddr, partial(set, round), []int32{10})
+		if len(out) != 2 {
+			t.Fatalf("round %d: root sent %v, want the sum to the lower ToR and its worker", round, out)
+		}
+	}
+	late := root.send(lowAddr, partial(0, 0), []int32{10})
+	if len(late) != 1 || late[0].to != lowAddr || !slices.Equal(late[0].elems, []int32{10}) {
+		t.Fatalf("late copy of round 0: root sent %v, want round 0's sum to the lower ToR only", late)
+	}
+	root.send(addr(0), data(1, 0, 1, 0, 0, 2), []int32{2})
+	out := root.send(lowAddr, partial(0, 2), []int32{20})
+	if len(out) != 2 || !slices.Equal(out[0].elems, []int32{22}) || out[0].h.Packet != 2 {
+		t.Fatalf("round 2: root sent %v, want the sum 22 of block 2 to the lower ToR and its worker", out)
+	}
+	// A copy from two rounds back is stale and changes nothing.
+	if out := root.send(lowAddr, partial(0, 0), []int32{10}); len(out) != 0 {
+		t.Fatalf("a copy of round 0 after round 2: %v", out)
+	}
+	if st := root.e.Stats(); st.Completions != 3 || st.Unicasts != 1 || st.Stale != 1 {
+		t.Errorf("root stats %+v, want 3 completions, 1 unicast, 1 stale", st)
+	}
+}
