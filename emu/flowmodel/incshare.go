@@ -38,10 +38,42 @@ const (
 
 // INCWindow is the slots each INC worker keeps in flight on a fabric:
 // its share of a ToR's pool, INCToRSlots over the jobs a ToR may hold at
-// once (fabric.inc.capacity), at most INCWindowSlots. `emu run` gives
-// the workers this window, and the model caps a tree's rate with it.
+// once (fabric.inc.capacity), at most INCWindowSlots, and no more than
+// its slowest link carries in INCWindowRTTNs. `emu run` gives the
+// workers this window, and the model caps a tree's rate with it.
 func INCWindow(f scenario.Fabric) int {
-	return max(1, min(INCWindowSlots, INCToRSlots/max(1, f.INC.Capacity)))
+	w := min(INCWindowSlots, INCToRSlots/max(1, f.INC.Capacity))
+	if bps := slowestLink(f); bps > 0 {
+		w = min(w, int(math.Ceil(bps/8*float64(INCWindowRTTNs)/1e9/INCSlotBytes)))
+	}
+	return max(1, w)
+}
+
+// INCWindowRTTNs is the round trip an INC window need cover: the
+// aggregators' user-space hops beside TCP on a busy 2-core machine with
+// room to spare (INCHopsNs, docs/inc.md). A window beyond it only queues:
+// 256 slots are 75 ms of a 40 Mbit/s circuit, whose round trips then
+// passed the workers' 30 ms MinRTO and 83% of the blocks were sent twice
+// (paper000 at 1/1,000, 27 Nov). From 1.5 Gbit/s down it is below 256.
+const INCWindowRTTNs = 8_000_000
+
+// slowestLink is the lowest configured rate (bit/s) among a fabric's
+// server links, circuits and packet core; 0 when none is set.
+func slowestLink(f scenario.Fabric) float64 {
+	least := 0.0
+	note := func(r scenario.Rate) {
+		if r != scenario.Unlimited && r > 0 && (least == 0 || float64(r) < least) {
+			least = float64(r)
+		}
+	}
+	note(f.Rates.Server)
+	if f.HasOCS() {
+		note(f.Rates.Uplink)
+	}
+	if f.HasEPS() {
+		note(f.CoreRate())
+	}
+	return least
 }
 
 // INCHopsNs is what the aggregators' user-space hops (worker -> ToR ->
