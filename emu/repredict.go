@@ -19,6 +19,9 @@ import (
 // a model reads on runs made before it. The ideal model is the plan's,
 // as recorded. The verdict stays as
 // recorded: it also judges what only the live run saw (the OCS counters).
+// The models take the INC window from the fabric (flowmodel.INCWindow):
+// runs made before 27 Nov 16:20 on fabrics slower than 368.64 Mbit/s
+// kept 256 slots and are predicted again with today's smaller window.
 func repredict(r *report.Run) error {
 	d := r.Data
 	switch {

@@ -485,3 +485,23 @@ func TestLateCopyOfOldRound(t *testing.T) {
 		t.Errorf("root stats %+v, want 3 completions, 1 unicast, 1 stale", st)
 	}
 }
+
+// A late copy of a worker's block from the round before must not clear
+// its bit in the round it has moved on to: its next retransmission there
+// would be counted twice, and the round complete without the other
+// worker (flat job, workers 0 and 1, slot 0).
+func TestLateCopyDoesNotClearNewerRound(t *testing.T) {
+	r := newRig(t, flat, JobConfig{ID: 1, ToRs: 1})
+	r.send(addr(0), data(1, 0, 2, 0, 0, 0), []int32{1})
+	wantResults(t, r.send(addr(1), data(1, 1, 2, 0, 0, 0), []int32{2}), []netip.AddrPort{addr(0), addr(1)}, []int32{3})
+	if out := r.send(addr(0), data(1, 0, 2, 0, 1, 1), []int32{10}); len(out) != 0 {
+		t.Fatalf("round 1 completed with one of two workers: %v", out)
+	}
+	// The late copy of worker 0's round-0 block gets round 0's sum again.
+	wantResults(t, r.send(addr(0), data(1, 0, 2, 0, 0, 0), []int32{1}), []netip.AddrPort{addr(0)}, []int32{3})
+	// Worker 0 resends its round-1 block: still counted once.
+	if out := r.send(addr(0), data(1, 0, 2, 0, 1, 1), []int32{10}); len(out) != 0 {
+		t.Fatalf("worker 0's resend completed round 1 alone: %v", out)
+	}
+	wantResults(t, r.send(addr(1), data(1, 1, 2, 0, 1, 1), []int32{20}), []netip.AddrPort{addr(0), addr(1)}, []int32{30})
+}

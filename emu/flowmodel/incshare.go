@@ -38,8 +38,8 @@ const (
 
 // INCWindow is the slots each INC worker keeps in flight on a fabric:
 // its share of a ToR's pool, INCToRSlots over the jobs a ToR may hold at
-// once (fabric.inc.capacity), at most INCWindowSlots, and no more than
-// its slowest link carries in INCWindowRTTNs. `emu run` gives the
+// once (fabric.inc.capacity), at most INCWindowSlots, and what its
+// slowest link carries in INCWindowRTTNs, rounded up to a slot. `emu run` gives the
 // workers this window, and the model caps a tree's rate with it.
 func INCWindow(f scenario.Fabric) int {
 	w := min(INCWindowSlots, INCToRSlots/max(1, f.INC.Capacity))
@@ -54,7 +54,7 @@ func INCWindow(f scenario.Fabric) int {
 // room to spare (INCHopsNs, docs/inc.md). A window beyond it only queues:
 // 256 slots are 75 ms of a 40 Mbit/s circuit, whose round trips then
 // passed the workers' 30 ms MinRTO and 83% of the blocks were sent twice
-// (paper000 at 1/1,000, 27 Nov). From 1.5 Gbit/s down it is below 256.
+// (paper000 at 1/1,000, 27 Nov). Below 368.64 Mbit/s it is under 256.
 const INCWindowRTTNs = 8_000_000
 
 // slowestLink is the lowest configured rate (bit/s) among a fabric's
