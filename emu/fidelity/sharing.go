@@ -122,7 +122,9 @@ func (in *Inputs) busiestLink(k job.Key, from, to int64) (LinkUse, bool) {
 	total := linkNs(count, float64(l.RateBps))
 	u.OwnNs = min(u.OwnNs, total)
 	u.OthersNs = total - u.OwnNs
-	u.IdleNs = to - from - u.OwnNs - u.OthersNs
+	// A shaper passes its bucket beyond its rate, so a link may have
+	// counted more than its window held at the rate: then it was never idle.
+	u.IdleNs = max(0, to-from-u.OwnNs-u.OthersNs)
 	u.ModelIdleNs = busiest.WindowNs - u.ModelOwnNs - u.ModelOthersNs
 	u.ModelQueueNs = busiest.QueueNs
 	u.QueueNs, u.QueueSamples = int64(best.queue), best.queued

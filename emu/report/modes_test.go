@@ -3,6 +3,7 @@ package report
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -104,5 +105,40 @@ func TestRepeatsTwoModes(t *testing.T) {
 	}
 	if one.Rows[1].Modes != nil || strings.Contains(text.String(), "two kinds") {
 		t.Errorf("one kind named two: %+v\n%s", one.Rows[1].Modes, text.String())
+	}
+}
+
+// A task graph's set attributes hundreds of phases: the summary names the
+// ten its median runs leave furthest off and twenty diagnoses, and counts
+// the rest; repeat.json keeps them all.
+func TestRepeatSummaryCapsLongLists(t *testing.T) {
+	tab := &RepeatTable{Lab: "l", Scheduler: "s"}
+	for i := range 25 {
+		tab.Diagnoses = append(tab.Diagnoses, fmt.Sprintf("diagnosis %02d", i))
+	}
+	m := MedianAttribution{Phases: 12}
+	for i := range 12 {
+		m.Left = append(m.Left, fmt.Sprintf("phase %02d", i))
+	}
+	tab.MedianAttribution = &m
+	tab.Attribution = &fidelity.Tally{}
+	var b bytes.Buffer
+	if err := tab.WriteText(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"diagnosis 19\n", "and 5 more (repeat.json", "Left: phase 09\n", "and 2 more left, less far off"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	for _, not := range []string{"diagnosis 20", "Left: phase 10"} {
+		if strings.Contains(out, not) {
+			t.Errorf("summary names %q past the cap", not)
+		}
+	}
+	page, err := RenderRepeat(tab, t.TempDir())
+	if err != nil || strings.Contains(string(page), "diagnosis 20") || !strings.Contains(string(page), "And 5 more diagnoses") {
+		t.Errorf("page: %v; want 20 diagnoses and the count of the rest", err)
 	}
 }

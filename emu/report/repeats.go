@@ -325,6 +325,7 @@ func medianAttribution(rows []RepeatRow, runs []*Run) *MedianAttribution {
 		}
 	}
 	out := &MedianAttribution{}
+	var left []leftPhase
 	for _, row := range rows {
 		m := judgedModel(row)
 		if !predicted(row) || row.Predicted[m] <= 0 || math.IsNaN(float64(row.Err[m])) || math.Abs(float64(row.Err[m])) <= fidelity.JudgedAbove {
@@ -361,14 +362,26 @@ func medianAttribution(rows []RepeatRow, runs []*Run) *MedianAttribution {
 		}
 		switch {
 		case !known:
-			out.Left = append(out.Left, fmt.Sprintf("%s, no model figures in its %s", phaseName(row), which))
+			left = append(left, leftPhase{math.Inf(1), fmt.Sprintf("%s, no model figures in its %s", phaseName(row), which)})
 		case math.Abs(share) <= fidelity.ExplainedWithin:
 			out.Explained++
 		default:
-			out.Left = append(out.Left, fmt.Sprintf("%s, %+.1f points (%s)", phaseName(row), 100*share, which))
+			left = append(left, leftPhase{math.Abs(share), fmt.Sprintf("%s, %+.1f points (%s)", phaseName(row), 100*share, which)})
 		}
 	}
+	// Most off first (those without figures before all), so that a cut
+	// list (Lines) names the worst.
+	slices.SortStableFunc(left, func(a, b leftPhase) int { return cmp.Compare(b.off, a.off) })
+	for _, l := range left {
+		out.Left = append(out.Left, l.text)
+	}
 	return out
+}
+
+// leftPhase is a phase the median run leaves, with how far off it is.
+type leftPhase struct {
+	off  float64
+	text string
 }
 
 // Lines says the check in a sentence or two.
@@ -382,10 +395,24 @@ func (m MedianAttribution) Lines() []string {
 	}
 	out := []string{fmt.Sprintf("against the medians: %s more than %.0f%% off the TCP-aware model; the median run's parts explain all but <= %.0f points of %d",
 		phases, 100*fidelity.JudgedAbove, 100*fidelity.ExplainedWithin, m.Explained)}
-	for _, l := range m.Left {
+	for _, l := range m.Left[:min(len(m.Left), fidelity.LeftByPhaseShown)] {
 		out = append(out, "Left: "+l)
 	}
+	if more := len(m.Left) - fidelity.LeftByPhaseShown; more > 0 {
+		out = append(out, fmt.Sprintf("and %d more left, less far off", more))
+	}
 	return out
+}
+
+// DiagnosesShown is how many diagnosis lines a set's summary prints (a
+// task graph attributes hundreds of phases); repeat.json keeps them all.
+const DiagnosesShown = 20
+
+// ShownDiagnoses are the diagnoses a set's summary prints, and how many
+// it leaves out.
+func (t *RepeatTable) ShownDiagnoses() (lines []string, more int) {
+	n := min(len(t.Diagnoses), DiagnosesShown)
+	return t.Diagnoses[:n], len(t.Diagnoses) - n
 }
 
 // fit fills the models' figures and the spread summary.
@@ -554,8 +581,12 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 		}
 		if len(t.Diagnoses) > 0 {
 			fmt.Fprintln(w, "   busiest links, INC round trips and slow-start exits of the attributed phases, measured (the model's): where residuals went, not parts")
-			for _, d := range t.Diagnoses {
+			shown, more := t.ShownDiagnoses()
+			for _, d := range shown {
 				fmt.Fprintf(w, "   %s\n", d)
+			}
+			if more > 0 {
+				fmt.Fprintf(w, "   and %d more (repeat.json of `emu run --repeat` has them all)\n", more)
 			}
 		}
 	}
@@ -737,13 +768,16 @@ func RenderRepeat(t *RepeatTable, pageDir string) ([]byte, error) {
 	for _, r := range t.Runs {
 		runs = append(runs, runLink{RepeatRun: r, Href: reportHref(pageDir, r)})
 	}
+	shown, more := t.ShownDiagnoses()
 	pg := struct {
 		CSS   template.CSS
 		Title string
 		T     *RepeatTable
 		Runs  []runLink
 		Chart compareChart
-	}{template.CSS(css), fmt.Sprintf("emu: %d runs of %s (%s)", len(t.Runs), t.Lab, t.Scheduler), t, runs, rangeChart(t)}
+		Shown []string // diagnoses on the page
+		More  int      // and how many left out
+	}{template.CSS(css), fmt.Sprintf("emu: %d runs of %s (%s)", len(t.Runs), t.Lab, t.Scheduler), t, runs, rangeChart(t), shown, more}
 	if err := tmpl.Execute(&b, pg); err != nil {
 		return nil, err
 	}
