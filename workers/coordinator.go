@@ -194,9 +194,8 @@ type Coordinator struct {
 	Lead time.Duration
 	// OnStage installs stage k's circuits (barrier mode; stage 0 is
 	// installed before time zero), for the instant `at` if that is far
-	// enough ahead to arm, else as soon as it can, and returns the
-	// instant they took effect; the stage starts at the later of the two
-	// (`at` when nothing had to change).
+	// enough ahead to arm, else as soon as it can, and returns when the
+	// stage starts: `at`, or when its circuits took effect if later.
 	OnStage func(ctx context.Context, k int, at int64) (int64, error)
 	// StageLead: every stage after the first starts at least this far
 	// after the one before ended (Options.StageLead).
@@ -291,13 +290,12 @@ func (c *Coordinator) Run(ctx context.Context, ln net.Listener) error {
 				// 0.2 ms after it has it, ocs.Controller).
 				at = max(at, monoclock.Now()+int64(c.StageLead))
 				if c.OnStage != nil {
-					eff, err := c.OnStage(ctx, k, at)
-					if err != nil {
+					var err error
+					if at, err = c.OnStage(ctx, k, at); err != nil {
 						c.Failures = append(c.Failures, fmt.Sprintf("stage %d circuits: %v", k, err))
 						broadcast(Msg{Type: "abort", Error: fmt.Sprintf("stage %d circuits: %v", k, err)})
 						return
 					}
-					at = max(at, eff)
 				}
 			}
 			empty := bar.started(k, at)

@@ -95,6 +95,8 @@ type Sim struct {
 	peers    *portPeers
 	peersOff bool
 	mark     int32 // component generation
+	// incWindowBytes is what an INC worker keeps in flight (INCWindow).
+	incWindowBytes float64
 
 	// conns is each connection's (job, src, dst) state when it last
 	// finished a flow: the TCP-aware model restarts a long-idle one from
@@ -267,7 +269,7 @@ func (o Options) payload() float64 {
 
 // New prepares a simulation of jobs on a fabric.
 func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
-	s := &Sim{f: f, opt: opt, byName: map[string]int{}, darkEnds: map[int64][]int32{}}
+	s := &Sim{f: f, opt: opt, byName: map[string]int{}, darkEnds: map[int64][]int32{}, incWindowBytes: float64(INCWindow(f) * INCSlotBytes)}
 	n := 2*f.Racks*f.ServersPerRack + f.Racks*f.UplinksPerToR + 2*f.Racks
 	s.res = make([]resource, n)
 	if opt.LinkShares {

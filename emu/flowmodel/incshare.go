@@ -107,7 +107,7 @@ func (s *Sim) incTreeRates(comp []*flow, queue map[int32]float64) map[*flow]floa
 			k := [2]int32{int32(segs[0].job), int32(segs[0].phase)}
 			s.incHops[k] = traceStep(s.incHops[k], s.now, hops)
 		}
-		rate = math.Min(rate, float64(INCWindow(s.f)*INCSlotBytes)/(float64(rtt)/1e9))
+		rate = math.Min(rate, s.incWindowBytes/(float64(rtt)/1e9))
 		rates[i] = rate
 		for _, fl := range segs {
 			hold = hold || fl.rate > rate*(1+1e-9)

@@ -272,7 +272,7 @@ func (s *Sim) incWindowQueues(comp []*flow, queue, standing map[int32]float64) b
 	if len(order) == 0 {
 		return false
 	}
-	window := float64(INCWindow(s.f) * INCSlotBytes)
+	window := s.incWindowBytes
 	excess := map[int32]float64{}
 	for _, g := range order {
 		segs := trees[g]

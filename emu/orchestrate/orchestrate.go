@@ -245,11 +245,10 @@ func reportStages(ctx context.Context, wo *workers.Options, p *plan.Plan, circui
 	if p.Mode == plan.ModeBarrier {
 		wo.OnStage = func(ctx context.Context, k int, at int64) (int64, error) {
 			if onStage != nil {
-				eff, err := onStage(ctx, k, at)
-				if err != nil {
+				var err error
+				if at, err = onStage(ctx, k, at); err != nil {
 					return 0, err
 				}
-				at = max(at, eff)
 			}
 			rep.stage(k, at, t0, time.Now())
 			return at, nil
