@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	"golang.org/x/sys/unix"
 
+	"github.com/ocsemu/ocsemu/dataplane/fairq"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/nlsafe"
@@ -467,6 +468,12 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 		}
 		if err := Shape(e.h, link, ln.Rate.BytesPerSec(), mtu); err != nil {
 			return fmt.Errorf("shape %s:%s: %w", e.ep.Node, e.ep.Iface, err)
+		}
+		if e.kind == topo.KindServer && ln.Rate.BytesPerSec() > 0 && l.Topo.Spec.ServerQueue == fairq.Fair {
+			sp := l.Topo.Spec
+			if err := fairq.Install(e.h, link, ln.Rate.BytesPerSec(), mtu, sp.Racks, sp.ServersPerRack); err != nil {
+				return fmt.Errorf("%s:%s: %w", e.ep.Node, e.ep.Iface, err)
+			}
 		}
 	}
 	return nil

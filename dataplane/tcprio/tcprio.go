@@ -8,6 +8,9 @@ package tcprio
 const (
 	// Loss is dataplane/loss/inject's random drop.
 	Loss = 1
+	// FairQueue is dataplane/fairq's classifier on a server port's egress:
+	// it only picks the frame's class and hands every frame on.
+	FairQueue = 5
 	// FastPath is the OCS port program (ocsfabric/fastpath) and the ToR
 	// path program (ocsfabric/torpath); they never share a port.
 	FastPath = 10

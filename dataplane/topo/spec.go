@@ -38,6 +38,10 @@ type Spec struct {
 	MTU              int            `json:"mtu"`
 	// CongestionControl is the default of server namespaces.
 	CongestionControl string `json:"congestion_control"`
+	// ServerQueue is a shaped server port's queue: "fifo" or "" (the
+	// shaper's one FIFO) or "fair" (per destination, round-robin, as a
+	// host's fq_codel); dataplane/fairq.
+	ServerQueue string `json:"server_queue,omitempty"`
 }
 
 // HasOCS reports whether the fabric has optical circuit switches.

@@ -21,6 +21,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ocsemu/ocsemu/dataplane/fairq"
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/loss"
 	"github.com/ocsemu/ocsemu/dataplane/names"
@@ -87,6 +88,11 @@ type Fabric struct {
 	MTU            int    `yaml:"mtu" json:"mtu"`
 	TCP            TCP    `yaml:"tcp" json:"tcp"`
 	INC            INC    `yaml:"inc" json:"inc"`
+	// ServerQueue is how a server's shaped port queues what it sends:
+	// "fifo" (the default: the shaper's one FIFO, which the TCP-aware
+	// model's sharing is fitted to) or "fair" (per destination,
+	// round-robin, as a Linux host's fq_codel); dataplane/fairq.
+	ServerQueue string `yaml:"server_queue" json:"server_queue"`
 	// Loss drops a random fraction of the frames on lab ports, applied at
 	// deploy (dataplane/loss).
 	Loss []Loss `yaml:"loss" json:"loss,omitempty"`
@@ -536,6 +542,9 @@ func (s *Scenario) ApplyDefaults() {
 	if f.TCP.CongestionControl == "" {
 		f.TCP.CongestionControl = "cubic"
 	}
+	if f.ServerQueue == "" {
+		f.ServerQueue = fairq.FIFO
+	}
 	if f.INC.Capacity == 0 {
 		f.INC.Capacity = 4
 	}
@@ -623,6 +632,9 @@ func (s *Scenario) Validate() error {
 	}
 	if !ccRE.MatchString(f.TCP.CongestionControl) {
 		bad("fabric.tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", f.TCP.CongestionControl)
+	}
+	if f.ServerQueue != fairq.Fair && f.ServerQueue != fairq.FIFO {
+		bad("fabric.server_queue", "%q: want %s (one FIFO) or %s (per destination, round-robin)", f.ServerQueue, fairq.FIFO, fairq.Fair)
 	}
 	fabricOK := len(errs) == 0
 	s.validateLoss(fabricOK, bad)
@@ -749,7 +761,7 @@ func (f *Fabric) Spec(lab string) topo.Spec {
 		OCSSwitches: f.OCS.Switches, Spread: f.OCS.Spread, HalfDuplex: f.OCS.Duplex == "half" || f.OCS.Duplex == DuplexHalfStrict,
 		StrictHalfDuplex: f.OCS.Duplex == DuplexHalfStrict,
 		ReconfigDelay:    f.OCS.ReconfigDelay, ServerRate: f.Rates.Server, UplinkRate: f.Rates.Uplink, CoreRate: f.CoreRate(),
-		MTU: f.MTU, CongestionControl: f.TCP.CongestionControl,
+		MTU: f.MTU, CongestionControl: f.TCP.CongestionControl, ServerQueue: f.ServerQueue,
 	}
 }
 

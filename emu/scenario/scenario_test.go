@@ -46,6 +46,7 @@ func TestParseErrors(t *testing.T) {
 		{"several errors at once", strings.Replace(strings.Replace(base, "racks: 4", "racks: 0", 1), "name: t", "name: ''", 1), []string{"fabric.racks", "name: invalid lab name: it is empty"}},
 		{"ocs with one rack", "name: t\nfabric:\n  racks: 1\n  servers_per_rack: 1\n", []string{"at least 2 racks"}},
 		{"bad cc", base + "  tcp:\n    congestion_control: 'cubic; rm'\n", []string{"fabric.tcp.congestion_control"}},
+		{"bad server queue", base + "  server_queue: sfq\n", []string{"x.yaml:9:", "fabric.server_queue", `"sfq"`, "fifo", "fair"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,7 +69,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := s.Fabric
-	if f.Kind != KindOCS || f.UplinksPerToR != 1 || f.OCS.Switches != 1 || f.MTU != 1500 || f.TCP.CongestionControl != "cubic" || s.Version != 1 {
+	if f.Kind != KindOCS || f.UplinksPerToR != 1 || f.OCS.Switches != 1 || f.MTU != 1500 || f.TCP.CongestionControl != "cubic" || f.ServerQueue != "fifo" || s.Version != 1 {
 		t.Errorf("defaults not applied: %+v", f)
 	}
 	if f.Rates.Server != 10e9 || f.Rates.Uplink != 40e9 {

@@ -1,0 +1,207 @@
+package fairq_test
+
+import (
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/fairq"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
+)
+
+// deployQueue deploys a 2 x 2 packet-core lab with 4 Mbit/s server ports
+// queued as mode says, and returns it with its hosts by name.
+func deployQueue(t *testing.T, prefix, mode string) (map[string]probe.Host, func(node string) netlink.Link, *netlink.Handle) {
+	t.Helper()
+	sp := fabrictest.Fabric(t, fabrictest.UniqueLab(prefix), "{kind: eps, racks: 2, servers_per_rack: 2, rates: {server: 4Mbit}}")
+	sp.ServerQueue = mode
+	lab := fabrictest.Deploy(t, sp)
+	hosts := map[string]probe.Host{}
+	for _, h := range fabrictest.Hosts(lab) {
+		hosts[h.Name] = h
+	}
+	h, err := lab.Handle("r0s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := func(node string) netlink.Link {
+		l, err := lab.Port(node, "eth0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	return hosts, port, h
+}
+
+// sendUDP sends n datagrams of size bytes from src to dst:port as fast
+// as the socket takes them (its send buffer forced large enough to queue
+// them all in the port's qdisc).
+func sendUDP(t *testing.T, src, dst probe.Host, port, n, size int) {
+	t.Helper()
+	var c *net.UDPConn
+	raddr := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst.Addr, uint16(port)))
+	// Unconnected: a port nobody listens on answers with ICMP, which a
+	// connected socket would report on its next write.
+	if err := netns.Do(src.NS, func() (err error) { c, err = net.ListenUDP("udp4", nil); return err }); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if rc, err := c.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, 32<<20) })
+	}
+	msg := make([]byte, size)
+	for i := range n {
+		if _, err := c.WriteToUDP(msg, raddr); err != nil {
+			t.Fatalf("send %d to %s: %v", i, dst.Name, err)
+		}
+	}
+}
+
+// lastArrival receives on dst:port until n datagrams came or 3 s passed,
+// and returns when the last came and how many did.
+func lastArrival(t *testing.T, dst probe.Host, port, n int, ready *sync.WaitGroup) (time.Time, int) {
+	t.Helper()
+	var c *net.UDPConn
+	laddr := net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst.Addr, uint16(port)))
+	if err := netns.Do(dst.NS, func() (err error) { c, err = net.ListenUDP("udp4", laddr); return err }); err != nil {
+		t.Error(err)
+		ready.Done()
+		return time.Time{}, 0
+	}
+	defer c.Close()
+	if rc, err := c.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 32<<20) })
+	}
+	ready.Done()
+	buf := make([]byte, 2048)
+	var last time.Time
+	got := 0
+	deadline := time.Now().Add(3 * time.Second)
+	for got < n {
+		_ = c.SetReadDeadline(deadline)
+		if _, err := c.Read(buf); err != nil {
+			break
+		}
+		last = time.Now()
+		got++
+	}
+	return last, got
+}
+
+// TestFairQueueClasses: every frame r0s0 sends lands in the class Class
+// gives it (per destination server, the last class for the gateway,
+// the sparse class for short frames), and a FIFO port has no htb.
+func TestFairQueueClasses(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	hosts, port, h := deployQueue(t, "fairq", fairq.Fair)
+	const n = 20
+	for _, d := range []string{"r0s1", "r1s0", "r1s1"} {
+		sendUDP(t, hosts["r0s0"], hosts[d], 9000, n, 400)
+	}
+	sendUDP(t, hosts["r0s0"], hosts["r1s1"], 9001, n, 10) // 52-byte frames
+	time.Sleep(200 * time.Millisecond)                    // 60 x 442 B at 500 kB/s: 53 ms
+	classes := fairq.Classes(2, 2)
+	want := map[uint32]uint64{
+		fairq.ServerClass(0, 1, 2, classes): n,
+		fairq.ServerClass(1, 0, 2, classes): n,
+		fairq.ServerClass(1, 1, 2, classes): n,
+		fairq.Sparse(classes):               n,
+	}
+	if len(want) != 4 {
+		t.Fatalf("classes collide: %v", want)
+	}
+	cl, err := h.ClassList(port("r0s0"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, c := range cl {
+		hc, ok := c.(*netlink.HtbClass)
+		if !ok || c.Attrs().Handle>>16 != fairq.Major {
+			continue
+		}
+		seen++
+		minor := hc.Attrs().Handle & 0xffff
+		var pk uint64
+		if s := c.Attrs().Statistics; s != nil && s.Basic != nil {
+			pk = uint64(s.Basic.Packets)
+		}
+		if pk != want[minor] {
+			t.Errorf("class %d: %d packets, want %d", minor, pk, want[minor])
+		}
+	}
+	if seen != classes+1 {
+		t.Errorf("%d htb leaves, want %d data classes and the sparse one", seen, classes+1)
+	}
+	if got := fairq.Class(topo.ServerAddr(1, 1), 200, 2, classes); got != fairq.ServerClass(1, 1, 2, classes) {
+		t.Errorf("a 200-byte frame to r1s1 takes class %d, want its data class", got)
+	}
+
+	_, fifoPort, fh := deployQueue(t, "fifoq", fairq.FIFO)
+	qs, err := fh.QdiscList(fifoPort("r0s0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range qs {
+		if q.Type() == "htb" {
+			t.Errorf("a fifo port has an htb: %v", q)
+		}
+	}
+}
+
+// TestFairQueueShares: r0s0 queues 120 kB for r1s0, then 40 kB for r1s1,
+// on its 500 kB/s port (both within the FIFO's 192 KiB queue). One FIFO
+// delivers the second batch after the first (about 0.33 s);
+// per-destination round robin interleaves them, so the second batch is in
+// after about 0.17 s. Both modes run, so the test shows it can tell them
+// apart.
+func TestFairQueueShares(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	for _, tc := range []struct {
+		mode       string
+		minS, maxS float64
+	}{
+		{fairq.Fair, 0.12, 0.25},
+		{fairq.FIFO, 0.28, 0.6},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			hosts, _, _ := deployQueue(t, "fq"+tc.mode, tc.mode)
+			const big, small, size = 120, 40, 1000
+			var ready, done sync.WaitGroup
+			ready.Add(2)
+			done.Add(2)
+			var last time.Time
+			var got, gotBig int
+			go func() {
+				defer done.Done()
+				last, got = lastArrival(t, hosts["r1s1"], 9100, small, &ready)
+			}()
+			go func() {
+				defer done.Done()
+				_, gotBig = lastArrival(t, hosts["r1s0"], 9101, big, &ready)
+			}()
+			ready.Wait()
+			start := time.Now()
+			sendUDP(t, hosts["r0s0"], hosts["r1s0"], 9101, big, size)
+			sendUDP(t, hosts["r0s0"], hosts["r1s1"], 9100, small, size)
+			done.Wait()
+			if got != small || gotBig != big {
+				t.Fatalf("%d of %d and %d of %d datagrams arrived", gotBig, big, got, small)
+			}
+			s := last.Sub(start).Seconds()
+			t.Logf("%s: the second batch was in after %.3f s", tc.mode, s)
+			if s < tc.minS || s > tc.maxS {
+				t.Errorf("%s: second batch in after %.3f s, want %.2f-%.2f s", tc.mode, s, tc.minS, tc.maxS)
+			}
+		})
+	}
+}
