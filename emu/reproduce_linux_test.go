@@ -25,6 +25,7 @@ func TestCLIRunPaperScenarios(t *testing.T) {
 	}{
 		{"paper000.yaml", []string{"ljf", "fcfs"}, 6 * 2 * 3},
 		{"paper002.yaml", []string{"tdm", "notdm"}, 2 * 4 * 2},
+		{"paper004.yaml", []string{"topox", "static"}, 656 * 2}, // its servers' ports queue fairly (dataplane/fairq)
 	} {
 		for _, sched := range tc.scheds {
 			t.Run(tc.file+"/"+sched, func(t *testing.T) {
