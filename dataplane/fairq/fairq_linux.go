@@ -105,7 +105,7 @@ func Install(h *netlink.Handle, link netlink.Link, rate uint64, mtu, racks, perR
 		Handle: netlink.MakeHandle(Major, 0), Parent: netlink.MakeHandle(1, 1)}) // the tbf's one class
 	htb.Defcls = uint32(classes)
 	if err := h.QdiscReplace(htb); err != nil {
-		return fmt.Errorf("fair queue on %s: htb under the tbf: %w", name, err)
+		return fmt.Errorf("fair queue on %s: htb under the tbf: %w (without htb, set fabric.server_queue: fifo)", name, err)
 	}
 	leafBits := max(rate*8*leafSpeedup, 1_000_000_000)
 	// A leaf's bucket holds 1 ms of its rate (10 ms of the port's): a

@@ -21,7 +21,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/ocsemu/ocsemu/dataplane/fairq"
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/loss"
 	"github.com/ocsemu/ocsemu/dataplane/names"
@@ -89,9 +88,9 @@ type Fabric struct {
 	TCP            TCP    `yaml:"tcp" json:"tcp"`
 	INC            INC    `yaml:"inc" json:"inc"`
 	// ServerQueue is how a server's shaped port queues what it sends:
-	// "fifo" (the default: the shaper's one FIFO, which the TCP-aware
-	// model's sharing is fitted to) or "fair" (per destination,
-	// round-robin, as a Linux host's fq_codel); dataplane/fairq.
+	// "fair" (the default: per destination, round-robin, short frames
+	// first, as a Linux host's fq_codel) or "fifo" (the shaper's one
+	// FIFO); dataplane/fairq.
 	ServerQueue string `yaml:"server_queue" json:"server_queue"`
 	// Loss drops a random fraction of the frames on lab ports, applied at
 	// deploy (dataplane/loss).
@@ -543,7 +542,7 @@ func (s *Scenario) ApplyDefaults() {
 		f.TCP.CongestionControl = "cubic"
 	}
 	if f.ServerQueue == "" {
-		f.ServerQueue = fairq.FIFO
+		f.ServerQueue = topo.QueueFair
 	}
 	if f.INC.Capacity == 0 {
 		f.INC.Capacity = 4
@@ -633,8 +632,8 @@ func (s *Scenario) Validate() error {
 	if !ccRE.MatchString(f.TCP.CongestionControl) {
 		bad("fabric.tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", f.TCP.CongestionControl)
 	}
-	if f.ServerQueue != fairq.Fair && f.ServerQueue != fairq.FIFO {
-		bad("fabric.server_queue", "%q: want %s (one FIFO) or %s (per destination, round-robin)", f.ServerQueue, fairq.FIFO, fairq.Fair)
+	if f.ServerQueue != topo.QueueFair && f.ServerQueue != topo.QueueFIFO {
+		bad("fabric.server_queue", "%q: want %s (per destination, round-robin) or %s (one FIFO)", f.ServerQueue, topo.QueueFair, topo.QueueFIFO)
 	}
 	fabricOK := len(errs) == 0
 	s.validateLoss(fabricOK, bad)
