@@ -28,8 +28,8 @@ import (
 
 // Modes of a server port's queue (the scenario's fabric.server_queue).
 const (
-	Fair = topo.QueueFair // per destination, round-robin (a scenario's default)
-	FIFO = topo.QueueFIFO // the tbf's one FIFO (a Spec's zero value)
+	FIFO = topo.QueueFIFO // the tbf's one FIFO (the default)
+	Fair = topo.QueueFair // per destination, round-robin
 )
 
 // MaxClasses bounds the classes of one port: the fabric's recorder dumps

@@ -38,10 +38,9 @@ type Spec struct {
 	MTU              int            `json:"mtu"`
 	// CongestionControl is the default of server namespaces.
 	CongestionControl string `json:"congestion_control"`
-	// ServerQueue is a shaped server port's queue: "fair" (per
-	// destination, round-robin, as a host's fq_codel; what a scenario
-	// gets by default) or "fifo" or "" (the shaper's one FIFO);
-	// dataplane/fairq.
+	// ServerQueue is a shaped server port's queue: "fifo" or "" (the
+	// shaper's one FIFO, the default) or "fair" (per destination,
+	// round-robin, as a host's fq_codel); dataplane/fairq.
 	ServerQueue string `json:"server_queue,omitempty"`
 }
 

@@ -88,9 +88,9 @@ type Fabric struct {
 	TCP            TCP    `yaml:"tcp" json:"tcp"`
 	INC            INC    `yaml:"inc" json:"inc"`
 	// ServerQueue is how a server's shaped port queues what it sends:
-	// "fair" (the default: per destination, round-robin, short frames
-	// first, as a Linux host's fq_codel) or "fifo" (the shaper's one
-	// FIFO); dataplane/fairq.
+	// "fifo" (the default: the shaper's one FIFO, which the TCP-aware
+	// model is calibrated with) or "fair" (per destination, round-robin,
+	// short frames first, as a Linux host's fq_codel); dataplane/fairq.
 	ServerQueue string `yaml:"server_queue" json:"server_queue"`
 	// Loss drops a random fraction of the frames on lab ports, applied at
 	// deploy (dataplane/loss).
@@ -542,7 +542,7 @@ func (s *Scenario) ApplyDefaults() {
 		f.TCP.CongestionControl = "cubic"
 	}
 	if f.ServerQueue == "" {
-		f.ServerQueue = topo.QueueFair
+		f.ServerQueue = topo.QueueFIFO
 	}
 	if f.INC.Capacity == 0 {
 		f.INC.Capacity = 4
@@ -633,7 +633,7 @@ func (s *Scenario) Validate() error {
 		bad("fabric.tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", f.TCP.CongestionControl)
 	}
 	if f.ServerQueue != topo.QueueFair && f.ServerQueue != topo.QueueFIFO {
-		bad("fabric.server_queue", "%q: want %s (per destination, round-robin) or %s (one FIFO)", f.ServerQueue, topo.QueueFair, topo.QueueFIFO)
+		bad("fabric.server_queue", "%q: want %s (one FIFO) or %s (per destination, round-robin)", f.ServerQueue, topo.QueueFIFO, topo.QueueFair)
 	}
 	fabricOK := len(errs) == 0
 	s.validateLoss(fabricOK, bad)

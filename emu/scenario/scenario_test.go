@@ -69,7 +69,7 @@ func TestParseDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := s.Fabric
-	if f.Kind != KindOCS || f.UplinksPerToR != 1 || f.OCS.Switches != 1 || f.MTU != 1500 || f.TCP.CongestionControl != "cubic" || f.ServerQueue != "fair" || s.Version != 1 {
+	if f.Kind != KindOCS || f.UplinksPerToR != 1 || f.OCS.Switches != 1 || f.MTU != 1500 || f.TCP.CongestionControl != "cubic" || f.ServerQueue != "fifo" || s.Version != 1 {
 		t.Errorf("defaults not applied: %+v", f)
 	}
 	if f.Rates.Server != 10e9 || f.Rates.Uplink != 40e9 {
