@@ -28,18 +28,20 @@ import (
 
 // runSummary is what `emu run` prints and writes as summary.json.
 type runSummary struct {
-	Lab        string           `json:"lab"`
-	Scenario   string           `json:"scenario"`
-	Kind       string           `json:"kind"`
-	Nodes      int              `json:"nodes"`
-	Links      int              `json:"links"`
-	DeploySec  float64          `json:"deploy_s"`
-	PingPairs  int              `json:"ping_pairs"`
-	PingFailed int              `json:"ping_failed"`
-	PingMaxRTT float64          `json:"ping_max_rtt_ms"`
-	Transfer   *transferSummary `json:"transfer,omitempty"`
-	DestroySec float64          `json:"destroy_s"`
-	Leftovers  int              `json:"leftover_namespaces"`
+	Lab      string `json:"lab"`
+	Scenario string `json:"scenario"`
+	Kind     string `json:"kind"`
+	// ServerQueue is fabric.server_queue: fifo or fair.
+	ServerQueue string           `json:"server_queue"`
+	Nodes       int              `json:"nodes"`
+	Links       int              `json:"links"`
+	DeploySec   float64          `json:"deploy_s"`
+	PingPairs   int              `json:"ping_pairs"`
+	PingFailed  int              `json:"ping_failed"`
+	PingMaxRTT  float64          `json:"ping_max_rtt_ms"`
+	Transfer    *transferSummary `json:"transfer,omitempty"`
+	DestroySec  float64          `json:"destroy_s"`
+	Leftovers   int              `json:"leftover_namespaces"`
 }
 
 // transferSummary is the measured cross-rack transfer of `emu run`.
@@ -177,7 +179,7 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 			return dir, err
 		}
 	}
-	sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, Nodes: len(t.Nodes), Links: len(t.Links)}
+	sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, ServerQueue: s.Fabric.ServerQueue, Nodes: len(t.Nodes), Links: len(t.Links)}
 	t0 := time.Now()
 	lab, err := a.deploy(ctx, s, src)
 	if err != nil {
@@ -347,7 +349,11 @@ func (a *app) checkLab(ctx context.Context, lab *fabric.Lab, sum *runSummary, du
 func printSummary(w io.Writer, s *runSummary) {
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "== emu run: lab %s (%s fabric, from %s)\n", s.Lab, s.Kind, s.Scenario)
-	fmt.Fprintf(w, "   fabric      %d namespaces, %d veth links, up in %.2fs\n", s.Nodes, s.Links, s.DeploySec)
+	queues := ""
+	if s.ServerQueue == topo.QueueFair {
+		queues = "; servers' ports queue per destination (fair)"
+	}
+	fmt.Fprintf(w, "   fabric      %d namespaces, %d veth links, up in %.2fs%s\n", s.Nodes, s.Links, s.DeploySec, queues)
 	if s.PingPairs > 0 {
 		fmt.Fprintf(w, "   pingall     %d/%d pairs reachable, max RTT %.2f ms\n", s.PingPairs-s.PingFailed, s.PingPairs, s.PingMaxRTT)
 	}

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/workers/record"
@@ -220,6 +221,9 @@ func build(r *Run) page {
 		pg.MakespanErr = float64(pg.MeasMakespan-pg.PredMakespan) / float64(pg.PredMakespan)
 	}
 	pg.Fabric = fmt.Sprintf("%s fabric, %d racks × %d servers, server links %s, %s", f.Kind, f.Racks, f.ServersPerRack, f.Rates.Server, f.TCP.CongestionControl)
+	if f.ServerQueue == topo.QueueFair {
+		pg.Fabric += " (fair server queues)"
+	}
 	if f.Kind == "ocs" {
 		pg.Fabric += fmt.Sprintf(", %d uplinks per ToR over %d OCS, reconfiguration delay %s", f.UplinksPerToR, f.OCS.Switches, f.OCS.ReconfigDelay)
 	} else {
