@@ -6,11 +6,13 @@
 // This kernel has no sfq, fq, fq_codel or drr, so the fair queue is built
 // from what it has: the port's tbf (the rate, the bucket, GSO split) keeps
 // its place at the root, and its child is an htb whose leaf classes, all
-// far faster than the port, are served round-robin one frame's quantum at a
-// time (htb's deficit round robin among ready classes of one priority);
-// frames under SparseBytes (pure ACKs) have a class of their own, served
-// first. Each leaf queues up to the port's txqueuelen frames (htb's
-// default leaf). A tc BPF program on the port's clsact egress sets each
+// far faster than the port, are served round-robin (htb's deficit round
+// robin among ready classes of one priority, with Quantum: the most a
+// frame or GSO packet that reaches the htb can be, so a round is fair in
+// bytes); pure ACKs have a class of their own, served first. Each leaf
+// queues up to the port's txqueuelen frames (htb's default leaf), not the
+// tbf's byte limit: TCP small queues keep a sender's own queue far
+// shorter. A tc BPF program on the port's clsact egress sets each
 // frame's skb->priority to its class, which htb takes before any filter.
 //
 // The class is the frame's destination, not its 5-tuple: a server's
@@ -23,6 +25,7 @@ package fairq
 import (
 	"net/netip"
 
+	"github.com/ocsemu/ocsemu/dataplane/shaper"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
@@ -47,23 +50,26 @@ func Classes(racks, perRack int) int {
 	return min(racks*perRack, MaxClasses-1) + 1
 }
 
-// SparseBytes: a frame shorter than this (a pure TCP ACK is 66 bytes)
-// takes the sparse class, served before any data class, as fq_codel
-// serves a new or sparse flow first: a server's ACKs do not wait behind
-// its own data to the same peer.
+// SparseBytes bounds the frames the sparse class takes: pure TCP ACKs
+// (IPv4, no payload, no SYN, FIN or RST) shorter than this (66 bytes with
+// timestamps). They are served before any data class, as fq_codel serves
+// a sparse flow first, so a server's ACKs do not wait behind its own data
+// to the same peer. Only pure ACKs: a short data segment, FIN or datagram
+// jumping ahead of its own flow's queued data would reorder that flow.
 const SparseBytes = 128
 
-// Sparse is the class of short frames on a port with classes data
-// classes: one beyond them.
+// Sparse is the class of pure ACKs on a port with classes data classes:
+// one beyond them.
 func Sparse(classes int) uint32 { return uint32(classes + 1) }
 
-// Class is the leaf (the class minor, 1..classes) that a data frame of
-// frameLen bytes to dst takes on a port with classes data leaves in a fabric of perRack servers per
-// rack: server s of rack r (10.(r>>8).(r&255).(s+1)) takes
-// 1 + (r*perRack+s) mod (classes-1); anything else takes the last class.
-// The kernel program computes the same.
-func Class(dst netip.Addr, frameLen, perRack, classes int) uint32 {
-	if frameLen < SparseBytes {
+// Class is the leaf (the class minor) that a frame to dst takes on a port
+// with classes data leaves in a fabric of perRack servers per rack: a
+// pure ACK (shorter than SparseBytes) takes Sparse; otherwise server s of
+// rack r (10.(r>>8).(r&255).(s+1)) takes 1 + (r*perRack+s) mod
+// (classes-1), and anything else the last data class. The kernel program
+// computes the same.
+func Class(dst netip.Addr, pureACK bool, perRack, classes int) uint32 {
+	if pureACK {
 		return Sparse(classes)
 	}
 	if !dst.Is4() || classes < 2 {
@@ -78,7 +84,19 @@ func Class(dst netip.Addr, frameLen, perRack, classes int) uint32 {
 	return uint32(1 + (rack*perRack+host)%(classes-1))
 }
 
-// ServerClass is the class of a full-size frame to server s of rack r.
+// Quantum is the htb quantum of a port at rate bytes/s: what one class
+// sends per turn. htb sends a class's next packet while its deficit is
+// positive, whatever the packet's size, so the quantum must be at least
+// the largest packet the tbf passes down: its bucket (tbf splits a GSO
+// packet larger than that into frames), at most a 64 KiB GSO packet.
+func Quantum(rate uint64, mtu int) uint32 {
+	return uint32(min(shaper.Burst(rate, mtu), gsoMax+shaper.EthernetHeader))
+}
+
+// gsoMax is the largest GSO packet a veth takes by default.
+const gsoMax = 64 << 10
+
+// ServerClass is the class of a data frame to server s of rack r.
 func ServerClass(r, s, perRack, classes int) uint32 {
-	return Class(topo.ServerAddr(r, s), SparseBytes, perRack, classes)
+	return Class(topo.ServerAddr(r, s), false, perRack, classes)
 }

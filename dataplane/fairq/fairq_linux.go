@@ -1,6 +1,7 @@
 package fairq
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/cilium/ebpf"
@@ -21,10 +22,6 @@ const (
 // next, and the tbf above keeps the port's rate.
 const leafSpeedup = 10
 
-// frame is the most an Ethernet header adds to the MTU (tbf and htb count
-// a frame from its MAC header on).
-const frame = 14
-
 // __sk_buff field offsets (include/uapi/linux/bpf.h).
 const (
 	skbLen      = 0
@@ -32,48 +29,90 @@ const (
 	skbPriority = 32
 )
 
-// ipv4 is ETH_P_IP as __sk_buff.protocol holds it (network order, read as
-// a little-endian word).
-const ipv4 = 0x0008
+// ipv4 is ETH_P_IP as __sk_buff.protocol holds it: in network order, so
+// read as a host word it is the two bytes 08 00 in host order.
+var ipv4 = int32(binary.NativeEndian.Uint16([]byte{0x08, 0x00}))
 
-// daddrOffset is the IPv4 destination in an Ethernet frame.
-const daddrOffset = 14 + 16
+// Offsets in an Ethernet frame and its IPv4 header.
+const (
+	ipOffset     = 14
+	ipHeaderMin  = 20
+	ipTotLen     = 2 // big-endian
+	ipProto      = 9
+	ipDaddr      = 16
+	tcpProto     = 6
+	tcpDoff      = 12 // data offset in the high nibble
+	tcpFlags     = 13
+	tcpFinSynRst = 0x07
+)
 
 const actUnspec = -1
 
-// build assembles the classifier for a port with classes leaves in a
-// fabric of perRack servers per rack: Class, in the kernel. r6 ctx, r2 the
-// destination's four bytes as a little-endian word (b0 in the low byte).
+// The stack: the IPv4 header's first 20 bytes at hdr, the TCP header's
+// bytes 12 and 13 at tcp.
+const (
+	stackHdr = -24
+	stackTCP = -28
+)
+
+// build assembles the classifier for a port with classes data leaves in
+// a fabric of perRack servers per rack: Class, in the kernel. r6 ctx, r7
+// the IPv4 header's length, r8 its total length; bytes are loaded one by
+// one, so the program reads the same on any host byte order.
 func build(perRack, classes int) asm.Instructions {
 	other := int32(Major<<16 | classes)
 	sparse := int32(Major<<16) | int32(Sparse(classes))
+	hdr := func(off int16) int16 { return stackHdr + off }
 	return asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
-		asm.LoadMem(asm.R0, asm.R6, skbLen, asm.Word),
-		asm.JGE.Imm(asm.R0, SparseBytes, "data"),
-		asm.Mov.Imm(asm.R4, sparse),
-		asm.Ja.Label("set"),
-		asm.LoadMem(asm.R0, asm.R6, skbProtocol, asm.Word).WithSymbol("data"),
+		asm.LoadMem(asm.R0, asm.R6, skbProtocol, asm.Word),
 		asm.JNE.Imm(asm.R0, ipv4, "other"),
 		asm.Mov.Reg(asm.R1, asm.R6),
-		asm.Mov.Imm(asm.R2, daddrOffset),
+		asm.Mov.Imm(asm.R2, ipOffset),
 		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, -4),
-		asm.Mov.Imm(asm.R4, 4),
+		asm.Add.Imm(asm.R3, stackHdr),
+		asm.Mov.Imm(asm.R4, ipHeaderMin),
 		asm.FnSkbLoadBytes.Call(),
 		asm.JNE.Imm(asm.R0, 0, "other"),
-		asm.LoadMem(asm.R2, asm.RFP, -4, asm.Word),
-		asm.Mov.Reg(asm.R3, asm.R2),
-		asm.And.Imm(asm.R3, 0xff),
-		asm.JNE.Imm(asm.R3, 10, "other"),
-		asm.Mov.Reg(asm.R4, asm.R2),
-		asm.RSh.Imm(asm.R4, 8),
-		asm.And.Imm(asm.R4, 0xff), // b1: rack >> 8, or 255 for routers
+
+		// A pure ACK: short, TCP, no payload, no SYN, FIN or RST.
+		asm.LoadMem(asm.R0, asm.R6, skbLen, asm.Word),
+		asm.JGE.Imm(asm.R0, SparseBytes, "dest"),
+		asm.LoadMem(asm.R0, asm.RFP, hdr(ipProto), asm.Byte),
+		asm.JNE.Imm(asm.R0, tcpProto, "dest"),
+		asm.LoadMem(asm.R7, asm.RFP, hdr(0), asm.Byte),
+		asm.And.Imm(asm.R7, 0x0f),
+		asm.LSh.Imm(asm.R7, 2), // IPv4 header length
+		asm.LoadMem(asm.R8, asm.RFP, hdr(ipTotLen), asm.Byte),
+		asm.LSh.Imm(asm.R8, 8),
+		asm.LoadMem(asm.R0, asm.RFP, hdr(ipTotLen+1), asm.Byte),
+		asm.Or.Reg(asm.R8, asm.R0), // total length
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Reg(asm.R2, asm.R7),
+		asm.Add.Imm(asm.R2, ipOffset+tcpDoff),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, stackTCP),
+		asm.Mov.Imm(asm.R4, 2),
+		asm.FnSkbLoadBytes.Call(),
+		asm.JNE.Imm(asm.R0, 0, "dest"),
+		asm.LoadMem(asm.R0, asm.RFP, stackTCP+1, asm.Byte),
+		asm.And.Imm(asm.R0, tcpFinSynRst),
+		asm.JNE.Imm(asm.R0, 0, "dest"),
+		asm.LoadMem(asm.R0, asm.RFP, stackTCP, asm.Byte),
+		asm.RSh.Imm(asm.R0, 4),
+		asm.LSh.Imm(asm.R0, 2), // TCP header length
+		asm.Add.Reg(asm.R0, asm.R7),
+		asm.JNE.Reg(asm.R0, asm.R8, "dest"), // a payload
+		asm.Mov.Imm(asm.R4, sparse),
+		asm.Ja.Label("set"),
+
+		// A data frame: its destination's class.
+		asm.LoadMem(asm.R2, asm.RFP, hdr(ipDaddr), asm.Byte).WithSymbol("dest"),
+		asm.JNE.Imm(asm.R2, 10, "other"),
+		asm.LoadMem(asm.R4, asm.RFP, hdr(ipDaddr+1), asm.Byte), // rack >> 8, or 255 for routers
 		asm.JEq.Imm(asm.R4, 255, "other"),
-		asm.Mov.Reg(asm.R5, asm.R2),
-		asm.RSh.Imm(asm.R5, 16),
-		asm.And.Imm(asm.R5, 0xff), // b2: rack & 255
-		asm.RSh.Imm(asm.R2, 24),   // b3: host + 1
+		asm.LoadMem(asm.R5, asm.RFP, hdr(ipDaddr+2), asm.Byte), // rack & 255
+		asm.LoadMem(asm.R2, asm.RFP, hdr(ipDaddr+3), asm.Byte), // host + 1
 		asm.JEq.Imm(asm.R2, 0, "other"),
 		asm.Sub.Imm(asm.R2, 1),
 		asm.JGE.Imm(asm.R2, int32(perRack), "other"),
@@ -84,14 +123,18 @@ func build(perRack, classes int) asm.Instructions {
 		asm.Mod.Imm(asm.R4, int32(classes-1)),
 		asm.Add.Imm(asm.R4, 1),
 		asm.Or.Imm(asm.R4, Major<<16),
+		asm.Ja.Label("set"),
+		asm.Mov.Imm(asm.R4, other).WithSymbol("other"),
 		asm.StoreMem(asm.R6, skbPriority, asm.R4, asm.Word).WithSymbol("set"),
 		asm.Mov.Imm(asm.R0, actUnspec),
 		asm.Return(),
-		asm.Mov.Imm(asm.R4, other).WithSymbol("other"),
-		asm.StoreMem(asm.R6, skbPriority, asm.R4, asm.Word),
-		asm.Mov.Imm(asm.R0, actUnspec),
-		asm.Return(),
 	}
+}
+
+// program loads the classifier.
+func program(perRack, classes int) (*ebpf.Program, error) {
+	return ebpf.NewProgram(&ebpf.ProgramSpec{Name: progName, Type: ebpf.SchedCLS,
+		License: "GPL", Instructions: build(perRack, classes)})
 }
 
 // Install makes a server's shaped port fair, through h, a handle of the
@@ -118,13 +161,12 @@ func Install(h *netlink.Handle, link netlink.Link, rate uint64, mtu, racks, perR
 		}
 		c := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: link.Attrs().Index,
 			Parent: netlink.MakeHandle(Major, 0), Handle: netlink.MakeHandle(Major, uint16(k))},
-			netlink.HtbClassAttrs{Rate: leafBits, Ceil: leafBits, Buffer: bucket, Cbuffer: bucket, Quantum: uint32(mtu + frame), Prio: prio})
+			netlink.HtbClassAttrs{Rate: leafBits, Ceil: leafBits, Buffer: bucket, Cbuffer: bucket, Quantum: Quantum(rate, mtu), Prio: prio})
 		if err := h.ClassReplace(c); err != nil {
 			return fmt.Errorf("fair queue on %s: class %d: %w", name, k, err)
 		}
 	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Name: progName, Type: ebpf.SchedCLS,
-		License: "GPL", Instructions: build(perRack, classes)})
+	prog, err := program(perRack, classes)
 	if err != nil {
 		return fmt.Errorf("fair queue on %s: load classifier: %w", name, err)
 	}

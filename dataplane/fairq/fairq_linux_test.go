@@ -14,7 +14,6 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fairq"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
-	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // deployQueue deploys a 2 x 2 packet-core lab with 4 Mbit/s server ports
@@ -97,9 +96,9 @@ func lastArrival(t *testing.T, dst probe.Host, port, n int, ready *sync.WaitGrou
 	return last, got
 }
 
-// TestFairQueueClasses: every frame r0s0 sends lands in the class Class
-// gives it (per destination server, the last class for the gateway,
-// the sparse class for short frames), and a FIFO port has no htb.
+// TestFairQueueClasses: every frame r0s0 sends lands in its destination's
+// class (short datagrams too: only pure TCP ACKs are sparse), and a FIFO
+// port has no htb.
 func TestFairQueueClasses(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	hosts, port, h := deployQueue(t, "fairq", fairq.Fair)
@@ -107,16 +106,15 @@ func TestFairQueueClasses(t *testing.T) {
 	for _, d := range []string{"r0s1", "r1s0", "r1s1"} {
 		sendUDP(t, hosts["r0s0"], hosts[d], 9000, n, 400)
 	}
-	sendUDP(t, hosts["r0s0"], hosts["r1s1"], 9001, n, 10) // 52-byte frames
+	sendUDP(t, hosts["r0s0"], hosts["r1s1"], 9001, n, 10) // 52-byte datagrams: data, not sparse
 	time.Sleep(200 * time.Millisecond)                    // 60 x 442 B at 500 kB/s: 53 ms
 	classes := fairq.Classes(2, 2)
 	want := map[uint32]uint64{
 		fairq.ServerClass(0, 1, 2, classes): n,
 		fairq.ServerClass(1, 0, 2, classes): n,
-		fairq.ServerClass(1, 1, 2, classes): n,
-		fairq.Sparse(classes):               n,
+		fairq.ServerClass(1, 1, 2, classes): 2 * n,
 	}
-	if len(want) != 4 {
+	if len(want) != 3 {
 		t.Fatalf("classes collide: %v", want)
 	}
 	cl, err := h.ClassList(port("r0s0"), 0)
@@ -142,9 +140,6 @@ func TestFairQueueClasses(t *testing.T) {
 	if seen != classes+1 {
 		t.Errorf("%d htb leaves, want %d data classes and the sparse one", seen, classes+1)
 	}
-	if got := fairq.Class(topo.ServerAddr(1, 1), 200, 2, classes); got != fairq.ServerClass(1, 1, 2, classes) {
-		t.Errorf("a 200-byte frame to r1s1 takes class %d, want its data class", got)
-	}
 
 	_, fifoPort, fh := deployQueue(t, "fifoq", fairq.FIFO)
 	qs, err := fh.QdiscList(fifoPort("r0s0"))
@@ -160,47 +155,45 @@ func TestFairQueueClasses(t *testing.T) {
 
 // TestFairQueueShares: r0s0 queues 120 kB for r1s0, then 40 kB for r1s1,
 // on its 500 kB/s port (both within the FIFO's 192 KiB queue). One FIFO
-// delivers the second batch after the first (about 0.33 s);
+// delivers the second batch after the first (both end at about 0.33 s);
 // per-destination round robin interleaves them, so the second batch is in
-// after about 0.17 s. Both modes run, so the test shows it can tell them
-// apart.
+// at about 0.17 s, half-way through the first. The test compares the two
+// batches' ends, not absolute times, so a loaded machine does not fail
+// it; both modes run, so it shows it can tell them apart.
 func TestFairQueueShares(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
-	for _, tc := range []struct {
-		mode       string
-		minS, maxS float64
-	}{
-		{fairq.Fair, 0.12, 0.25},
-		{fairq.FIFO, 0.28, 0.6},
-	} {
-		t.Run(tc.mode, func(t *testing.T) {
-			hosts, _, _ := deployQueue(t, "fq"+tc.mode, tc.mode)
+	for _, mode := range []string{fairq.Fair, fairq.FIFO} {
+		t.Run(mode, func(t *testing.T) {
+			hosts, _, _ := deployQueue(t, "fq"+mode, mode)
 			const big, small, size = 120, 40, 1000
 			var ready, done sync.WaitGroup
 			ready.Add(2)
 			done.Add(2)
-			var last time.Time
-			var got, gotBig int
+			var lastSmall, lastBig time.Time
+			var gotSmall, gotBig int
 			go func() {
 				defer done.Done()
-				last, got = lastArrival(t, hosts["r1s1"], 9100, small, &ready)
+				lastSmall, gotSmall = lastArrival(t, hosts["r1s1"], 9100, small, &ready)
 			}()
 			go func() {
 				defer done.Done()
-				_, gotBig = lastArrival(t, hosts["r1s0"], 9101, big, &ready)
+				lastBig, gotBig = lastArrival(t, hosts["r1s0"], 9101, big, &ready)
 			}()
 			ready.Wait()
 			start := time.Now()
 			sendUDP(t, hosts["r0s0"], hosts["r1s0"], 9101, big, size)
 			sendUDP(t, hosts["r0s0"], hosts["r1s1"], 9100, small, size)
 			done.Wait()
-			if got != small || gotBig != big {
-				t.Fatalf("%d of %d and %d of %d datagrams arrived", gotBig, big, got, small)
+			if gotSmall != small || gotBig != big {
+				t.Fatalf("%d of %d and %d of %d datagrams arrived", gotBig, big, gotSmall, small)
 			}
-			s := last.Sub(start).Seconds()
-			t.Logf("%s: the second batch was in after %.3f s", tc.mode, s)
-			if s < tc.minS || s > tc.maxS {
-				t.Errorf("%s: second batch in after %.3f s, want %.2f-%.2f s", tc.mode, s, tc.minS, tc.maxS)
+			s, b := lastSmall.Sub(start).Seconds(), lastBig.Sub(start).Seconds()
+			t.Logf("%s: the second batch was in after %.3f s, the first after %.3f s", mode, s, b)
+			switch {
+			case mode == fairq.Fair && s > 0.75*b:
+				t.Errorf("fair: the second batch ended at %.3f s, not well before the first (%.3f s)", s, b)
+			case mode == fairq.FIFO && s < b:
+				t.Errorf("fifo: the second batch ended at %.3f s, before the first (%.3f s)", s, b)
 			}
 		})
 	}

@@ -20,26 +20,42 @@ func TestClasses(t *testing.T) {
 func TestClass(t *testing.T) {
 	const perRack, classes = 2, 9 // 4 racks x 2 servers
 	for _, tc := range []struct {
-		name string
-		dst  netip.Addr
-		len  int
+		name    string
+		dst     netip.Addr
+		pureACK bool
+		want    uint32
+	}{
+		{"r0s0", topo.ServerAddr(0, 0), false, 1},
+		{"r0s1", topo.ServerAddr(0, 1), false, 2},
+		{"r3s1", topo.ServerAddr(3, 1), false, 8},
+		{"a pure ACK", topo.ServerAddr(3, 1), true, Sparse(classes)},
+		{"a pure ACK to the core", topo.CoreAddr, true, Sparse(classes)},
+		{"the gateway", topo.GatewayAddr(2), false, classes},
+		{"a ToR's router address", topo.ToRAddr(1), false, classes},
+		{"the packet core", topo.CoreAddr, false, classes},
+		{"a host beyond the rack", netip.MustParseAddr("10.0.1.3"), false, classes},
+		{"host 0", netip.MustParseAddr("10.0.1.0"), false, classes},
+		{"outside 10/8", netip.MustParseAddr("192.168.0.1"), false, classes},
+		{"IPv6", netip.MustParseAddr("fd00::1"), false, classes},
+	} {
+		if got := Class(tc.dst, tc.pureACK, perRack, classes); got != tc.want {
+			t.Errorf("%s (%v, pure ACK %v): class %d, want %d", tc.name, tc.dst, tc.pureACK, got, tc.want)
+		}
+	}
+}
+
+func TestQuantum(t *testing.T) {
+	for _, tc := range []struct {
+		rate uint64 // bytes/s
 		want uint32
 	}{
-		{"r0s0", topo.ServerAddr(0, 0), 1514, 1},
-		{"r0s1", topo.ServerAddr(0, 1), 1514, 2},
-		{"r3s1", topo.ServerAddr(3, 1), 1514, 8},
-		{"a short frame", topo.ServerAddr(3, 1), 66, Sparse(classes)},
-		{"just long enough", topo.ServerAddr(3, 1), SparseBytes, 8},
-		{"the gateway", topo.GatewayAddr(2), 1514, classes},
-		{"a ToR's router address", topo.ToRAddr(1), 1514, classes},
-		{"the packet core", topo.CoreAddr, 1514, classes},
-		{"a host beyond the rack", netip.MustParseAddr("10.0.1.3"), 1514, classes},
-		{"host 0", netip.MustParseAddr("10.0.1.0"), 1514, classes},
-		{"outside 10/8", netip.MustParseAddr("192.168.0.1"), 1514, classes},
-		{"IPv6", netip.MustParseAddr("fd00::1"), 1514, classes},
+		{125_000, 3028},       // 1 Mbit/s: the bucket's two frames
+		{12_500_000, 12_500},  // 100 Mbit/s: 1 ms
+		{125_000_000, 65_550}, // 1 Gbit/s: a whole GSO packet and its header
+		{1_250_000_000, 65_550},
 	} {
-		if got := Class(tc.dst, tc.len, perRack, classes); got != tc.want {
-			t.Errorf("%s (%v, %d B): class %d, want %d", tc.name, tc.dst, tc.len, got, tc.want)
+		if got := Quantum(tc.rate, 1500); got != tc.want {
+			t.Errorf("Quantum(%d B/s) = %d, want %d", tc.rate, got, tc.want)
 		}
 	}
 }

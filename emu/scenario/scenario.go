@@ -632,8 +632,11 @@ func (s *Scenario) Validate() error {
 	if !ccRE.MatchString(f.TCP.CongestionControl) {
 		bad("fabric.tcp.congestion_control", "%q is not a congestion control name (e.g. cubic, reno, bbr)", f.TCP.CongestionControl)
 	}
-	if f.ServerQueue != topo.QueueFair && f.ServerQueue != topo.QueueFIFO {
+	switch {
+	case f.ServerQueue != topo.QueueFair && f.ServerQueue != topo.QueueFIFO:
 		bad("fabric.server_queue", "%q: want %s (one FIFO) or %s (per destination, round-robin)", f.ServerQueue, topo.QueueFIFO, topo.QueueFair)
+	case f.ServerQueue == topo.QueueFair && f.Rates.Server == 0:
+		bad("fabric.server_queue", "%s queues under a server port's shaper, and fabric.rates.server is unlimited", topo.QueueFair)
 	}
 	fabricOK := len(errs) == 0
 	s.validateLoss(fabricOK, bad)

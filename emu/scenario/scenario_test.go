@@ -47,6 +47,7 @@ func TestParseErrors(t *testing.T) {
 		{"ocs with one rack", "name: t\nfabric:\n  racks: 1\n  servers_per_rack: 1\n", []string{"at least 2 racks"}},
 		{"bad cc", base + "  tcp:\n    congestion_control: 'cubic; rm'\n", []string{"fabric.tcp.congestion_control"}},
 		{"bad server queue", base + "  server_queue: sfq\n", []string{"x.yaml:9:", "fabric.server_queue", `"sfq"`, "fifo", "fair"}},
+		{"fair queue on an unshaped port", strings.Replace(base, "1Gbit", "unlimited", 1) + "  server_queue: fair\n", []string{"fabric.server_queue", "unlimited"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
