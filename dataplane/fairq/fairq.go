@@ -9,10 +9,10 @@
 // far faster than the port, are served round-robin (htb's deficit round
 // robin among ready classes of one priority, with Quantum: the most a
 // frame or GSO packet that reaches the htb can be, so a round is fair in
-// bytes); pure ACKs have a class of their own, served first. Each leaf
-// queues up to the port's txqueuelen frames (htb's default leaf), not the
-// tbf's byte limit: TCP small queues keep a sender's own queue far
-// shorter. A tc BPF program on the port's clsact egress sets each
+// bytes); short TCP control segments (ACKs) have a class of their own,
+// served first. Each leaf queues up to the port's txqueuelen frames (htb's
+// default leaf), not the tbf's byte limit: TCP small queues keep a
+// sender's own queue far shorter. A tc BPF program on the port's clsact egress sets each
 // frame's skb->priority to its class, which htb takes before any filter.
 //
 // The class is the frame's destination, not its 5-tuple: a server's
@@ -50,26 +50,43 @@ func Classes(racks, perRack int) int {
 	return min(racks*perRack, MaxClasses-1) + 1
 }
 
-// SparseBytes bounds the frames the sparse class takes: pure TCP ACKs
-// (IPv4, no payload, no SYN, FIN or RST) shorter than this (66 bytes with
-// timestamps). They are served before any data class, as fq_codel serves
-// a sparse flow first, so a server's ACKs do not wait behind its own data
-// to the same peer. Only pure ACKs: a short data segment, FIN or datagram
-// jumping ahead of its own flow's queued data would reorder that flow.
-const SparseBytes = 128
+// SparseBytes bounds the frames the sparse class takes, SparsePayload
+// their TCP payload: pure ACKs (66 bytes with timestamps) and segments of
+// a few bytes (a worker's one-byte acknowledgement of a transfer), with no
+// SYN, FIN or RST. They are served before any data class, as fq_codel
+// serves a flow that has nothing queued first, so a server's ACKs do not
+// wait behind its own data to the same peer. Not every short frame: a
+// FIN, a datagram or a segment with more payload could overtake its own
+// flow's queued data. (A bulk flow's segment of at most SparsePayload
+// bytes, the tail of a write, could too; its other segments are full.)
+const (
+	SparseBytes   = 128
+	SparsePayload = 8
+)
 
-// Sparse is the class of pure ACKs on a port with classes data classes:
-// one beyond them.
+// SparseSegment reports whether a TCP segment with payload bytes and the
+// given flags takes the sparse class (a frame shorter than SparseBytes).
+func SparseSegment(payload int, flags byte) bool {
+	return payload <= SparsePayload && flags&tcpFinSynRst == 0
+}
+
+// tcpFinSynRst are the TCP flags that keep a segment out of the sparse
+// class.
+const tcpFinSynRst = 0x07
+
+// Sparse is the class of short control segments on a port with classes
+// data classes: one beyond them.
 func Sparse(classes int) uint32 { return uint32(classes + 1) }
 
 // Class is the leaf (the class minor) that a frame to dst takes on a port
 // with classes data leaves in a fabric of perRack servers per rack: a
-// pure ACK (shorter than SparseBytes) takes Sparse; otherwise server s of
+// sparse segment (SparseSegment, shorter than SparseBytes) takes Sparse;
+// otherwise server s of
 // rack r (10.(r>>8).(r&255).(s+1)) takes 1 + (r*perRack+s) mod
 // (classes-1), and anything else the last data class. The kernel program
 // computes the same.
-func Class(dst netip.Addr, pureACK bool, perRack, classes int) uint32 {
-	if pureACK {
+func Class(dst netip.Addr, sparse bool, perRack, classes int) uint32 {
+	if sparse {
 		return Sparse(classes)
 	}
 	if !dst.Is4() || classes < 2 {

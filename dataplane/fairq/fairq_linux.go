@@ -35,15 +35,14 @@ var ipv4 = int32(binary.NativeEndian.Uint16([]byte{0x08, 0x00}))
 
 // Offsets in an Ethernet frame and its IPv4 header.
 const (
-	ipOffset     = 14
-	ipHeaderMin  = 20
-	ipTotLen     = 2 // big-endian
-	ipProto      = 9
-	ipDaddr      = 16
-	tcpProto     = 6
-	tcpDoff      = 12 // data offset in the high nibble
-	tcpFlags     = 13
-	tcpFinSynRst = 0x07
+	ipOffset    = 14
+	ipHeaderMin = 20
+	ipTotLen    = 2 // big-endian
+	ipProto     = 9
+	ipDaddr     = 16
+	tcpProto    = 6
+	tcpDoff     = 12 // data offset in the high nibble
+	tcpFlags    = 13
 )
 
 const actUnspec = -1
@@ -75,7 +74,8 @@ func build(perRack, classes int) asm.Instructions {
 		asm.FnSkbLoadBytes.Call(),
 		asm.JNE.Imm(asm.R0, 0, "other"),
 
-		// A pure ACK: short, TCP, no payload, no SYN, FIN or RST.
+		// A sparse segment: short, TCP, at most SparsePayload bytes of
+		// payload, no SYN, FIN or RST.
 		asm.LoadMem(asm.R0, asm.R6, skbLen, asm.Word),
 		asm.JGE.Imm(asm.R0, SparseBytes, "dest"),
 		asm.LoadMem(asm.R0, asm.RFP, hdr(ipProto), asm.Byte),
@@ -102,7 +102,8 @@ func build(perRack, classes int) asm.Instructions {
 		asm.RSh.Imm(asm.R0, 4),
 		asm.LSh.Imm(asm.R0, 2), // TCP header length
 		asm.Add.Reg(asm.R0, asm.R7),
-		asm.JNE.Reg(asm.R0, asm.R8, "dest"), // a payload
+		asm.Sub.Reg(asm.R8, asm.R0), // the payload (huge if malformed)
+		asm.JGT.Imm(asm.R8, SparsePayload, "dest"),
 		asm.Mov.Imm(asm.R4, sparse),
 		asm.Ja.Label("set"),
 
@@ -157,7 +158,7 @@ func Install(h *netlink.Handle, link netlink.Link, rate uint64, mtu, racks, perR
 	for k := 1; k <= int(Sparse(classes)); k++ {
 		prio := uint32(1) // data: round-robin among themselves
 		if k == int(Sparse(classes)) {
-			prio = 0 // short frames first
+			prio = 0 // short control segments first
 		}
 		c := netlink.NewHtbClass(netlink.ClassAttrs{LinkIndex: link.Attrs().Index,
 			Parent: netlink.MakeHandle(Major, 0), Handle: netlink.MakeHandle(Major, uint16(k))},

@@ -97,7 +97,7 @@ func lastArrival(t *testing.T, dst probe.Host, port, n int, ready *sync.WaitGrou
 }
 
 // TestFairQueueClasses: every frame r0s0 sends lands in its destination's
-// class (short datagrams too: only pure TCP ACKs are sparse), and a FIFO
+// class (short datagrams too: only short TCP control segments are sparse), and a FIFO
 // port has no htb.
 func TestFairQueueClasses(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)

@@ -20,16 +20,16 @@ func TestClasses(t *testing.T) {
 func TestClass(t *testing.T) {
 	const perRack, classes = 2, 9 // 4 racks x 2 servers
 	for _, tc := range []struct {
-		name    string
-		dst     netip.Addr
-		pureACK bool
-		want    uint32
+		name   string
+		dst    netip.Addr
+		sparse bool
+		want   uint32
 	}{
 		{"r0s0", topo.ServerAddr(0, 0), false, 1},
 		{"r0s1", topo.ServerAddr(0, 1), false, 2},
 		{"r3s1", topo.ServerAddr(3, 1), false, 8},
-		{"a pure ACK", topo.ServerAddr(3, 1), true, Sparse(classes)},
-		{"a pure ACK to the core", topo.CoreAddr, true, Sparse(classes)},
+		{"a sparse segment", topo.ServerAddr(3, 1), true, Sparse(classes)},
+		{"a sparse segment to the core", topo.CoreAddr, true, Sparse(classes)},
 		{"the gateway", topo.GatewayAddr(2), false, classes},
 		{"a ToR's router address", topo.ToRAddr(1), false, classes},
 		{"the packet core", topo.CoreAddr, false, classes},
@@ -38,8 +38,8 @@ func TestClass(t *testing.T) {
 		{"outside 10/8", netip.MustParseAddr("192.168.0.1"), false, classes},
 		{"IPv6", netip.MustParseAddr("fd00::1"), false, classes},
 	} {
-		if got := Class(tc.dst, tc.pureACK, perRack, classes); got != tc.want {
-			t.Errorf("%s (%v, pure ACK %v): class %d, want %d", tc.name, tc.dst, tc.pureACK, got, tc.want)
+		if got := Class(tc.dst, tc.sparse, perRack, classes); got != tc.want {
+			t.Errorf("%s (%v, sparse %v): class %d, want %d", tc.name, tc.dst, tc.sparse, got, tc.want)
 		}
 	}
 }
@@ -73,5 +73,22 @@ func TestClassWraps(t *testing.T) {
 	}
 	if got := ServerClass(256, 0, perRack, classes); got != uint32(1+256%(classes-1)) {
 		t.Errorf("rack 256 (10.1.0.1): class %d", got)
+	}
+}
+
+func TestSparseSegment(t *testing.T) {
+	const ack, psh, fin, syn, rst = 0x10, 0x08, 0x01, 0x02, 0x04
+	for _, tc := range []struct {
+		payload int
+		flags   byte
+		want    bool
+	}{
+		{0, ack, true}, {1, ack | psh, true}, {SparsePayload, ack | psh, true},
+		{SparsePayload + 1, ack | psh, false}, {0, ack | fin, false}, {0, syn, false},
+		{0, ack | syn, false}, {0, rst, false}, {1448, ack, false},
+	} {
+		if got := SparseSegment(tc.payload, tc.flags); got != tc.want {
+			t.Errorf("SparseSegment(%d, %#x) = %v, want %v", tc.payload, tc.flags, got, tc.want)
+		}
 	}
 }

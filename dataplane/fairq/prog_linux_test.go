@@ -59,13 +59,16 @@ func TestProgramMatchesClass(t *testing.T) {
 	const ack, syn, fin, psh = 0x10, 0x02, 0x01, 0x08
 	r1s1, rack256 := topo.ServerAddr(1, 1), topo.ServerAddr(256, 0)
 	for _, tc := range []struct {
-		name    string
-		frame   []byte
-		pureACK bool
+		name   string
+		frame  []byte
+		sparse bool
 	}{
 		{"a pure ACK", frame(r1s1, 6, ack, 0), true},
 		{"a pure ACK to the gateway", frame(topo.GatewayAddr(0), 6, ack, 0), true},
-		{"a 1-byte segment", frame(r1s1, 6, ack|psh, 1), false},
+		{"a 1-byte segment", frame(r1s1, 6, ack|psh, 1), true},
+		{"an 8-byte segment", frame(r1s1, 6, ack|psh, 8), true},
+		{"a 9-byte segment", frame(r1s1, 6, ack|psh, 9), false},
+		{"an RST", frame(r1s1, 6, 0x04, 0), false},
 		{"a FIN", frame(r1s1, 6, ack|fin, 0), false},
 		{"a SYN", frame(r1s1, 6, syn, 0), false},
 		{"a full segment", frame(r1s1, 6, ack, 1448), false},
@@ -78,7 +81,7 @@ func TestProgramMatchesClass(t *testing.T) {
 		{"outside 10/8", frame(netip.MustParseAddr("192.168.1.2"), 17, 0, 100), false},
 	} {
 		dst, _ := netip.AddrFromSlice(tc.frame[30:34])
-		want := Major<<16 | Class(dst, tc.pureACK, perRack, classes)
+		want := Major<<16 | Class(dst, tc.sparse, perRack, classes)
 		ctx := make([]byte, skbOut)
 		ret, err := prog.Run(&ebpf.RunOptions{Data: tc.frame, DataOut: make([]byte, len(tc.frame)+256), Context: ctx[:48], ContextOut: ctx})
 		if err != nil {

@@ -90,7 +90,8 @@ type Fabric struct {
 	// ServerQueue is how a server's shaped port queues what it sends:
 	// "fifo" (the default: the shaper's one FIFO, which the TCP-aware
 	// model is calibrated with) or "fair" (per destination, round-robin,
-	// short frames first, as a Linux host's fq_codel); dataplane/fairq.
+	// short TCP control segments first, as a Linux host's fq_codel);
+	// dataplane/fairq.
 	ServerQueue string `yaml:"server_queue" json:"server_queue"`
 	// Loss drops a random fraction of the frames on lab ports, applied at
 	// deploy (dataplane/loss).
