@@ -381,7 +381,10 @@ func ocsDrops(in *Inputs) Line {
 	o := in.OCS
 	l.Value = float64(o.UnpatchedBytes + o.DarkBytes)
 	l.Figure = fmt.Sprintf("%d B (%d packets) into unpatched ports, %d B (%d packets) into dark ports", o.UnpatchedBytes, o.UnpatchedPackets, o.DarkBytes, o.DarkPackets)
+	together := len(o.RouteLagNs) > 0 && slices.Max(o.RouteLagNs) == 0
 	switch {
+	case o.UnpatchedBytes > 0 && together:
+		l.Status, l.Why = Fail, "routes followed every circuit change at once, so these frames were already queued at a ToR uplink, or still being sent, when the plan took its circuit away: transfers outlasted their circuits (phases whose measured end is past their predicted end)"
 	case o.UnpatchedBytes > 0:
 		l.Status, l.Why = Fail, "traffic was routed onto ports with no circuit: routes and circuits disagreed"
 	case o.DarkBytes > 0:

@@ -122,6 +122,7 @@ func TestJudgeLossOCSLatenessAccuracy(t *testing.T) {
 		{"clean OCS", Inputs{OCS: &OCS{}}, "OCS drops of plan traffic", Pass},
 		{"dark drops", Inputs{OCS: &OCS{DarkBytes: 1500, DarkPackets: 1}}, "OCS drops of plan traffic", Warn},
 		{"unpatched drops", Inputs{OCS: &OCS{UnpatchedBytes: 68968, UnpatchedPackets: 47}}, "OCS drops of plan traffic", Fail},
+		{"unpatched drops with routes in the same instant", Inputs{OCS: &OCS{UnpatchedBytes: 68968, UnpatchedPackets: 47, RouteLagNs: []int64{0, 0}}}, "OCS drops of plan traffic", Fail},
 		{"routes in the same instant", Inputs{OCS: &OCS{RouteLagNs: []int64{0, 0}}}, "route/circuit agreement", Pass},
 		{"routes lag", Inputs{OCS: &OCS{RouteLagNs: []int64{400e3, 2.5e6}}}, "route/circuit agreement", Warn},
 		{"no reconfiguration", Inputs{OCS: &OCS{}}, "route/circuit agreement", NA},
@@ -699,6 +700,25 @@ func TestConnName(t *testing.T) {
 	}{{0, 2, "0->2"}, {-1, 1, "ps->1"}, {2, -1, "2->ps"}} {
 		if got := ConnName(tt.src, tt.dst); got != tt.want {
 			t.Errorf("ConnName(%d, %d) = %q, want %q", tt.src, tt.dst, got, tt.want)
+		}
+	}
+}
+
+// Unpatched drops name their cause: with routes moved in the same instant
+// as every circuit, frames queued before the switch; otherwise the lag.
+func TestOCSDropsWhy(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lag  []int64
+		want string
+	}{
+		{"routes in the same instant", []int64{0, 0, 0}, "transfers outlasted their circuits"},
+		{"routes lagged once", []int64{0, 1.3e6}, "routes and circuits disagreed"},
+		{"no reconfiguration measured", nil, "routes and circuits disagreed"},
+	} {
+		l := line(Judge(&Inputs{OCS: &OCS{UnpatchedBytes: 1500, UnpatchedPackets: 1, RouteLagNs: tc.lag}}), "OCS drops of plan traffic")
+		if l.Status != Fail || !strings.Contains(l.Why, tc.want) {
+			t.Errorf("%s: %s, %q; want fail saying %q", tc.name, l.Status, l.Why, tc.want)
 		}
 	}
 }
