@@ -51,23 +51,25 @@ func Classes(racks, perRack int) int {
 }
 
 // SparseBytes bounds the frames the sparse class takes, SparsePayload
-// their TCP payload: pure ACKs (66 bytes with timestamps) and segments of
-// a few bytes (a worker's one-byte acknowledgement of a transfer), with no
-// SYN, FIN or RST. They are served before any data class, as fq_codel
-// serves a flow that has nothing queued first, so a server's ACKs do not
-// wait behind its own data to the same peer. Not every short frame: a
-// FIN, a datagram or a segment with more payload could overtake its own
-// flow's queued data. (A bulk flow's segment of at most SparsePayload
-// bytes, the tail of a write, could too; its other segments are full.)
+// their TCP payload: IPv4 TCP segments that are pure ACKs (66 bytes with
+// timestamps) or carry a few bytes (a worker's one-byte acknowledgement of
+// a transfer), with no SYN, FIN or RST, and not a fragment. They are
+// served before any data class, as fq_codel serves a flow that has
+// nothing queued first, so a server's ACKs do not wait behind its own data
+// to the same peer. Not every short frame: a FIN, a datagram or a segment
+// with more payload could overtake its own flow's queued data. (A bulk
+// flow's segment of at most SparsePayload bytes, the tail of a write,
+// could too; its other segments are full.)
 const (
 	SparseBytes   = 128
 	SparsePayload = 8
 )
 
-// SparseSegment reports whether a TCP segment with payload bytes and the
-// given flags takes the sparse class (a frame shorter than SparseBytes).
-func SparseSegment(payload int, flags byte) bool {
-	return payload <= SparsePayload && flags&tcpFinSynRst == 0
+// SparseSegment reports whether an unfragmented IPv4 TCP segment in a
+// frame of frameLen bytes, with payload bytes and the given flags, takes
+// the sparse class.
+func SparseSegment(frameLen, payload int, flags byte) bool {
+	return frameLen < SparseBytes && payload <= SparsePayload && flags&tcpFinSynRst == 0
 }
 
 // tcpFinSynRst are the TCP flags that keep a segment out of the sparse
@@ -80,11 +82,10 @@ func Sparse(classes int) uint32 { return uint32(classes + 1) }
 
 // Class is the leaf (the class minor) that a frame to dst takes on a port
 // with classes data leaves in a fabric of perRack servers per rack: a
-// sparse segment (SparseSegment, shorter than SparseBytes) takes Sparse;
-// otherwise server s of
-// rack r (10.(r>>8).(r&255).(s+1)) takes 1 + (r*perRack+s) mod
-// (classes-1), and anything else the last data class. The kernel program
-// computes the same.
+// sparse segment (SparseSegment) takes Sparse; otherwise server s of rack
+// r (10.(r>>8).(r&255).(s+1)) takes 1 + (r*perRack+s) mod (classes-1),
+// and anything else the last data class. The kernel program computes the
+// same.
 func Class(dst netip.Addr, sparse bool, perRack, classes int) uint32 {
 	if sparse {
 		return Sparse(classes)
@@ -102,16 +103,25 @@ func Class(dst netip.Addr, sparse bool, perRack, classes int) uint32 {
 }
 
 // Quantum is the htb quantum of a port at rate bytes/s: what one class
-// sends per turn. htb sends a class's next packet while its deficit is
-// positive, whatever the packet's size, so the quantum must be at least
-// the largest packet the tbf passes down: its bucket (tbf splits a GSO
-// packet larger than that into frames), at most a 64 KiB GSO packet.
+// sends per turn. htb serves the class at its round's pointer while the
+// class's deficit is not negative, and always sends at least one packet
+// per turn, whatever its size; so with a quantum below the largest packet
+// the round would go packet by packet and favour classes of GSO packets.
+// The largest packet the tbf passes down is its bucket (it splits a GSO
+// packet larger than that into frames), at most a 64 KiB GSO packet as
+// qdiscs count it: one set of headers per segment.
 func Quantum(rate uint64, mtu int) uint32 {
-	return uint32(min(shaper.Burst(rate, mtu), gsoMax+shaper.EthernetHeader))
+	frame := mtu + shaper.EthernetHeader
+	gso := (gsoMax/(mtu-minTCPHeaders) + 1) * frame
+	return uint32(min(shaper.Burst(rate, mtu), uint64(gso)))
 }
 
 // gsoMax is the largest GSO packet a veth takes by default.
 const gsoMax = 64 << 10
+
+// minTCPHeaders is IPv4 and TCP with timestamps: a segment's payload is
+// at least the MTU less this.
+const minTCPHeaders = 20 + 32
 
 // ServerClass is the class of a data frame to server s of rack r.
 func ServerClass(r, s, perRack, classes int) uint32 {

@@ -38,6 +38,7 @@ const (
 	ipOffset    = 14
 	ipHeaderMin = 20
 	ipTotLen    = 2 // big-endian
+	ipFragOff   = 6 // flags and fragment offset, big-endian
 	ipProto     = 9
 	ipDaddr     = 16
 	tcpProto    = 6
@@ -74,12 +75,17 @@ func build(perRack, classes int) asm.Instructions {
 		asm.FnSkbLoadBytes.Call(),
 		asm.JNE.Imm(asm.R0, 0, "other"),
 
-		// A sparse segment: short, TCP, at most SparsePayload bytes of
-		// payload, no SYN, FIN or RST.
+		// A sparse segment (SparseSegment): short, TCP, not a fragment,
+		// at most SparsePayload bytes of payload, no SYN, FIN or RST.
 		asm.LoadMem(asm.R0, asm.R6, skbLen, asm.Word),
 		asm.JGE.Imm(asm.R0, SparseBytes, "dest"),
 		asm.LoadMem(asm.R0, asm.RFP, hdr(ipProto), asm.Byte),
 		asm.JNE.Imm(asm.R0, tcpProto, "dest"),
+		asm.LoadMem(asm.R0, asm.RFP, hdr(ipFragOff), asm.Byte),
+		asm.And.Imm(asm.R0, 0x3f), // more fragments, offset's high bits
+		asm.JNE.Imm(asm.R0, 0, "dest"),
+		asm.LoadMem(asm.R0, asm.RFP, hdr(ipFragOff+1), asm.Byte),
+		asm.JNE.Imm(asm.R0, 0, "dest"),
 		asm.LoadMem(asm.R7, asm.RFP, hdr(0), asm.Byte),
 		asm.And.Imm(asm.R7, 0x0f),
 		asm.LSh.Imm(asm.R7, 2), // IPv4 header length

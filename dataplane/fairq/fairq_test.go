@@ -51,8 +51,8 @@ func TestQuantum(t *testing.T) {
 	}{
 		{125_000, 3028},       // 1 Mbit/s: the bucket's two frames
 		{12_500_000, 12_500},  // 100 Mbit/s: 1 ms
-		{125_000_000, 65_550}, // 1 Gbit/s: a whole GSO packet and its header
-		{1_250_000_000, 65_550},
+		{125_000_000, 69_644}, // 1 Gbit/s: a 64 KiB GSO packet of 46 segments, each with its headers
+		{1_250_000_000, 69_644},
 	} {
 		if got := Quantum(tc.rate, 1500); got != tc.want {
 			t.Errorf("Quantum(%d B/s) = %d, want %d", tc.rate, got, tc.want)
@@ -77,18 +77,19 @@ func TestClassWraps(t *testing.T) {
 }
 
 func TestSparseSegment(t *testing.T) {
-	const ack, psh, fin, syn, rst = 0x10, 0x08, 0x01, 0x02, 0x04
+	const ack, psh, fin, syn, rst, ece = 0x10, 0x08, 0x01, 0x02, 0x04, 0x40
 	for _, tc := range []struct {
-		payload int
-		flags   byte
-		want    bool
+		frameLen, payload int
+		flags             byte
+		want              bool
 	}{
-		{0, ack, true}, {1, ack | psh, true}, {SparsePayload, ack | psh, true},
-		{SparsePayload + 1, ack | psh, false}, {0, ack | fin, false}, {0, syn, false},
-		{0, ack | syn, false}, {0, rst, false}, {1448, ack, false},
+		{66, 0, ack, true}, {67, 1, ack | psh, true}, {74, SparsePayload, ack | psh, true},
+		{75, SparsePayload + 1, ack | psh, false}, {66, 0, ack | fin, false}, {66, 0, syn, false},
+		{66, 0, ack | syn, false}, {66, 0, rst, false}, {1514, 1448, ack, false},
+		{66, 0, ack | ece, true}, {134, 0, ack, false}, // IP and TCP options: too long
 	} {
-		if got := SparseSegment(tc.payload, tc.flags); got != tc.want {
-			t.Errorf("SparseSegment(%d, %#x) = %v, want %v", tc.payload, tc.flags, got, tc.want)
+		if got := SparseSegment(tc.frameLen, tc.payload, tc.flags); got != tc.want {
+			t.Errorf("SparseSegment(%d, %d, %#x) = %v, want %v", tc.frameLen, tc.payload, tc.flags, got, tc.want)
 		}
 	}
 }
