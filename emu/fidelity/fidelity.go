@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/ocsemu/ocsemu/emu/hoststat"
 	"github.com/ocsemu/ocsemu/workers/job"
@@ -475,9 +476,10 @@ func lateness(in *Inputs) Line {
 	}
 	var late []float64
 	worst := ""
+	var worstGate int64 // when the worst phase could have started
 	for _, p := range in.Measurement.Phases {
 		if v := float64(p.LatenessNs); len(late) == 0 || v > l.Value {
-			l.Value, worst = v, fmt.Sprintf("%s iteration %d %s", p.Job, p.Iteration, p.Phase)
+			l.Value, worst, worstGate = v, fmt.Sprintf("%s iteration %d %s", p.Job, p.Iteration, p.Phase), p.StartNs-p.LatenessNs
 		}
 		late = append(late, float64(p.LatenessNs))
 	}
@@ -485,9 +487,28 @@ func lateness(in *Inputs) Line {
 	l.Figure = fmt.Sprintf("ranks started at most %.2f ms after they could (median %.3f ms over %d phases; worst %s)", l.Value/1e6, quantile(late, 0.5)/1e6, len(late), worst)
 	if l.Status != Pass {
 		l.Why = "ranks woke late for their gates: a busy CPU delays timers"
+		together := 0
+		for _, p := range in.Measurement.Phases {
+			if d := p.StartNs - p.LatenessNs - worstGate; d >= -TogetherNs && d <= TogetherNs {
+				together++
+			}
+		}
+		if together >= TogetherPhases {
+			l.Why = fmt.Sprintf("ranks woke late for their gates: %d phases could start within %.0f ms of the worst one, and ranks that start at once queue for the CPUs (the 100 ms CPU samples can pass while such bursts are not)",
+				together, float64(TogetherNs)/1e6)
+		}
 	}
 	return l
 }
+
+// TogetherNs and TogetherPhases: when at least TogetherPhases phases
+// (the latest included) could start within TogetherNs of the latest one
+// (their start less their lateness), the lateness line names the burst
+// as the likely cause.
+const (
+	TogetherNs     = int64(time.Millisecond)
+	TogetherPhases = 8
+)
 
 // CommErrors are the signed errors of communication phases.
 func CommErrors(cs []record.Comparison) []float64 {

@@ -722,3 +722,31 @@ func TestOCSDropsWhy(t *testing.T) {
 		}
 	}
 }
+
+// A late phase among many that started together is named as a burst;
+// a late phase alone is put down to a busy CPU.
+func TestLatenessWhy(t *testing.T) {
+	phases := func(n int, spacing int64) []record.Phase {
+		var ps []record.Phase
+		for i := range n {
+			ps = append(ps, record.Phase{Job: "j", Phase: "t", StartNs: 300e6 + int64(i)*spacing, Measured: record.Measured{LatenessNs: 1e6}})
+		}
+		ps[n-1].LatenessNs = 4e6
+		ps[n-1].StartNs += 3e6 // started late: its gate is 4 ms before its start
+		return ps
+	}
+	for _, tc := range []struct {
+		name string
+		ps   []record.Phase
+		want string
+	}{
+		{"60 phases within 1 ms", phases(60, 10e3), "60 phases could start within 1 ms"},
+		{"8 phases 100 ms apart", phases(8, 100e6), "a busy CPU delays timers"},
+		{"7 phases at once", phases(7, 0), "a busy CPU delays timers"},
+	} {
+		l := line(Judge(&Inputs{Measurement: &record.Run{Phases: tc.ps}}), "phase lateness")
+		if l.Status != Warn || !strings.Contains(l.Why, tc.want) {
+			t.Errorf("%s: %s, %q; want warn saying %q", tc.name, l.Status, l.Why, tc.want)
+		}
+	}
+}
