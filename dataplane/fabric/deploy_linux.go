@@ -451,7 +451,9 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 	}{{ha, ln.A, ea, na.Kind}, {hb, ln.B, eb, nb.Kind}} {
 		link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: e.end.index, Name: e.ep.Iface}}
 		if e.kind == topo.KindServer {
-			if err := e.h.LinkSetIP6AddrGenMode(link, addrGenModeNone); err != nil {
+			// Below IPv6's minimum MTU (1280) the kernel runs no IPv6 on the
+			// link, so there is no link-local address to turn off.
+			if err := e.h.LinkSetIP6AddrGenMode(link, addrGenModeNone); err != nil && !(mtu < ipv6MinMTU && errors.Is(err, unix.EAFNOSUPPORT)) {
 				return fmt.Errorf("addrgenmode none on %s:%s: %w", e.ep.Node, e.ep.Iface, err)
 			}
 		}
@@ -556,6 +558,9 @@ func (l *Lab) Port(node, iface string) (netlink.Link, error) {
 	}
 	return &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: i, Name: iface}}, nil
 }
+
+// ipv6MinMTU is IPv6's minimum link MTU.
+const ipv6MinMTU = 1280
 
 // addrGenModeNone is IN6_ADDR_GEN_MODE_NONE: no IPv6 link-local address.
 const addrGenModeNone = 1

@@ -56,6 +56,32 @@ func TestEPSAllPairsReach(t *testing.T) {
 	}
 }
 
+// TestSmallMTUDeploys: a fabric below IPv6's minimum MTU (the scenario
+// allows 576) deploys, with the MTU on its links, and every pair reaches:
+// the kernel runs no IPv6 there, so there is no link-local address to turn
+// off.
+func TestSmallMTUDeploys(t *testing.T) {
+	skipUnlessRoot(t)
+	sp := spec(t, uniqueLab("mtu"), "{kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 100Mbit}}")
+	sp.MTU = 576
+	lab := deploy(t, sp)
+	h, err := lab.Handle("r0s0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := h.LinkByName("eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Attrs().MTU != 576 {
+		t.Errorf("r0s0:eth0 MTU %d, want 576", l.Attrs().MTU)
+	}
+	res, err := probe.PingAll(context.Background(), hosts(lab), 3, time.Second)
+	if err != nil || len(res.Failed) != 0 {
+		t.Fatalf("pingall: %v, failed %v", err, res.Failed)
+	}
+}
+
 // TestShapedGoodput: a cross-rack TCP transfer arrives, with the
 // congestion control asked for, and never beats the configured rate (the
 // shaping holds). How close it comes to the rate depends on the machine's
