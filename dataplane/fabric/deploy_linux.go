@@ -471,7 +471,7 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 		if err := Shape(e.h, link, ln.Rate.BytesPerSec(), mtu); err != nil {
 			return fmt.Errorf("shape %s:%s: %w", e.ep.Node, e.ep.Iface, err)
 		}
-		if e.kind == topo.KindServer && ln.Rate.BytesPerSec() > 0 && l.Topo.Spec.ServerQueue == fairq.Fair {
+		if e.kind == topo.KindServer && ln.Rate.BytesPerSec() > 0 && l.Topo.Spec.ServerQueue == topo.QueueFair {
 			sp := l.Topo.Spec
 			if err := fairq.Install(e.h, link, ln.Rate.BytesPerSec(), mtu, sp.Racks, sp.ServersPerRack); err != nil {
 				return fmt.Errorf("%s:%s: %w", e.ep.Node, e.ep.Iface, err)

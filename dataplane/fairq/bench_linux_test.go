@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
-	"github.com/ocsemu/ocsemu/dataplane/fairq"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // cpuBusy reads the machine's busy and total CPU time from /proc/stat, in
@@ -51,7 +51,7 @@ func BenchmarkServerQueue(b *testing.B) {
 	}{{"1Gbit", 1e9}, {"10Gbit", 10e9}} {
 		b.Run(rate.name, func(b *testing.B) {
 			hosts := map[string][]probe.Host{}
-			for _, mode := range []string{fairq.FIFO, fairq.Fair} {
+			for _, mode := range []string{topo.QueueFIFO, topo.QueueFair} {
 				sp := fabrictest.Fabric(b, fabrictest.UniqueLab("fqb"+mode), "{kind: eps, racks: 2, servers_per_rack: 1, rates: {server: "+rate.name+"}}")
 				sp.ServerQueue = mode
 				hosts[mode] = fabrictest.Hosts(fabrictest.Deploy(b, sp))
@@ -59,7 +59,7 @@ func BenchmarkServerQueue(b *testing.B) {
 			frac := map[string][]float64{}
 			cpu := map[string][]float64{}
 			for i := 0; i < b.N; i++ {
-				for _, mode := range []string{fairq.FIFO, fairq.Fair} {
+				for _, mode := range []string{topo.QueueFIFO, topo.QueueFair} {
 					hs := hosts[mode]
 					busy0, total0 := cpuBusy(b)
 					res, err := probe.Transfer(context.Background(), hs[0], hs[1], probe.TransferOptions{Duration: 2 * time.Second, Warmup: 300 * time.Millisecond, CongestionControl: "cubic"})
@@ -74,7 +74,7 @@ func BenchmarkServerQueue(b *testing.B) {
 					cpu[mode] = append(cpu[mode], secs/(float64(res.Bytes)/1e9))
 				}
 			}
-			for _, mode := range []string{fairq.FIFO, fairq.Fair} {
+			for _, mode := range []string{topo.QueueFIFO, topo.QueueFair} {
 				b.ReportMetric(median(frac[mode]), mode+"-goodput-frac")
 				b.ReportMetric(median(cpu[mode]), mode+"-cpu-s/GB")
 			}

@@ -26,13 +26,6 @@ import (
 	"net/netip"
 
 	"github.com/ocsemu/ocsemu/dataplane/shaper"
-	"github.com/ocsemu/ocsemu/dataplane/topo"
-)
-
-// Modes of a server port's queue (the scenario's fabric.server_queue).
-const (
-	FIFO = topo.QueueFIFO // the tbf's one FIFO (the default)
-	Fair = topo.QueueFair // per destination, round-robin
 )
 
 // MaxClasses bounds the classes of one port: the fabric's recorder dumps
@@ -112,18 +105,10 @@ func Class(dst netip.Addr, sparse bool, perRack, classes int) uint32 {
 // qdiscs count it: one set of headers per segment.
 func Quantum(rate uint64, mtu int) uint32 {
 	frame := mtu + shaper.EthernetHeader
-	gso := (gsoMax/(mtu-minTCPHeaders) + 1) * frame
+	gso := (shaper.GSOMaxSize/(mtu-minTCPHeaders) + 1) * frame
 	return uint32(min(shaper.Burst(rate, mtu), uint64(gso)))
 }
-
-// gsoMax is the largest GSO packet a veth takes by default.
-const gsoMax = 64 << 10
 
 // minTCPHeaders is IPv4 and TCP with timestamps: a segment's payload is
 // at least the MTU less this.
 const minTCPHeaders = 20 + 32
-
-// ServerClass is the class of a data frame to server s of rack r.
-func ServerClass(r, s, perRack, classes int) uint32 {
-	return Class(topo.ServerAddr(r, s), false, perRack, classes)
-}

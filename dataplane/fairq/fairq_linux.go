@@ -1,12 +1,12 @@
 package fairq
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/ocsemu/ocsemu/dataplane/tcprio"
 )
@@ -29,9 +29,8 @@ const (
 	skbPriority = 32
 )
 
-// ipv4 is ETH_P_IP as __sk_buff.protocol holds it: in network order, so
-// read as a host word it is the two bytes 08 00 in host order.
-var ipv4 = int32(binary.NativeEndian.Uint16([]byte{0x08, 0x00}))
+// ipv4 is ETH_P_IP as a load of __sk_buff.protocol (network order) reads.
+var ipv4 = tcprio.NetOrder16(unix.ETH_P_IP)
 
 // Offsets in an Ethernet frame and its IPv4 header.
 const (
@@ -48,8 +47,8 @@ const (
 
 const actUnspec = -1
 
-// The stack: the IPv4 header's first 20 bytes at hdr, the TCP header's
-// bytes 12 and 13 at tcp.
+// The stack: the IPv4 header's first 20 bytes at stackHdr, the TCP
+// header's bytes tcpDoff and tcpFlags at stackTCP.
 const (
 	stackHdr = -24
 	stackTCP = -28
@@ -101,7 +100,7 @@ func build(perRack, classes int) asm.Instructions {
 		asm.Mov.Imm(asm.R4, 2),
 		asm.FnSkbLoadBytes.Call(),
 		asm.JNE.Imm(asm.R0, 0, "dest"),
-		asm.LoadMem(asm.R0, asm.RFP, stackTCP+1, asm.Byte),
+		asm.LoadMem(asm.R0, asm.RFP, stackTCP+tcpFlags-tcpDoff, asm.Byte),
 		asm.And.Imm(asm.R0, tcpFinSynRst),
 		asm.JNE.Imm(asm.R0, 0, "dest"),
 		asm.LoadMem(asm.R0, asm.RFP, stackTCP, asm.Byte),

@@ -14,6 +14,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fairq"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
 // deployQueue deploys a 2 x 2 packet-core lab with 4 Mbit/s server ports
@@ -101,7 +102,7 @@ func lastArrival(t *testing.T, dst probe.Host, port, n int, ready *sync.WaitGrou
 // port has no htb.
 func TestFairQueueClasses(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
-	hosts, port, h := deployQueue(t, "fairq", fairq.Fair)
+	hosts, port, h := deployQueue(t, "fairq", topo.QueueFair)
 	const n = 20
 	for _, d := range []string{"r0s1", "r1s0", "r1s1"} {
 		sendUDP(t, hosts["r0s0"], hosts[d], 9000, n, 400)
@@ -110,9 +111,9 @@ func TestFairQueueClasses(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)                    // 60 x 442 B at 500 kB/s: 53 ms
 	classes := fairq.Classes(2, 2)
 	want := map[uint32]uint64{
-		fairq.ServerClass(0, 1, 2, classes): n,
-		fairq.ServerClass(1, 0, 2, classes): n,
-		fairq.ServerClass(1, 1, 2, classes): 2 * n,
+		fairq.Class(topo.ServerAddr(0, 1), false, 2, classes): n,
+		fairq.Class(topo.ServerAddr(1, 0), false, 2, classes): n,
+		fairq.Class(topo.ServerAddr(1, 1), false, 2, classes): 2 * n,
 	}
 	if len(want) != 3 {
 		t.Fatalf("classes collide: %v", want)
@@ -141,7 +142,7 @@ func TestFairQueueClasses(t *testing.T) {
 		t.Errorf("%d htb leaves, want %d data classes and the sparse one", seen, classes+1)
 	}
 
-	_, fifoPort, fh := deployQueue(t, "fifoq", fairq.FIFO)
+	_, fifoPort, fh := deployQueue(t, "fifoq", topo.QueueFIFO)
 	qs, err := fh.QdiscList(fifoPort("r0s0"))
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +163,7 @@ func TestFairQueueClasses(t *testing.T) {
 // it; both modes run, so it shows it can tell them apart.
 func TestFairQueueShares(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
-	for _, mode := range []string{fairq.Fair, fairq.FIFO} {
+	for _, mode := range []string{topo.QueueFair, topo.QueueFIFO} {
 		t.Run(mode, func(t *testing.T) {
 			hosts, _, _ := deployQueue(t, "fq"+mode, mode)
 			const big, small, size = 120, 40, 1000
@@ -190,9 +191,9 @@ func TestFairQueueShares(t *testing.T) {
 			s, b := lastSmall.Sub(start).Seconds(), lastBig.Sub(start).Seconds()
 			t.Logf("%s: the second batch was in after %.3f s, the first after %.3f s", mode, s, b)
 			switch {
-			case mode == fairq.Fair && s > 0.75*b:
+			case mode == topo.QueueFair && s > 0.75*b:
 				t.Errorf("fair: the second batch ended at %.3f s, not well before the first (%.3f s)", s, b)
-			case mode == fairq.FIFO && s < b:
+			case mode == topo.QueueFIFO && s < b:
 				t.Errorf("fifo: the second batch ended at %.3f s, before the first (%.3f s)", s, b)
 			}
 		})

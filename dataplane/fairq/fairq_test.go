@@ -66,12 +66,12 @@ func TestClassWraps(t *testing.T) {
 	const racks, perRack = 40, 1
 	classes := Classes(racks, perRack)
 	for r := range racks {
-		got := ServerClass(r, 0, perRack, classes)
+		got := Class(topo.ServerAddr(r, 0), false, perRack, classes)
 		if want := uint32(1 + r%(classes-1)); got != want {
 			t.Errorf("rack %d: class %d, want %d", r, got, want)
 		}
 	}
-	if got := ServerClass(256, 0, perRack, classes); got != uint32(1+256%(classes-1)) {
+	if got := Class(topo.ServerAddr(256, 0), false, perRack, classes); got != uint32(1+256%(classes-1)) {
 		t.Errorf("rack 256 (10.1.0.1): class %d", got)
 	}
 }

@@ -31,9 +31,9 @@ func Burst(rate uint64, mtu int) uint64 {
 // tiny): tbf_segment queues a GSO packet larger than the bucket frame by
 // frame and drops the frames that find the queue full.
 func Limit(rate uint64, mtu int) uint64 {
-	return max(rate/100, 3*Burst(rate, mtu), 3*gsoMaxSize)
+	return max(rate/100, 3*Burst(rate, mtu), 3*GSOMaxSize)
 }
 
-// gsoMaxSize is the largest GSO packet a veth takes by default
+// GSOMaxSize is the largest GSO packet a veth takes by default
 // (GSO_LEGACY_MAX_SIZE).
-const gsoMaxSize = 64 << 10
+const GSOMaxSize = 64 << 10

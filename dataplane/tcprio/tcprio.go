@@ -5,6 +5,8 @@
 // before anything forwards it), then the forwarding fast paths.
 package tcprio
 
+import "encoding/binary"
+
 const (
 	// Loss is dataplane/loss/inject's random drop.
 	Loss = 1
@@ -15,3 +17,10 @@ const (
 	// path program (ocsfabric/torpath); they never share a port.
 	FastPath = 10
 )
+
+// NetOrder16 is v, a 16-bit field in network order (an EtherType in the
+// frame, __sk_buff.protocol), as a program's 16-bit load of it reads in a
+// host-order register: what to compare that load with.
+func NetOrder16(v uint16) int32 {
+	return int32(binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, v)))
+}

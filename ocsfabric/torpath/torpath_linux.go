@@ -225,7 +225,7 @@ func program(cfg Config, meta, routes, local, counters, fast int, egress bool) a
 		asm.JGT.Reg(asm.R4, asm.R3, "short"),
 		// IPv4 without options, TTL > 1.
 		asm.LoadMem(asm.R1, asm.R2, offEtherType, asm.Half).WithSymbol("parse"),
-		asm.JNE.Imm(asm.R1, int32(ntohs(unix.ETH_P_IP)), ok),
+		asm.JNE.Imm(asm.R1, tcprio.NetOrder16(unix.ETH_P_IP), ok),
 		asm.LoadMem(asm.R1, asm.R2, offVerIHL, asm.Byte),
 		asm.JNE.Imm(asm.R1, 0x45, ok),
 		asm.LoadMem(asm.R1, asm.R2, offTTL, asm.Byte),
@@ -424,7 +424,6 @@ func rewrite(egress bool) asm.Instructions {
 }
 
 // ntohs is a 16-bit constant as a load from the frame reads it.
-func ntohs(v uint16) uint16 { return binary.NativeEndian.Uint16(binary.BigEndian.AppendUint16(nil, v)) }
 
 // imm32 is a 32-bit constant as the signed immediate BPF encodes.
 func imm32(v uint32) int32 { return int32(v) }
