@@ -32,7 +32,9 @@ type runSummary struct {
 	Scenario string `json:"scenario"`
 	Kind     string `json:"kind"`
 	// ServerQueue is fabric.server_queue: fifo or fair.
-	ServerQueue string           `json:"server_queue"`
+	ServerQueue string `json:"server_queue"`
+	// SwitchQueue is fabric.switch_queue: fifo or fair.
+	SwitchQueue string           `json:"switch_queue"`
 	Nodes       int              `json:"nodes"`
 	Links       int              `json:"links"`
 	DeploySec   float64          `json:"deploy_s"`
@@ -90,6 +92,10 @@ results/<lab>/repeat-<date-time>/.`,
 			}
 			if err := overrideScheduler(s, sched, cmd.Flags().Changed("inc"), inc); err != nil {
 				return err
+			}
+			if a.incBand && (s.Fabric.ServerQueue == topo.QueueFair || s.Fabric.SwitchQueue == topo.QueueFair) {
+				// The band replaces each port's tbf, and the fair queue under it with it.
+				return fmt.Errorf("--inc-band replaces every shaped port's queue, and %s asks for fair ones (fabric.server_queue %s, fabric.switch_queue %s): drop one of the two", src, s.Fabric.ServerQueue, s.Fabric.SwitchQueue)
 			}
 			a.progress("scenario %s (%s): %s", s.Name, src, s.Description)
 			t := topo.Build(s.Spec())
@@ -179,7 +185,7 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 			return dir, err
 		}
 	}
-	sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, ServerQueue: s.Fabric.ServerQueue, Nodes: len(t.Nodes), Links: len(t.Links)}
+	sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, ServerQueue: s.Fabric.ServerQueue, SwitchQueue: s.Fabric.SwitchQueue, Nodes: len(t.Nodes), Links: len(t.Links)}
 	t0 := time.Now()
 	lab, err := a.deploy(ctx, s, src)
 	if err != nil {
@@ -352,6 +358,9 @@ func printSummary(w io.Writer, s *runSummary) {
 	queues := ""
 	if s.ServerQueue == topo.QueueFair {
 		queues = "; servers' ports queue per destination (fair)"
+	}
+	if s.SwitchQueue == topo.QueueFair {
+		queues += "; switches' ports queue per server pair (fair)"
 	}
 	fmt.Fprintf(w, "   fabric      %d namespaces, %d veth links, up in %.2fs%s\n", s.Nodes, s.Links, s.DeploySec, queues)
 	if s.PingPairs > 0 {

@@ -431,8 +431,8 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 	// kernel opens the peer before the pair is joined: ENOTCONN), and a
 	// server's end must not (addrgenmode first), so the first end is A
 	// unless A is a server.
-	ea := vethEnd{nsFd: fdA, name: ln.A.Iface, index: ia, mac: ln.A.MAC, mtu: mtu, txqueue: 1000}
-	eb := vethEnd{nsFd: fdB, name: ln.B.Iface, index: ib, mac: ln.B.MAC, mtu: mtu, txqueue: 1000}
+	ea := vethEnd{nsFd: fdA, name: ln.A.Iface, index: ia, mac: ln.A.MAC, mtu: mtu, txqueue: l.txqueue(na.Kind, ln)}
+	eb := vethEnd{nsFd: fdB, name: ln.B.Iface, index: ib, mac: ln.B.MAC, mtu: mtu, txqueue: l.txqueue(nb.Kind, ln)}
 	aFirst := na.Kind != topo.KindServer
 	ea.up = aFirst
 	eb.up = !aFirst && nb.Kind != topo.KindServer
@@ -471,15 +471,44 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 		if err := Shape(e.h, link, ln.Rate.BytesPerSec(), mtu); err != nil {
 			return fmt.Errorf("shape %s:%s: %w", e.ep.Node, e.ep.Iface, err)
 		}
-		if e.kind == topo.KindServer && ln.Rate.BytesPerSec() > 0 && l.Topo.Spec.ServerQueue == topo.QueueFair {
+		if key, fair := l.fairKey(e.kind, ln); fair {
 			sp := l.Topo.Spec
-			if err := fairq.Install(e.h, link, ln.Rate.BytesPerSec(), mtu, sp.Racks, sp.ServersPerRack); err != nil {
+			if err := fairq.Install(e.h, link, key, ln.Rate.BytesPerSec(), mtu, sp.Racks, sp.ServersPerRack); err != nil {
 				return fmt.Errorf("%s:%s: %w", e.ep.Node, e.ep.Iface, err)
 			}
 		}
 	}
 	return nil
 }
+
+// fairKey reports whether the end of link ln on a node of kind is a fair
+// port (Spec.ServerQueue, Spec.SwitchQueue: only shaped ports are), and
+// which address keys its classes.
+func (l *Lab) fairKey(kind string, ln topo.Link) (fairq.Key, bool) {
+	if ln.Rate.BytesPerSec() == 0 {
+		return 0, false
+	}
+	switch kind {
+	case topo.KindServer:
+		return fairq.ByDestination, l.Topo.Spec.ServerQueue == topo.QueueFair
+	case topo.KindToR, topo.KindEPS:
+		return fairq.ByPair, l.Topo.Spec.SwitchQueue == topo.QueueFair
+	}
+	return 0, false
+}
+
+// txqueue is the txqueuelen of the end of link ln on a node of kind: a
+// fair switch port's leaves queue that many frames (fairq.LeafFrames).
+func (l *Lab) txqueue(kind string, ln topo.Link) int {
+	if key, fair := l.fairKey(kind, ln); fair && key == fairq.ByPair {
+		return fairq.LeafFrames(ln.Rate.BytesPerSec(), l.Topo.Spec.MTU)
+	}
+	return defaultTxqueue
+}
+
+// defaultTxqueue is a veth end's txqueuelen: what a server's fair port's
+// leaves queue (fairq).
+const defaultTxqueue = 1000
 
 // planIndexes gives every veth end its ifindex before anything is made:
 // link i's near (A) end gets nearIfindexBase+i, and the far (B) ends of a

@@ -1,7 +1,9 @@
-// Package fairq gives a server's port the per-flow fairness of a Linux
-// host's default qdisc (fq_codel): flows that leave a server together share
-// its port round-robin instead of queueing behind each other in the
-// shaper's single FIFO. A switch port stays a FIFO, as a switch's is.
+// Package fairq gives a shaped port per-flow fairness: flows that leave
+// through the port together share it round-robin instead of queueing
+// behind each other in the shaper's single FIFO. On a server's port it is
+// what a Linux host's default qdisc (fq_codel) gives; on a switch's port
+// it is per-flow fair queueing, the sharing a fluid model's max-min
+// assumes (scenario fabric.server_queue and fabric.switch_queue).
 //
 // This kernel has no sfq, fq, fq_codel or drr, so the fair queue is built
 // from what it has: the port's tbf (the rate, the bucket, GSO split) keeps
@@ -11,15 +13,21 @@
 // frame or GSO packet that reaches the htb can be, so a round is fair in
 // bytes); short TCP control segments (ACKs) have a class of their own,
 // served first. Each leaf queues up to the port's txqueuelen frames (htb's
-// default leaf), not the tbf's byte limit: TCP small queues keep a
-// sender's own queue far shorter. A tc BPF program on the port's clsact egress sets each
-// frame's skb->priority to its class, which htb takes before any filter.
+// default leaf), not the tbf's byte limit: on a server's port TCP small
+// queues keep a sender's own queue far shorter; a switch's port is made
+// with LeafFrames of txqueuelen, so every flow there has the queue a FIFO
+// port gives all of them. A tc BPF program on the port's clsact egress
+// sets each frame's skb->priority to its class, which htb takes before
+// any filter.
 //
-// The class is the frame's destination, not its 5-tuple: a server's
-// flows at once (a ring's next hop, a PS's pulls, an all-to-all's peers,
-// a time-slotted plan's transfers over several circuits) go to distinct
-// servers, and a destination's class is fixed, so runs differ only by TCP,
-// not by hash collisions. Flows to one destination share a FIFO.
+// The class is a server or a pair of servers, not a hash of the 5-tuple:
+// on a server's port the frame's destination (a server's flows at once, a
+// ring's next hop, a PS's pulls, an all-to-all's peers, a time-slotted
+// plan's transfers over several circuits, go to distinct servers), on a
+// switch's port its source and destination (the flows that meet there
+// join distinct pairs). A class is fixed, so runs differ only by TCP, not
+// by hash collisions, up to MaxClasses servers and MaxPairClasses pairs.
+// Flows of one class share a FIFO.
 package fairq
 
 import (
@@ -33,6 +41,10 @@ import (
 // MaxClasses-1 share classes, deterministically.
 const MaxClasses = 32
 
+// MaxPairClasses bounds the classes of a switch's port, whose frames
+// class by pair: a fabric of up to 15 servers has a class for every pair.
+const MaxPairClasses = 256
+
 // Major is the htb's handle major under the port's tbf (handle 1:).
 const Major = 2
 
@@ -41,6 +53,17 @@ const Major = 2
 // every other destination (a ToR's aggregator, the packet core).
 func Classes(racks, perRack int) int {
 	return min(racks*perRack, MaxClasses-1) + 1
+}
+
+// ClassesFor is the number of leaf classes of a port keyed by key:
+// Classes for a server's, one per pair of servers up to MaxPairClasses-1
+// and one for every other frame for a switch's.
+func ClassesFor(key Key, racks, perRack int) int {
+	if key == ByPair {
+		n := racks * perRack
+		return min(n*n, MaxPairClasses-1) + 1
+	}
+	return Classes(racks, perRack)
 }
 
 // SparseBytes bounds the frames the sparse class takes, SparsePayload
@@ -73,26 +96,69 @@ const tcpFinSynRst = 0x07
 // data classes: one beyond them.
 func Sparse(classes int) uint32 { return uint32(classes + 1) }
 
-// Class is the leaf (the class minor) that a frame to dst takes on a port
-// with classes data leaves in a fabric of perRack servers per rack: a
-// sparse segment (SparseSegment) takes Sparse; otherwise server s of rack
-// r (10.(r>>8).(r&255).(s+1)) takes 1 + (r*perRack+s) mod (classes-1),
-// and anything else the last data class. The kernel program computes the
-// same.
+// Key is the address of a frame that picks its class.
+type Key int
+
+// Keys: a server's port classes by destination, a switch's by pair.
+const (
+	ByDestination Key = iota
+	ByPair
+)
+
+// String names the key in messages.
+func (k Key) String() string {
+	if k == ByPair {
+		return "pair"
+	}
+	return "destination"
+}
+
+// Class is the leaf (the class minor) that a frame to dst takes on a
+// server's port (ByDestination) with classes data leaves in a fabric of
+// perRack servers per rack: a sparse segment (SparseSegment) takes Sparse;
+// otherwise server s of rack r (10.(r>>8).(r&255).(s+1), index
+// r*perRack+s) takes 1 + its index mod (classes-1), and anything else the
+// last data class. The kernel program computes the same.
 func Class(dst netip.Addr, sparse bool, perRack, classes int) uint32 {
 	if sparse {
 		return Sparse(classes)
 	}
-	if !dst.Is4() || classes < 2 {
+	i, ok := serverIndex(dst, perRack)
+	if !ok || classes < 2 {
 		return uint32(max(classes, 1))
 	}
-	b := dst.As4()
+	return uint32(1 + i%(classes-1))
+}
+
+// PairClass is the leaf that a frame from src to dst takes on a switch's
+// port (ByPair) with classes data leaves in a fabric of racks x perRack
+// servers: Sparse for a sparse segment; for a frame between servers of
+// indexes i and j (Class), 1 + (i*racks*perRack + j) mod (classes-1); the
+// last data class for anything else. The kernel program computes the same.
+func PairClass(src, dst netip.Addr, sparse bool, racks, perRack, classes int) uint32 {
+	if sparse {
+		return Sparse(classes)
+	}
+	i, okS := serverIndex(src, perRack)
+	j, okD := serverIndex(dst, perRack)
+	if !okS || !okD || classes < 2 {
+		return uint32(max(classes, 1))
+	}
+	return uint32(1 + (i*racks*perRack+j)%(classes-1))
+}
+
+// serverIndex is r*perRack+s for server s of rack r's address
+// 10.(r>>8).(r&255).(s+1), whatever the fabric's racks.
+func serverIndex(a netip.Addr, perRack int) (int, bool) {
+	if !a.Is4() {
+		return 0, false
+	}
+	b := a.As4()
 	host := int(b[3]) - 1
 	if b[0] != 10 || b[1] == 255 || host < 0 || host >= perRack {
-		return uint32(classes)
+		return 0, false
 	}
-	rack := int(b[1])<<8 | int(b[2])
-	return uint32(1 + (rack*perRack+host)%(classes-1))
+	return (int(b[1])<<8|int(b[2]))*perRack + host, true
 }
 
 // Quantum is the htb quantum of a port at rate bytes/s: what one class
@@ -107,6 +173,15 @@ func Quantum(rate uint64, mtu int) uint32 {
 	frame := mtu + shaper.EthernetHeader
 	gso := (shaper.GSOMaxSize/(mtu-minTCPHeaders) + 1) * frame
 	return uint32(min(shaper.Burst(rate, mtu), uint64(gso)))
+}
+
+// LeafFrames is the txqueuelen a switch's fair port is made with, and so
+// each leaf's queue, in frames: shaper.Limit's bytes, the queue a FIFO port
+// of that rate holds, in full frames (at least one). A switch forwards
+// frames, not GSO packets, so frames are what its leaves queue.
+func LeafFrames(rate uint64, mtu int) int {
+	frame := uint64(mtu + shaper.EthernetHeader)
+	return int(max(1, (shaper.Limit(rate, mtu)+frame-1)/frame))
 }
 
 // minTCPHeaders is IPv4 and TCP with timestamps: a segment's payload is

@@ -39,6 +39,7 @@ const (
 	ipTotLen    = 2 // big-endian
 	ipFragOff   = 6 // flags and fragment offset, big-endian
 	ipProto     = 9
+	ipSaddr     = 12
 	ipDaddr     = 16
 	tcpProto    = 6
 	tcpDoff     = 12 // data offset in the high nibble
@@ -54,15 +55,16 @@ const (
 	stackTCP = -28
 )
 
-// build assembles the classifier for a port with classes data leaves in
-// a fabric of perRack servers per rack: Class, in the kernel. r6 ctx, r7
+// build assembles the classifier for a port with classes data leaves,
+// keyed by key, in a fabric of racks x perRack servers: Class or
+// PairClass, in the kernel. r6 ctx, r7
 // the IPv4 header's length, r8 its total length; bytes are loaded one by
 // one, so the program reads the same on any host byte order.
-func build(perRack, classes int) asm.Instructions {
+func build(key Key, racks, perRack, classes int) asm.Instructions {
 	other := int32(Major<<16 | classes)
 	sparse := int32(Major<<16) | int32(Sparse(classes))
 	hdr := func(off int16) int16 { return stackHdr + off }
-	return asm.Instructions{
+	prog := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R0, asm.R6, skbProtocol, asm.Word),
 		asm.JNE.Imm(asm.R0, ipv4, "other"),
@@ -112,20 +114,18 @@ func build(perRack, classes int) asm.Instructions {
 		asm.Mov.Imm(asm.R4, sparse),
 		asm.Ja.Label("set"),
 
-		// A data frame: its destination's class.
-		asm.LoadMem(asm.R2, asm.RFP, hdr(ipDaddr), asm.Byte).WithSymbol("dest"),
-		asm.JNE.Imm(asm.R2, 10, "other"),
-		asm.LoadMem(asm.R4, asm.RFP, hdr(ipDaddr+1), asm.Byte), // rack >> 8, or 255 for routers
-		asm.JEq.Imm(asm.R4, 255, "other"),
-		asm.LoadMem(asm.R5, asm.RFP, hdr(ipDaddr+2), asm.Byte), // rack & 255
-		asm.LoadMem(asm.R2, asm.RFP, hdr(ipDaddr+3), asm.Byte), // host + 1
-		asm.JEq.Imm(asm.R2, 0, "other"),
-		asm.Sub.Imm(asm.R2, 1),
-		asm.JGE.Imm(asm.R2, int32(perRack), "other"),
-		asm.LSh.Imm(asm.R4, 8),
-		asm.Or.Reg(asm.R4, asm.R5), // rack
-		asm.Mul.Imm(asm.R4, int32(perRack)),
-		asm.Add.Reg(asm.R4, asm.R2),
+		// A data frame: its destination's class, or its pair's.
+	}
+	dst := loadServerIndex(ipDaddr, asm.R4, perRack)
+	dst[0] = dst[0].WithSymbol("dest")
+	prog = append(prog, dst...)
+	if key == ByPair {
+		prog = append(prog, loadServerIndex(ipSaddr, asm.R3, perRack)...)
+		prog = append(prog,
+			asm.Mul.Imm(asm.R3, int32(racks*perRack)),
+			asm.Add.Reg(asm.R4, asm.R3))
+	}
+	return append(prog,
 		asm.Mod.Imm(asm.R4, int32(classes-1)),
 		asm.Add.Imm(asm.R4, 1),
 		asm.Or.Imm(asm.R4, Major<<16),
@@ -134,27 +134,50 @@ func build(perRack, classes int) asm.Instructions {
 		asm.StoreMem(asm.R6, skbPriority, asm.R4, asm.Word).WithSymbol("set"),
 		asm.Mov.Imm(asm.R0, actUnspec),
 		asm.Return(),
+	)
+}
+
+// loadServerIndex loads the server index (Class) of the address at
+// offset at of the IPv4 header into out, or jumps to "other"; it uses R2
+// and R5.
+func loadServerIndex(at int16, out asm.Register, perRack int) asm.Instructions {
+	hdr := func(off int16) int16 { return stackHdr + off }
+	return asm.Instructions{
+		asm.LoadMem(asm.R2, asm.RFP, hdr(at), asm.Byte),
+		asm.JNE.Imm(asm.R2, 10, "other"),
+		asm.LoadMem(out, asm.RFP, hdr(at+1), asm.Byte), // rack >> 8, or 255 for routers
+		asm.JEq.Imm(out, 255, "other"),
+		asm.LoadMem(asm.R5, asm.RFP, hdr(at+2), asm.Byte), // rack & 255
+		asm.LoadMem(asm.R2, asm.RFP, hdr(at+3), asm.Byte), // host + 1
+		asm.JEq.Imm(asm.R2, 0, "other"),
+		asm.Sub.Imm(asm.R2, 1),
+		asm.JGE.Imm(asm.R2, int32(perRack), "other"),
+		asm.LSh.Imm(out, 8),
+		asm.Or.Reg(out, asm.R5), // rack
+		asm.Mul.Imm(out, int32(perRack)),
+		asm.Add.Reg(out, asm.R2),
 	}
 }
 
 // program loads the classifier.
-func program(perRack, classes int) (*ebpf.Program, error) {
+func program(key Key, racks, perRack, classes int) (*ebpf.Program, error) {
 	return ebpf.NewProgram(&ebpf.ProgramSpec{Name: progName, Type: ebpf.SchedCLS,
-		License: "GPL", Instructions: build(perRack, classes)})
+		License: "GPL", Instructions: build(key, racks, perRack, classes)})
 }
 
-// Install makes a server's shaped port fair, through h, a handle of the
-// port's namespace: an htb of Classes(racks, perRack) leaves under the
+// Install makes a shaped port fair, through h, a handle of the port's
+// namespace: an htb of ClassesFor(key, racks, perRack) leaves under the
 // port's tbf (which fabric.Shape must have put at the root), and the
-// classifier on the port's clsact egress. rate is the port's, in bytes/s.
-func Install(h *netlink.Handle, link netlink.Link, rate uint64, mtu, racks, perRack int) error {
+// classifier, keyed by key (ByDestination on a server's port, ByPair on a switch's),
+// on the port's clsact egress. rate is the port's, in bytes/s.
+func Install(h *netlink.Handle, link netlink.Link, key Key, rate uint64, mtu, racks, perRack int) error {
 	name := link.Attrs().Name
-	classes := Classes(racks, perRack)
+	classes := ClassesFor(key, racks, perRack)
 	htb := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: link.Attrs().Index,
 		Handle: netlink.MakeHandle(Major, 0), Parent: netlink.MakeHandle(1, 1)}) // the tbf's one class
 	htb.Defcls = uint32(classes)
 	if err := h.QdiscReplace(htb); err != nil {
-		return fmt.Errorf("fair queue on %s: htb under the tbf: %w (without htb, set fabric.server_queue: fifo)", name, err)
+		return fmt.Errorf("fair queue on %s: htb under the tbf: %w (without htb, set fabric.server_queue and fabric.switch_queue to fifo)", name, err)
 	}
 	leafBits := max(rate*8*leafSpeedup, 1_000_000_000)
 	// A leaf's bucket holds 1 ms of its rate (10 ms of the port's): a
@@ -172,7 +195,7 @@ func Install(h *netlink.Handle, link netlink.Link, rate uint64, mtu, racks, perR
 			return fmt.Errorf("fair queue on %s: class %d: %w", name, k, err)
 		}
 	}
-	prog, err := program(perRack, classes)
+	prog, err := program(key, racks, perRack, classes)
 	if err != nil {
 		return fmt.Errorf("fair queue on %s: load classifier: %w", name, err)
 	}

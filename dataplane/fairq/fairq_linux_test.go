@@ -15,14 +15,26 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/dataplane/units"
 )
 
 // deployQueue deploys a 2 x 2 packet-core lab with 4 Mbit/s server ports
 // queued as mode says, and returns it with its hosts by name.
 func deployQueue(t *testing.T, prefix, mode string) (map[string]probe.Host, func(node string) netlink.Link, *netlink.Handle) {
 	t.Helper()
-	sp := fabrictest.Fabric(t, fabrictest.UniqueLab(prefix), "{kind: eps, racks: 2, servers_per_rack: 2, rates: {server: 4Mbit}}")
-	sp.ServerQueue = mode
+	return deployLab(t, prefix, func(sp *topo.Spec) {
+		sp.ServerRate = units.Rate(4e6)
+		sp.CoreRate = 2 * sp.ServerRate
+		sp.ServerQueue = mode
+	})
+}
+
+// deployLab deploys a 2 x 2 packet-core lab as set says, and returns it
+// with its hosts by name, its server ports and r0s0's handle.
+func deployLab(t *testing.T, prefix string, set func(*topo.Spec)) (map[string]probe.Host, func(node string) netlink.Link, *netlink.Handle) {
+	t.Helper()
+	sp := fabrictest.Fabric(t, fabrictest.UniqueLab(prefix), "{kind: eps, racks: 2, servers_per_rack: 2}")
+	set(&sp)
 	lab := fabrictest.Deploy(t, sp)
 	hosts := map[string]probe.Host{}
 	for _, h := range fabrictest.Hosts(lab) {
@@ -166,36 +178,74 @@ func TestFairQueueShares(t *testing.T) {
 	for _, mode := range []string{topo.QueueFair, topo.QueueFIFO} {
 		t.Run(mode, func(t *testing.T) {
 			hosts, _, _ := deployQueue(t, "fq"+mode, mode)
-			const big, small, size = 120, 40, 1000
-			var ready, done sync.WaitGroup
-			ready.Add(2)
-			done.Add(2)
-			var lastSmall, lastBig time.Time
-			var gotSmall, gotBig int
-			go func() {
-				defer done.Done()
-				lastSmall, gotSmall = lastArrival(t, hosts["r1s1"], 9100, small, &ready)
-			}()
-			go func() {
-				defer done.Done()
-				lastBig, gotBig = lastArrival(t, hosts["r1s0"], 9101, big, &ready)
-			}()
-			ready.Wait()
-			start := time.Now()
-			sendUDP(t, hosts["r0s0"], hosts["r1s0"], 9101, big, size)
-			sendUDP(t, hosts["r0s0"], hosts["r1s1"], 9100, small, size)
-			done.Wait()
-			if gotSmall != small || gotBig != big {
-				t.Fatalf("%d of %d and %d of %d datagrams arrived", gotBig, big, gotSmall, small)
-			}
-			s, b := lastSmall.Sub(start).Seconds(), lastBig.Sub(start).Seconds()
-			t.Logf("%s: the second batch was in after %.3f s, the first after %.3f s", mode, s, b)
-			switch {
-			case mode == topo.QueueFair && s > 0.75*b:
-				t.Errorf("fair: the second batch ended at %.3f s, not well before the first (%.3f s)", s, b)
-			case mode == topo.QueueFIFO && s < b:
-				t.Errorf("fifo: the second batch ended at %.3f s, before the first (%.3f s)", s, b)
-			}
+			raceBatches(t, mode, hosts["r0s0"], hosts["r0s0"], hosts["r1s0"], hosts["r1s1"])
 		})
+	}
+}
+
+// TestSwitchQueueShares: on a lab whose servers are unshaped and whose
+// ToRs reach the core at 500 kB/s, r0s0 sends 120 kB to r1s0 and then
+// r0s1 40 kB to r1s1: both batches queue at tor0's core port, which a
+// fair switch queue shares per pair of servers (the second batch ends well before
+// the first) and a FIFO serves in order. Server ports stay FIFO, and
+// the fair port's leaves queue LeafFrames.
+func TestSwitchQueueShares(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	for _, mode := range []string{topo.QueueFair, topo.QueueFIFO} {
+		t.Run(mode, func(t *testing.T) {
+			lab := "sq" + mode
+			hosts, port, h := deployLab(t, lab, func(sp *topo.Spec) {
+				sp.ServerRate, sp.CoreRate = 0, units.Rate(4e6)
+				sp.SwitchQueue = mode
+			})
+			if qs, err := h.QdiscList(port("r0s0")); err != nil {
+				t.Fatal(err)
+			} else {
+				for _, q := range qs {
+					if q.Type() == "htb" {
+						t.Errorf("a server port has an htb under switch_queue %s", mode)
+					}
+				}
+			}
+			raceBatches(t, mode, hosts["r0s0"], hosts["r0s1"], hosts["r1s0"], hosts["r1s1"])
+		})
+	}
+}
+
+// raceBatches sends 120 one-kB datagrams from srcBig to dstBig, then 40
+// from srcSmall to dstSmall, and checks where the second batch ended
+// against the first: well before it if mode is fair, not before it if
+// FIFO.
+func raceBatches(t *testing.T, mode string, srcBig, srcSmall, dstBig, dstSmall probe.Host) {
+	t.Helper()
+	const big, small, size = 120, 40, 1000
+	var ready, done sync.WaitGroup
+	ready.Add(2)
+	done.Add(2)
+	var lastSmall, lastBig time.Time
+	var gotSmall, gotBig int
+	go func() {
+		defer done.Done()
+		lastSmall, gotSmall = lastArrival(t, dstSmall, 9100, small, &ready)
+	}()
+	go func() {
+		defer done.Done()
+		lastBig, gotBig = lastArrival(t, dstBig, 9101, big, &ready)
+	}()
+	ready.Wait()
+	start := time.Now()
+	sendUDP(t, srcBig, dstBig, 9101, big, size)
+	sendUDP(t, srcSmall, dstSmall, 9100, small, size)
+	done.Wait()
+	if gotSmall != small || gotBig != big {
+		t.Fatalf("%d of %d and %d of %d datagrams arrived", gotBig, big, gotSmall, small)
+	}
+	s, b := lastSmall.Sub(start).Seconds(), lastBig.Sub(start).Seconds()
+	t.Logf("%s: the second batch was in after %.3f s, the first after %.3f s", mode, s, b)
+	switch {
+	case mode == topo.QueueFair && s > 0.75*b:
+		t.Errorf("fair: the second batch ended at %.3f s, not well before the first (%.3f s)", s, b)
+	case mode == topo.QueueFIFO && s < b:
+		t.Errorf("fifo: the second batch ended at %.3f s, before the first (%.3f s)", s, b)
 	}
 }

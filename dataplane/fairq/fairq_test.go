@@ -93,3 +93,71 @@ func TestSparseSegment(t *testing.T) {
 		}
 	}
 }
+
+func TestClassesFor(t *testing.T) {
+	for _, tc := range []struct {
+		key                  Key
+		racks, perRack, want int
+	}{
+		{ByDestination, 4, 2, 9},
+		{ByPair, 4, 2, 65},  // 8 servers: 64 pairs and the rest
+		{ByPair, 3, 5, 226}, // 15 servers: every pair
+		{ByPair, 4, 4, MaxPairClasses},
+		{ByPair, 64, 4, MaxPairClasses},
+	} {
+		if got := ClassesFor(tc.key, tc.racks, tc.perRack); got != tc.want {
+			t.Errorf("ClassesFor(%v, %d, %d) = %d, want %d", tc.key, tc.racks, tc.perRack, got, tc.want)
+		}
+	}
+}
+
+func TestPairClass(t *testing.T) {
+	const racks, perRack = 4, 2
+	classes := ClassesFor(ByPair, racks, perRack)
+	s := topo.ServerAddr
+	for _, tc := range []struct {
+		name     string
+		src, dst netip.Addr
+		sparse   bool
+		want     uint32
+	}{
+		{"r0s0 -> r0s1", s(0, 0), s(0, 1), false, 2},
+		{"r0s1 -> r0s0", s(0, 1), s(0, 0), false, 9},
+		{"r3s1 -> r2s0", s(3, 1), s(2, 0), false, 1 + 7*8 + 4},
+		{"r3s1 -> r3s1", s(3, 1), s(3, 1), false, 64},
+		{"a sparse segment", s(3, 1), s(2, 0), true, Sparse(classes)},
+		{"from the packet core", topo.CoreAddr, s(2, 0), false, uint32(classes)},
+		{"to a ToR's router address", s(1, 0), topo.ToRAddr(1), false, uint32(classes)},
+		{"beyond the rack", netip.MustParseAddr("10.0.1.3"), s(0, 0), false, uint32(classes)},
+	} {
+		if got := PairClass(tc.src, tc.dst, tc.sparse, racks, perRack, classes); got != tc.want {
+			t.Errorf("%s: class %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	// Every pair of the fabric has a class of its own.
+	seen := map[uint32]bool{}
+	for i := range racks * perRack {
+		for j := range racks * perRack {
+			seen[PairClass(s(i/perRack, i%perRack), s(j/perRack, j%perRack), false, racks, perRack, classes)] = true
+		}
+	}
+	if len(seen) != racks*perRack*racks*perRack {
+		t.Errorf("%d classes for %d pairs", len(seen), racks*perRack*racks*perRack)
+	}
+}
+
+func TestLeafFrames(t *testing.T) {
+	for _, tc := range []struct {
+		rate uint64 // bytes/s
+		want int
+	}{
+		{125_000, 130},        // 1 Mbit/s: three 64 KiB GSO packets
+		{500_000, 130},        // 4 Mbit/s: the same floor
+		{125_000_000, 826},    // 1 Gbit/s: 10 ms
+		{1_250_000_000, 8257}, // 10 Gbit/s: 10 ms
+	} {
+		if got := LeafFrames(tc.rate, 1500); got != tc.want {
+			t.Errorf("LeafFrames(%d B/s) = %d, want %d", tc.rate, got, tc.want)
+		}
+	}
+}

@@ -11,13 +11,14 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
 
-// pkt describes a frame for the classifier: IPv4 to dst carrying proto
+// pkt describes a frame for the classifier: IPv4 to or from addr (frame
+// puts it where asked, and 10.0.0.1, r0s0, as the other end), carrying proto
 // (6 TCP, 17 UDP) with payload bytes; ihl and doff are header lengths in
 // 32-bit words (0: 5 and 8, TCP with the timestamp option); fragOff is
 // the IPv4 flags and fragment offset field; totLenDelta is added to the
 // IPv4 total length; cut drops that many bytes off the frame's end.
 type pkt struct {
-	dst              netip.Addr
+	addr             netip.Addr
 	proto, flags     byte
 	payload          int
 	ihl, doff        int
@@ -25,7 +26,7 @@ type pkt struct {
 	totLenDelta, cut int
 }
 
-func (p pkt) frame() []byte {
+func (p pkt) frame(asSource bool) []byte {
 	ihl, doff := max(p.ihl, 5), p.doff
 	if doff == 0 {
 		doff = 8
@@ -35,8 +36,14 @@ func (p pkt) frame() []byte {
 	binary.BigEndian.PutUint16(ip[6:8], p.fragOff)
 	ip[8] = 64
 	ip[9] = p.proto
-	copy(ip[12:16], netip.MustParseAddr("10.0.0.1").AsSlice())
-	copy(ip[16:20], p.dst.AsSlice())
+	other := r0s0.AsSlice()
+	if asSource {
+		copy(ip[12:16], p.addr.AsSlice())
+		copy(ip[16:20], other)
+	} else {
+		copy(ip[12:16], other)
+		copy(ip[16:20], p.addr.AsSlice())
+	}
 	var l4 []byte
 	switch p.proto {
 	case 6:
@@ -74,16 +81,27 @@ func run(t *testing.T, prog *ebpf.Program, frame []byte) uint32 {
 	return binary.NativeEndian.Uint32(ctx[skbPriority:])
 }
 
-// TestProgramMatchesClass runs the kernel classifier on frames
-// (BPF_PROG_TEST_RUN) and checks the class it writes into skb->priority
-// against Class, with SparseSegment deciding what is sparse.
+// r0s0 is every test frame's other end.
+var r0s0 = netip.MustParseAddr("10.0.0.1")
+
+// TestProgramMatchesClass runs the kernel classifier, keyed by
+// destination and by pair, on frames (BPF_PROG_TEST_RUN) and checks the
+// class it writes into skb->priority against Class or PairClass, with
+// SparseSegment deciding what is sparse. Keyed by pair, each frame goes
+// both ways.
 func TestProgramMatchesClass(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("loading a BPF program needs root")
 	}
-	const perRack = 2
-	classes := Classes(300, perRack)
-	prog, err := program(perRack, classes)
+	for _, key := range []Key{ByDestination, ByPair} {
+		t.Run(key.String(), func(t *testing.T) { testProgram(t, key) })
+	}
+}
+
+func testProgram(t *testing.T, key Key) {
+	const racks, perRack = 300, 2
+	classes := ClassesFor(key, racks, perRack)
+	prog, err := program(key, racks, perRack, classes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,37 +116,49 @@ func TestProgramMatchesClass(t *testing.T) {
 		// classifier to read as a sparse segment.
 		unparsed bool
 	}{
-		{name: "a pure ACK", p: pkt{dst: r1s1, proto: 6, flags: ack}},
-		{name: "a pure ACK to the gateway", p: pkt{dst: topo.GatewayAddr(0), proto: 6, flags: ack}},
-		{name: "a pure ACK without options", p: pkt{dst: r1s1, proto: 6, flags: ack, doff: 5}},
-		{name: "a pure ACK with an IPv4 option", p: pkt{dst: r1s1, proto: 6, flags: ack, ihl: 6}},
-		{name: "IPv4 and TCP options: 134 bytes", p: pkt{dst: r1s1, proto: 6, flags: ack, ihl: 15, doff: 15}},
-		{name: "an ACK with ECE and CWR", p: pkt{dst: r1s1, proto: 6, flags: ack | ece | cwr}},
-		{name: "a 1-byte segment", p: pkt{dst: r1s1, proto: 6, flags: ack | psh, payload: 1}},
-		{name: "an 8-byte segment", p: pkt{dst: r1s1, proto: 6, flags: ack | psh, payload: 8}},
-		{name: "a 9-byte segment", p: pkt{dst: r1s1, proto: 6, flags: ack | psh, payload: 9}},
-		{name: "an RST", p: pkt{dst: r1s1, proto: 6, flags: rst}},
-		{name: "a FIN", p: pkt{dst: r1s1, proto: 6, flags: ack | fin}},
-		{name: "a SYN", p: pkt{dst: r1s1, proto: 6, flags: syn}},
-		{name: "a full segment", p: pkt{dst: r1s1, proto: 6, flags: ack, payload: 1448}},
-		{name: "a first fragment", p: pkt{dst: r1s1, proto: 6, flags: ack, fragOff: moreFragments}, unparsed: true},
-		{name: "a later fragment", p: pkt{dst: r1s1, proto: 6, flags: ack, fragOff: 185}, unparsed: true},
-		{name: "a total length shorter than the headers", p: pkt{dst: r1s1, proto: 6, flags: ack, totLenDelta: -4}, unparsed: true},
-		{name: "a TCP header cut short", p: pkt{dst: r1s1, proto: 6, flags: ack, doff: 5, cut: 10}, unparsed: true},
-		{name: "a short datagram", p: pkt{dst: r1s1, proto: 17, payload: 10}},
-		{name: "a datagram to rack 256", p: pkt{dst: rack256, proto: 17, payload: 1000}},
-		{name: "to host 0", p: pkt{dst: netip.MustParseAddr("10.0.1.0"), proto: 17, payload: 100}},
-		{name: "to a host beyond the rack", p: pkt{dst: netip.MustParseAddr("10.0.1.3"), proto: 17, payload: 100}},
-		{name: "to a ToR's router address", p: pkt{dst: topo.ToRAddr(1), proto: 17, payload: 100}},
-		{name: "to the packet core", p: pkt{dst: topo.CoreAddr, proto: 6, flags: ack | psh, payload: 100}},
-		{name: "outside 10/8", p: pkt{dst: netip.MustParseAddr("192.168.1.2"), proto: 17, payload: 100}},
+		{name: "a pure ACK", p: pkt{addr: r1s1, proto: 6, flags: ack}},
+		{name: "a pure ACK to the gateway", p: pkt{addr: topo.GatewayAddr(0), proto: 6, flags: ack}},
+		{name: "a pure ACK without options", p: pkt{addr: r1s1, proto: 6, flags: ack, doff: 5}},
+		{name: "a pure ACK with an IPv4 option", p: pkt{addr: r1s1, proto: 6, flags: ack, ihl: 6}},
+		{name: "IPv4 and TCP options: 134 bytes", p: pkt{addr: r1s1, proto: 6, flags: ack, ihl: 15, doff: 15}},
+		{name: "an ACK with ECE and CWR", p: pkt{addr: r1s1, proto: 6, flags: ack | ece | cwr}},
+		{name: "a 1-byte segment", p: pkt{addr: r1s1, proto: 6, flags: ack | psh, payload: 1}},
+		{name: "an 8-byte segment", p: pkt{addr: r1s1, proto: 6, flags: ack | psh, payload: 8}},
+		{name: "a 9-byte segment", p: pkt{addr: r1s1, proto: 6, flags: ack | psh, payload: 9}},
+		{name: "an RST", p: pkt{addr: r1s1, proto: 6, flags: rst}},
+		{name: "a FIN", p: pkt{addr: r1s1, proto: 6, flags: ack | fin}},
+		{name: "a SYN", p: pkt{addr: r1s1, proto: 6, flags: syn}},
+		{name: "a full segment", p: pkt{addr: r1s1, proto: 6, flags: ack, payload: 1448}},
+		{name: "a first fragment", p: pkt{addr: r1s1, proto: 6, flags: ack, fragOff: moreFragments}, unparsed: true},
+		{name: "a later fragment", p: pkt{addr: r1s1, proto: 6, flags: ack, fragOff: 185}, unparsed: true},
+		{name: "a total length shorter than the headers", p: pkt{addr: r1s1, proto: 6, flags: ack, totLenDelta: -4}, unparsed: true},
+		{name: "a TCP header cut short", p: pkt{addr: r1s1, proto: 6, flags: ack, doff: 5, cut: 10}, unparsed: true},
+		{name: "a short datagram", p: pkt{addr: r1s1, proto: 17, payload: 10}},
+		{name: "a datagram to rack 256", p: pkt{addr: rack256, proto: 17, payload: 1000}},
+		{name: "to host 0", p: pkt{addr: netip.MustParseAddr("10.0.1.0"), proto: 17, payload: 100}},
+		{name: "to a host beyond the rack", p: pkt{addr: netip.MustParseAddr("10.0.1.3"), proto: 17, payload: 100}},
+		{name: "to a ToR's router address", p: pkt{addr: topo.ToRAddr(1), proto: 17, payload: 100}},
+		{name: "to the packet core", p: pkt{addr: topo.CoreAddr, proto: 6, flags: ack | psh, payload: 100}},
+		{name: "outside 10/8", p: pkt{addr: netip.MustParseAddr("192.168.1.2"), proto: 17, payload: 100}},
 	} {
-		f := tc.p.frame()
-		sparse := tc.p.proto == 6 && !tc.unparsed &&
-			SparseSegment(len(f), tc.p.payload, tc.p.flags)
-		want := Major<<16 | Class(tc.p.dst, sparse, perRack, classes)
-		if got := run(t, prog, f); got != want {
-			t.Errorf("%s (%d B): priority %#x, want %#x", tc.name, len(f), got, want)
+		ways := []bool{false}
+		if key == ByPair {
+			ways = append(ways, true)
+		}
+		for _, asSource := range ways {
+			f := tc.p.frame(asSource)
+			sparse := tc.p.proto == 6 && !tc.unparsed &&
+				SparseSegment(len(f), tc.p.payload, tc.p.flags)
+			want := Major<<16 | Class(tc.p.addr, sparse, perRack, classes)
+			switch {
+			case key == ByPair && asSource:
+				want = Major<<16 | PairClass(tc.p.addr, r0s0, sparse, racks, perRack, classes)
+			case key == ByPair:
+				want = Major<<16 | PairClass(r0s0, tc.p.addr, sparse, racks, perRack, classes)
+			}
+			if got := run(t, prog, f); got != want {
+				t.Errorf("%s (%d B, from addr %v): priority %#x, want %#x", tc.name, len(f), asSource, got, want)
+			}
 		}
 	}
 	// Not IPv4 (ARP): the last data class. (A test run refuses a frame too

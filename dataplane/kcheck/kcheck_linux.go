@@ -111,7 +111,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		qdisc    netlink.Qdisc
 	}{
 		{"tbf", true, "rate shaping of every link", &netlink.Tbf{Rate: 125e6, Limit: 1 << 20, Buffer: netlink.Xmittime(125e6, 1<<16)}},
-		{"htb", false, "fabric.server_queue: fair (per-destination queues under a server port's tbf)", netlink.NewHtb(netlink.QdiscAttrs{})},
+		{"htb", false, "fabric.server_queue and fabric.switch_queue: fair (per-flow queues under a port's tbf)", netlink.NewHtb(netlink.QdiscAttrs{})},
 		{"netem", false, "delay/loss emulation (optional; often present on VMs)", &netlink.Netem{Latency: 1000}},
 		{"fq", false, "pacing qdisc (optional)", &netlink.Fq{}},
 		{"fq_codel", false, "AQM (optional)", &netlink.FqCodel{}},

@@ -42,9 +42,13 @@ type Spec struct {
 	// shaper's one FIFO, the default) or "fair" (per destination,
 	// round-robin, as a host's fq_codel); dataplane/fairq.
 	ServerQueue string `json:"server_queue,omitempty"`
+	// SwitchQueue is a shaped switch port's queue (a ToR's, the packet
+	// core's): "fifo" or "" (the default) or "fair" (per source server,
+	// round-robin: per-flow fair queueing); dataplane/fairq.
+	SwitchQueue string `json:"switch_queue,omitempty"`
 }
 
-// Server queues (Spec.ServerQueue).
+// Server and switch queues (Spec.ServerQueue, Spec.SwitchQueue).
 const (
 	QueueFair = "fair"
 	QueueFIFO = "fifo"

@@ -97,6 +97,7 @@ type Sim struct {
 	mark     int32 // component generation
 	// incWindowBytes is what an INC worker keeps in flight (INCWindow).
 	incWindowBytes float64
+	fairPorts      bool // fabric.switch_queue: fair: TCP shares by flow, not by RTT (weighAndFill)
 
 	// conns is each connection's (job, src, dst) state when it last
 	// finished a flow: the TCP-aware model restarts a long-idle one from
@@ -295,6 +296,7 @@ func New(f scenario.Fabric, jobs []plan.Job, opt Options) *Sim {
 		s.res[s.coreUp(r)].capBps = core
 		s.res[s.coreDown(r)].capBps = core
 	}
+	s.fairPorts = f.SwitchQueue == topo.QueueFair
 	for i := range jobs {
 		j := &jobs[i]
 		keys := j.Phases()

@@ -38,9 +38,12 @@ func pushEnds(t *testing.T, s *scenario.Scenario, jobs []plan.Job, opt Options, 
 // 3/5 (75 MB/s): b and c end at 1 s, when a has 25 MB left, which takes
 // 0.2 s alone. With α = 0 (max-min) all get 62.5 MB/s and end at 1.2 s.
 // Without c the first circuit is not full, adds no queue, and a and b
-// share the second equally.
+// share the second equally. Fair switch ports (switch_queue: fair) share
+// per flow whatever the RTTs: max-min again.
 func TestRTTBiasedSharingByHand(t *testing.T) {
-	s := scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	fabric := func(queue string) *scenario.Scenario {
+		return scen(t, "fabric: {kind: ocs, racks: 3, servers_per_rack: 2, uplinks_per_tor: 2, switch_queue: "+queue+", rates: {server: 10Gbit, uplink: 1Gbit}}\n")
+	}
 	job := func(name, w, ps string) plan.Job {
 		return plan.Job{Name: name, Pattern: "ps", Workers: []string{w, ps}, PS: ps, Bytes: 75_000_000, Iterations: 1}
 	}
@@ -48,18 +51,20 @@ func TestRTTBiasedSharingByHand(t *testing.T) {
 	chain := []circuit.Circuit{c("tor0:0", "tor1:0"), c("tor1:1", "tor2:0")}
 	tests := []struct {
 		name  string
+		queue string
 		alpha float64
 		jobs  []plan.Job
 		want  map[string]float64
 	}{
-		{"alpha 1: the 2-hop flow gets 2/5", 1, []plan.Job{ja, jb, jc}, map[string]float64{"a": 1.2, "b": 1, "c": 1}},
-		{"alpha 0 is max-min", 0, []plan.Job{ja, jb, jc}, map[string]float64{"a": 1.2, "b": 1.2, "c": 1.2}},
-		{"a hop that is not full adds no queue", 1, []plan.Job{ja, jb}, map[string]float64{"a": 1.2, "b": 1.2}},
+		{"alpha 1: the 2-hop flow gets 2/5", "fifo", 1, []plan.Job{ja, jb, jc}, map[string]float64{"a": 1.2, "b": 1, "c": 1}},
+		{"alpha 0 is max-min", "fifo", 0, []plan.Job{ja, jb, jc}, map[string]float64{"a": 1.2, "b": 1.2, "c": 1.2}},
+		{"a hop that is not full adds no queue", "fifo", 1, []plan.Job{ja, jb}, map[string]float64{"a": 1.2, "b": 1.2}},
+		{"fair switch ports share max-min", "fair", 1, []plan.Job{ja, jb, jc}, map[string]float64{"a": 1.2, "b": 1.2, "c": 1.2}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tm := &TCPModel{RTTExponent: tt.alpha, BaseRTTNs: 1e6, QueueNs: func(scenario.Rate) int64 { return 1e6 }, PTOMinNs: 2e6, RTOMinNs: 200e6, MSS: 1448}
-			got := pushEnds(t, s, tt.jobs, Options{TCP: tm}, chain, 0, nil)
+			got := pushEnds(t, fabric(tt.queue), tt.jobs, Options{TCP: tm}, chain, 0, nil)
 			for j, want := range tt.want {
 				if math.Abs(got[j]-want) > 1e-6 {
 					t.Errorf("%s's push ends at %.6f s, want %.6f", j, got[j], want)

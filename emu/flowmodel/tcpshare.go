@@ -217,12 +217,21 @@ func (s *Sim) heldBackScale(comp []*flow) map[*flow]float64 {
 	return held
 }
 
-// weighAndFill weighs every flow by its RTT through queue (an INC
+// weighAndFill weighs every flow by its RTT through queue, unless switch
+// ports are fair (max-min then) (an INC
 // segment: through the one standing queue it shares a link like; a flow
 // in held: through that share of its own uplink's) and shares the links
 // by those weights, INC trees at one rate each.
 func (s *Sim) weighAndFill(comp []*flow, rq []int32, queue, standing map[int32]float64, held map[*flow]float64) {
 	base := float64(max(1, s.opt.TCP.BaseRTTNs))
+	alpha := s.opt.TCP.RTTExponent
+	if s.fairPorts {
+		// Switch ports queue per flow (fabric.switch_queue: fair): where
+		// TCP fills a queue it gets its flow's share whatever its RTT, and
+		// a server's own port, which TCP small queues keep short, shares
+		// its flows about equally too (docs/fidelity.md).
+		alpha = 0
+	}
 	for _, fl := range comp {
 		rtt := base
 		for _, r := range fl.res {
@@ -239,7 +248,7 @@ func (s *Sim) weighAndFill(comp []*flow, rq []int32, queue, standing map[int32]f
 				rtt += queue[r]
 			}
 		}
-		fl.weight = math.Pow(rtt/base, -s.opt.TCP.RTTExponent)
+		fl.weight = math.Pow(rtt/base, -alpha)
 	}
 	s.fill(comp, rq, nil)
 	if fixed := s.incTreeRates(comp, queue); len(fixed) > 0 {

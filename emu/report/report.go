@@ -221,8 +221,13 @@ func build(r *Run) page {
 		pg.MakespanErr = float64(pg.MeasMakespan-pg.PredMakespan) / float64(pg.PredMakespan)
 	}
 	pg.Fabric = fmt.Sprintf("%s fabric, %d racks × %d servers, server links %s, %s", f.Kind, f.Racks, f.ServersPerRack, f.Rates.Server, f.TCP.CongestionControl)
-	if f.ServerQueue == topo.QueueFair {
+	switch {
+	case f.ServerQueue == topo.QueueFair && f.SwitchQueue == topo.QueueFair:
+		pg.Fabric += " (fair server and switch queues)"
+	case f.ServerQueue == topo.QueueFair:
 		pg.Fabric += " (fair server queues)"
+	case f.SwitchQueue == topo.QueueFair:
+		pg.Fabric += " (fair switch queues)"
 	}
 	if f.Kind == "ocs" {
 		pg.Fabric += fmt.Sprintf(", %d uplinks per ToR over %d OCS, reconfiguration delay %s", f.UplinksPerToR, f.OCS.Switches, f.OCS.ReconfigDelay)

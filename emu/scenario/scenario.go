@@ -93,6 +93,13 @@ type Fabric struct {
 	// short TCP control segments first, as a Linux host's fq_codel);
 	// dataplane/fairq.
 	ServerQueue string `yaml:"server_queue" json:"server_queue"`
+	// SwitchQueue is how a switch's shaped port (a ToR's to its servers
+	// and uplinks, the packet core's) queues what it forwards: "fifo"
+	// (the default: one FIFO, as a commodity switch's port, where TCP
+	// shares by RTT) or "fair" (per source server, round-robin: per-flow
+	// fair queueing, the max-min sharing the fluid models assume);
+	// dataplane/fairq.
+	SwitchQueue string `yaml:"switch_queue" json:"switch_queue"`
 	// Loss drops a random fraction of the frames on lab ports, applied at
 	// deploy (dataplane/loss).
 	Loss []Loss `yaml:"loss" json:"loss,omitempty"`
@@ -542,6 +549,9 @@ func (s *Scenario) ApplyDefaults() {
 	if f.TCP.CongestionControl == "" {
 		f.TCP.CongestionControl = "cubic"
 	}
+	if f.SwitchQueue == "" {
+		f.SwitchQueue = topo.QueueFIFO
+	}
 	if f.ServerQueue == "" {
 		f.ServerQueue = topo.QueueFIFO
 	}
@@ -638,6 +648,12 @@ func (s *Scenario) Validate() error {
 		bad("fabric.server_queue", "%q: want %s (one FIFO) or %s (per destination, round-robin)", f.ServerQueue, topo.QueueFIFO, topo.QueueFair)
 	case f.ServerQueue == topo.QueueFair && f.Rates.Server == 0:
 		bad("fabric.server_queue", "%s queues under a server port's shaper, and fabric.rates.server is unlimited", topo.QueueFair)
+	}
+	switch {
+	case f.SwitchQueue != topo.QueueFair && f.SwitchQueue != topo.QueueFIFO:
+		bad("fabric.switch_queue", "%q: want %s (one FIFO) or %s (per source server, round-robin)", f.SwitchQueue, topo.QueueFIFO, topo.QueueFair)
+	case f.SwitchQueue == topo.QueueFair && f.Rates.Server == 0 && f.Rates.Uplink == 0 && f.CoreRate() == 0:
+		bad("fabric.switch_queue", "%s queues under a switch port's shaper, and fabric.rates leaves every switch port unlimited", topo.QueueFair)
 	}
 	fabricOK := len(errs) == 0
 	s.validateLoss(fabricOK, bad)
@@ -764,7 +780,7 @@ func (f *Fabric) Spec(lab string) topo.Spec {
 		OCSSwitches: f.OCS.Switches, Spread: f.OCS.Spread, HalfDuplex: f.OCS.Duplex == "half" || f.OCS.Duplex == DuplexHalfStrict,
 		StrictHalfDuplex: f.OCS.Duplex == DuplexHalfStrict,
 		ReconfigDelay:    f.OCS.ReconfigDelay, ServerRate: f.Rates.Server, UplinkRate: f.Rates.Uplink, CoreRate: f.CoreRate(),
-		MTU: f.MTU, CongestionControl: f.TCP.CongestionControl, ServerQueue: f.ServerQueue,
+		MTU: f.MTU, CongestionControl: f.TCP.CongestionControl, ServerQueue: f.ServerQueue, SwitchQueue: f.SwitchQueue,
 	}
 }
 

@@ -48,6 +48,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad cc", base + "  tcp:\n    congestion_control: 'cubic; rm'\n", []string{"fabric.tcp.congestion_control"}},
 		{"bad server queue", base + "  server_queue: sfq\n", []string{"x.yaml:9:", "fabric.server_queue", `"sfq"`, "fifo", "fair"}},
 		{"fair queue on an unshaped port", strings.Replace(base, "1Gbit", "unlimited", 1) + "  server_queue: fair\n", []string{"fabric.server_queue", "unlimited"}},
+		{"bad switch queue", base + "  switch_queue: red\n", []string{"x.yaml:9:", "fabric.switch_queue", `"red"`, "fifo", "fair"}},
+		{"fair switch queue on unshaped ports", strings.Replace(base, "1Gbit", "unlimited", 1) + "  switch_queue: fair\n", []string{"fabric.switch_queue", "unlimited"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
