@@ -119,7 +119,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	workers.PrintStats(o, collapseStats(res.Stats, dag, p), res.Jobs)
 	fmt.Fprintln(o)
 	fmt.Fprintln(o, "== measured against the flow model's prediction (error = (measured - predicted) / predicted)")
-	fmt.Fprintln(o, "   ideal: the papers' fluid model at line rate; calibrated: with TCP framing, all-to-all ranks on their own; tcp-aware: also slow start, RTT-biased sharing (not at fair queues), reconfiguration recovery (docs/fidelity.md)")
+	fmt.Fprintln(o, "   ideal: the papers' fluid model at line rate; calibrated: with TCP framing, all-to-all ranks on their own; tcp-aware: also slow start, RTT-biased sharing (not with fair switch queues), reconfiguration recovery (docs/fidelity.md)")
 	byKey := func(cs []orchestrate.Comparison) map[job.Key]orchestrate.Comparison {
 		m := map[job.Key]orchestrate.Comparison{}
 		for _, c := range cs {

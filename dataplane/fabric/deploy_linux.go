@@ -498,10 +498,10 @@ func (l *Lab) fairKey(kind string, ln topo.Link) (fairq.Key, bool) {
 }
 
 // txqueue is the txqueuelen of the end of link ln on a node of kind: a
-// fair switch port's leaves queue that many frames (fairq.LeafFrames).
+// fair switch port's leaves queue that many packets (fairq.LeafPackets).
 func (l *Lab) txqueue(kind string, ln topo.Link) int {
 	if key, fair := l.fairKey(kind, ln); fair && key == fairq.ByPair {
-		return fairq.LeafFrames(ln.Rate.BytesPerSec(), l.Topo.Spec.MTU)
+		return fairq.LeafPackets(ln.Rate.BytesPerSec(), l.Topo.Spec.MTU)
 	}
 	return defaultTxqueue
 }

@@ -12,11 +12,11 @@
 // robin among ready classes of one priority, with Quantum: the most a
 // frame or GSO packet that reaches the htb can be, so a round is fair in
 // bytes); short TCP control segments (ACKs) have a class of their own,
-// served first. Each leaf queues up to the port's txqueuelen frames (htb's
+// served first. Each leaf queues up to the port's txqueuelen packets (htb's
 // default leaf), not the tbf's byte limit: on a server's port TCP small
 // queues keep a sender's own queue far shorter; a switch's port is made
-// with LeafFrames of txqueuelen, so every flow there has the queue a FIFO
-// port gives all of them. A tc BPF program on the port's clsact egress
+// with LeafPackets of txqueuelen, so no flow there queues more bytes than
+// a FIFO port holds. A tc BPF program on the port's clsact egress
 // sets each frame's skb->priority to its class, which htb takes before
 // any filter.
 //
@@ -26,7 +26,8 @@
 // plan's transfers over several circuits, go to distinct servers), on a
 // switch's port its source and destination (the flows that meet there
 // join distinct pairs). A class is fixed, so runs differ only by TCP, not
-// by hash collisions, up to MaxClasses servers and MaxPairClasses pairs.
+// by hash collisions, up to MaxClasses-1 servers and MaxPairClasses-1
+// pairs.
 // Flows of one class share a FIFO.
 package fairq
 
@@ -43,7 +44,12 @@ const MaxClasses = 32
 
 // MaxPairClasses bounds the classes of a switch's port, whose frames
 // class by pair: a fabric of up to 15 servers has a class for every pair.
-const MaxPairClasses = 256
+// Beyond, pairs share 251 data classes: a prime, so the sources of one
+// destination spread over them whatever the number of servers (255 would
+// put every source to a destination into one class with 255 servers, 3
+// with 85). Each class's leaf qdisc is htb's default, which a qdisc dump
+// skips, so classes do not slow the fabric's recorder.
+const MaxPairClasses = 252
 
 // Major is the htb's handle major under the port's tbf (handle 1:).
 const Major = 2
@@ -175,13 +181,17 @@ func Quantum(rate uint64, mtu int) uint32 {
 	return uint32(min(shaper.Burst(rate, mtu), uint64(gso)))
 }
 
-// LeafFrames is the txqueuelen a switch's fair port is made with, and so
-// each leaf's queue, in frames: shaper.Limit's bytes, the queue a FIFO port
-// of that rate holds, in full frames (at least one). A switch forwards
-// frames, not GSO packets, so frames are what its leaves queue.
-func LeafFrames(rate uint64, mtu int) int {
-	frame := uint64(mtu + shaper.EthernetHeader)
-	return int(max(1, (shaper.Limit(rate, mtu)+frame-1)/frame))
+// LeafPackets is the txqueuelen a switch's fair port is made with, and so
+// each leaf's queue, in packets: shaper.Limit's bytes, the queue a FIFO
+// port of that rate holds, over Quantum, the largest packet the port's tbf
+// passes down (at least one). A switch's port gets what the servers' veths
+// forwarded: GSO packets of about a millisecond of their flow's rate, and
+// frames. So a leaf holds at most the FIFO's bytes, and a flow that keeps
+// its leaf full queues roughly 10-20 ms of its own rate there, as much as
+// one FIFO holds of the port's.
+func LeafPackets(rate uint64, mtu int) int {
+	q := uint64(max(Quantum(rate, mtu), 1))
+	return int(max(1, (shaper.Limit(rate, mtu)+q-1)/q))
 }
 
 // minTCPHeaders is IPv4 and TCP with timestamps: a segment's payload is

@@ -55,6 +55,9 @@ const (
 	stackTCP = -28
 )
 
+// hdr is where byte off of the IPv4 header is on the stack.
+func hdr(off int16) int16 { return stackHdr + off }
+
 // build assembles the classifier for a port with classes data leaves,
 // keyed by key, in a fabric of racks x perRack servers: Class or
 // PairClass, in the kernel. r6 ctx, r7
@@ -63,7 +66,6 @@ const (
 func build(key Key, racks, perRack, classes int) asm.Instructions {
 	other := int32(Major<<16 | classes)
 	sparse := int32(Major<<16) | int32(Sparse(classes))
-	hdr := func(off int16) int16 { return stackHdr + off }
 	prog := asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1),
 		asm.LoadMem(asm.R0, asm.R6, skbProtocol, asm.Word),
@@ -141,7 +143,6 @@ func build(key Key, racks, perRack, classes int) asm.Instructions {
 // offset at of the IPv4 header into out, or jumps to "other"; it uses R2
 // and R5.
 func loadServerIndex(at int16, out asm.Register, perRack int) asm.Instructions {
-	hdr := func(off int16) int16 { return stackHdr + off }
 	return asm.Instructions{
 		asm.LoadMem(asm.R2, asm.RFP, hdr(at), asm.Byte),
 		asm.JNE.Imm(asm.R2, 10, "other"),

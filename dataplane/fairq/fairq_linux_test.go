@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 	"github.com/ocsemu/ocsemu/dataplane/fairq"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
@@ -22,16 +23,17 @@ import (
 // queued as mode says, and returns it with its hosts by name.
 func deployQueue(t *testing.T, prefix, mode string) (map[string]probe.Host, func(node string) netlink.Link, *netlink.Handle) {
 	t.Helper()
-	return deployLab(t, prefix, func(sp *topo.Spec) {
+	hosts, port, h, _ := deployLab(t, prefix, func(sp *topo.Spec) {
 		sp.ServerRate = units.Rate(4e6)
 		sp.CoreRate = 2 * sp.ServerRate
 		sp.ServerQueue = mode
 	})
+	return hosts, port, h
 }
 
-// deployLab deploys a 2 x 2 packet-core lab as set says, and returns it
-// with its hosts by name, its server ports and r0s0's handle.
-func deployLab(t *testing.T, prefix string, set func(*topo.Spec)) (map[string]probe.Host, func(node string) netlink.Link, *netlink.Handle) {
+// deployLab deploys a 2 x 2 packet-core lab as set says, and returns its
+// hosts by name, its server ports, r0s0's handle and the lab.
+func deployLab(t *testing.T, prefix string, set func(*topo.Spec)) (map[string]probe.Host, func(node string) netlink.Link, *netlink.Handle, *fabric.Lab) {
 	t.Helper()
 	sp := fabrictest.Fabric(t, fabrictest.UniqueLab(prefix), "{kind: eps, racks: 2, servers_per_rack: 2}")
 	set(&sp)
@@ -51,7 +53,7 @@ func deployLab(t *testing.T, prefix string, set func(*topo.Spec)) (map[string]pr
 		}
 		return l
 	}
-	return hosts, port, h
+	return hosts, port, h, lab
 }
 
 // sendUDP sends n datagrams of size bytes from src to dst:port as fast
@@ -178,26 +180,27 @@ func TestFairQueueShares(t *testing.T) {
 	for _, mode := range []string{topo.QueueFair, topo.QueueFIFO} {
 		t.Run(mode, func(t *testing.T) {
 			hosts, _, _ := deployQueue(t, "fq"+mode, mode)
-			raceBatches(t, mode, hosts["r0s0"], hosts["r0s0"], hosts["r1s0"], hosts["r1s1"])
+			raceBatches(t, mode, 120, hosts["r0s0"], hosts["r0s0"], hosts["r1s0"], hosts["r1s1"])
 		})
 	}
 }
 
 // TestSwitchQueueShares: on a lab whose servers are unshaped and whose
-// ToRs reach the core at 500 kB/s, r0s0 sends 120 kB to r1s0 and then
-// r0s1 40 kB to r1s1: both batches queue at tor0's core port, which a
+// ToRs reach the core at 500 kB/s, r0s0 sends 60 kB to r1s0 and then
+// r0s1 20 kB to r1s1: both batches queue at tor0's core port, which a
 // fair switch queue shares per pair of servers (the second batch ends well before
 // the first) and a FIFO serves in order. Server ports stay FIFO, and
-// the fair port's leaves queue LeafFrames.
+// the fair port's leaves queue LeafPackets.
 func TestSwitchQueueShares(t *testing.T) {
 	fabrictest.SkipUnlessRoot(t)
 	for _, mode := range []string{topo.QueueFair, topo.QueueFIFO} {
 		t.Run(mode, func(t *testing.T) {
 			lab := "sq" + mode
-			hosts, port, h := deployLab(t, lab, func(sp *topo.Spec) {
+			hosts, port, h, l := deployLab(t, lab, func(sp *topo.Spec) {
 				sp.ServerRate, sp.CoreRate = 0, units.Rate(4e6)
 				sp.SwitchQueue = mode
 			})
+			checkLeaves(t, l, "tor0", mode)
 			if qs, err := h.QdiscList(port("r0s0")); err != nil {
 				t.Fatal(err)
 			} else {
@@ -207,18 +210,67 @@ func TestSwitchQueueShares(t *testing.T) {
 					}
 				}
 			}
-			raceBatches(t, mode, hosts["r0s0"], hosts["r0s1"], hosts["r1s0"], hosts["r1s1"])
+			// 60 frames: a fair leaf at 4 Mbit/s holds 65 packets
+			// (LeafPackets), frames here.
+			raceBatches(t, mode, 60, hosts["r0s0"], hosts["r0s1"], hosts["r1s0"], hosts["r1s1"])
 		})
 	}
 }
 
-// raceBatches sends 120 one-kB datagrams from srcBig to dstBig, then 40
-// from srcSmall to dstSmall, and checks where the second batch ended
-// against the first: well before it if mode is fair, not before it if
-// FIFO.
-func raceBatches(t *testing.T, mode string, srcBig, srcSmall, dstBig, dstSmall probe.Host) {
+// checkLeaves checks node's shaped ports: with a fair switch queue each
+// has the htb and LeafPackets of txqueuelen (its leaves' queue), with a
+// FIFO neither.
+func checkLeaves(t *testing.T, lab *fabric.Lab, node, mode string) {
 	t.Helper()
-	const big, small, size = 120, 40, 1000
+	h, err := lab.Handle(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	links, err := h.LinkList()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shaped := 0
+	for _, ln := range links {
+		qs, err := h.QdiscList(ln)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tbf *netlink.Tbf
+		hasHtb := false
+		for _, q := range qs {
+			switch q := q.(type) {
+			case *netlink.Tbf:
+				tbf = q
+			case *netlink.Htb:
+				hasHtb = true
+			}
+		}
+		if tbf == nil {
+			continue
+		}
+		shaped++
+		want, wantQ := false, 1000
+		if mode == topo.QueueFair {
+			want, wantQ = true, fairq.LeafPackets(tbf.Rate, 1500)
+		}
+		if hasHtb != want || ln.Attrs().TxQLen != wantQ {
+			t.Errorf("%s:%s (%s): htb %v, txqueuelen %d; want htb %v, txqueuelen %d", node, ln.Attrs().Name, mode, hasHtb, ln.Attrs().TxQLen, want, wantQ)
+		}
+	}
+	if shaped == 0 {
+		t.Errorf("%s has no shaped port", node)
+	}
+}
+
+// raceBatches sends big one-kB datagrams from srcBig to dstBig, then a
+// third as many from srcSmall to dstSmall, and checks where the second
+// batch ended against the first: well before it if mode is fair, not
+// before it if FIFO.
+func raceBatches(t *testing.T, mode string, big int, srcBig, srcSmall, dstBig, dstSmall probe.Host) {
+	t.Helper()
+	const size = 1000
+	small := big / 3
 	var ready, done sync.WaitGroup
 	ready.Add(2)
 	done.Add(2)

@@ -102,7 +102,7 @@ func TestClassesFor(t *testing.T) {
 		{ByDestination, 4, 2, 9},
 		{ByPair, 4, 2, 65},  // 8 servers: 64 pairs and the rest
 		{ByPair, 3, 5, 226}, // 15 servers: every pair
-		{ByPair, 4, 4, MaxPairClasses},
+		{ByPair, 4, 4, 252}, // 16 servers: 251 data classes, a prime
 		{ByPair, 64, 4, MaxPairClasses},
 	} {
 		if got := ClassesFor(tc.key, tc.racks, tc.perRack); got != tc.want {
@@ -144,20 +144,32 @@ func TestPairClass(t *testing.T) {
 	if len(seen) != racks*perRack*racks*perRack {
 		t.Errorf("%d classes for %d pairs", len(seen), racks*perRack*racks*perRack)
 	}
+	// Beyond 15 servers pairs share classes, but the sources of one
+	// destination still spread: 85 and 255 servers share factors with 255.
+	for _, n := range []int{16, 30, 85, 255} {
+		classes := ClassesFor(ByPair, n, 1)
+		spread := map[uint32]bool{}
+		for i := range n {
+			spread[PairClass(s(i, 0), s(0, 0), false, n, 1, classes)] = true
+		}
+		if want := min(n, classes-1); len(spread) != want {
+			t.Errorf("%d servers: their frames to r0s0 take %d classes, want %d", n, len(spread), want)
+		}
+	}
 }
 
-func TestLeafFrames(t *testing.T) {
+func TestLeafPackets(t *testing.T) {
 	for _, tc := range []struct {
 		rate uint64 // bytes/s
 		want int
 	}{
-		{125_000, 130},        // 1 Mbit/s: three 64 KiB GSO packets
-		{500_000, 130},        // 4 Mbit/s: the same floor
-		{125_000_000, 826},    // 1 Gbit/s: 10 ms
-		{1_250_000_000, 8257}, // 10 Gbit/s: 10 ms
+		{125_000, 65},        // 1 Mbit/s: three 64 KiB GSO packets' worth, split by the tbf into frames (a 2-frame bucket)
+		{12_500_000, 16},     // 100 Mbit/s: 196,608 B over a 12,500 B bucket
+		{125_000_000, 18},    // 1 Gbit/s: 10 ms over a 64 KiB GSO packet (69,644 B)
+		{1_250_000_000, 180}, // 10 Gbit/s
 	} {
-		if got := LeafFrames(tc.rate, 1500); got != tc.want {
-			t.Errorf("LeafFrames(%d B/s) = %d, want %d", tc.rate, got, tc.want)
+		if got := LeafPackets(tc.rate, 1500); got != tc.want {
+			t.Errorf("LeafPackets(%d B/s) = %d, want %d", tc.rate, got, tc.want)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // pkt describes a frame for the classifier: IPv4 to or from addr (frame
-// puts it where asked, and 10.0.0.1, r0s0, as the other end), carrying proto
+// puts it where asked, and r1s1 as the other end), carrying proto
 // (6 TCP, 17 UDP) with payload bytes; ihl and doff are header lengths in
 // 32-bit words (0: 5 and 8, TCP with the timestamp option); fragOff is
 // the IPv4 flags and fragment offset field; totLenDelta is added to the
@@ -36,7 +36,7 @@ func (p pkt) frame(asSource bool) []byte {
 	binary.BigEndian.PutUint16(ip[6:8], p.fragOff)
 	ip[8] = 64
 	ip[9] = p.proto
-	other := r0s0.AsSlice()
+	other := r1s1.AsSlice()
 	if asSource {
 		copy(ip[12:16], p.addr.AsSlice())
 		copy(ip[16:20], other)
@@ -81,8 +81,9 @@ func run(t *testing.T, prog *ebpf.Program, frame []byte) uint32 {
 	return binary.NativeEndian.Uint32(ctx[skbPriority:])
 }
 
-// r0s0 is every test frame's other end.
-var r0s0 = netip.MustParseAddr("10.0.0.1")
+// r1s1 is every test frame's other end: server index 3, so a pair's
+// class depends on both indexes.
+var r1s1 = topo.ServerAddr(1, 1)
 
 // TestProgramMatchesClass runs the kernel classifier, keyed by
 // destination and by pair, on frames (BPF_PROG_TEST_RUN) and checks the
@@ -108,7 +109,7 @@ func testProgram(t *testing.T, key Key) {
 	defer prog.Close()
 	const ack, syn, fin, rst, psh, ece, cwr = 0x10, 0x02, 0x01, 0x04, 0x08, 0x40, 0x80
 	const moreFragments = 0x2000
-	r1s1, rack256 := topo.ServerAddr(1, 1), topo.ServerAddr(256, 0)
+	r2s1, rack256 := topo.ServerAddr(2, 1), topo.ServerAddr(256, 0)
 	for _, tc := range []struct {
 		name string
 		p    pkt
@@ -116,24 +117,24 @@ func testProgram(t *testing.T, key Key) {
 		// classifier to read as a sparse segment.
 		unparsed bool
 	}{
-		{name: "a pure ACK", p: pkt{addr: r1s1, proto: 6, flags: ack}},
+		{name: "a pure ACK", p: pkt{addr: r2s1, proto: 6, flags: ack}},
 		{name: "a pure ACK to the gateway", p: pkt{addr: topo.GatewayAddr(0), proto: 6, flags: ack}},
-		{name: "a pure ACK without options", p: pkt{addr: r1s1, proto: 6, flags: ack, doff: 5}},
-		{name: "a pure ACK with an IPv4 option", p: pkt{addr: r1s1, proto: 6, flags: ack, ihl: 6}},
-		{name: "IPv4 and TCP options: 134 bytes", p: pkt{addr: r1s1, proto: 6, flags: ack, ihl: 15, doff: 15}},
-		{name: "an ACK with ECE and CWR", p: pkt{addr: r1s1, proto: 6, flags: ack | ece | cwr}},
-		{name: "a 1-byte segment", p: pkt{addr: r1s1, proto: 6, flags: ack | psh, payload: 1}},
-		{name: "an 8-byte segment", p: pkt{addr: r1s1, proto: 6, flags: ack | psh, payload: 8}},
-		{name: "a 9-byte segment", p: pkt{addr: r1s1, proto: 6, flags: ack | psh, payload: 9}},
-		{name: "an RST", p: pkt{addr: r1s1, proto: 6, flags: rst}},
-		{name: "a FIN", p: pkt{addr: r1s1, proto: 6, flags: ack | fin}},
-		{name: "a SYN", p: pkt{addr: r1s1, proto: 6, flags: syn}},
-		{name: "a full segment", p: pkt{addr: r1s1, proto: 6, flags: ack, payload: 1448}},
-		{name: "a first fragment", p: pkt{addr: r1s1, proto: 6, flags: ack, fragOff: moreFragments}, unparsed: true},
-		{name: "a later fragment", p: pkt{addr: r1s1, proto: 6, flags: ack, fragOff: 185}, unparsed: true},
-		{name: "a total length shorter than the headers", p: pkt{addr: r1s1, proto: 6, flags: ack, totLenDelta: -4}, unparsed: true},
-		{name: "a TCP header cut short", p: pkt{addr: r1s1, proto: 6, flags: ack, doff: 5, cut: 10}, unparsed: true},
-		{name: "a short datagram", p: pkt{addr: r1s1, proto: 17, payload: 10}},
+		{name: "a pure ACK without options", p: pkt{addr: r2s1, proto: 6, flags: ack, doff: 5}},
+		{name: "a pure ACK with an IPv4 option", p: pkt{addr: r2s1, proto: 6, flags: ack, ihl: 6}},
+		{name: "IPv4 and TCP options: 134 bytes", p: pkt{addr: r2s1, proto: 6, flags: ack, ihl: 15, doff: 15}},
+		{name: "an ACK with ECE and CWR", p: pkt{addr: r2s1, proto: 6, flags: ack | ece | cwr}},
+		{name: "a 1-byte segment", p: pkt{addr: r2s1, proto: 6, flags: ack | psh, payload: 1}},
+		{name: "an 8-byte segment", p: pkt{addr: r2s1, proto: 6, flags: ack | psh, payload: 8}},
+		{name: "a 9-byte segment", p: pkt{addr: r2s1, proto: 6, flags: ack | psh, payload: 9}},
+		{name: "an RST", p: pkt{addr: r2s1, proto: 6, flags: rst}},
+		{name: "a FIN", p: pkt{addr: r2s1, proto: 6, flags: ack | fin}},
+		{name: "a SYN", p: pkt{addr: r2s1, proto: 6, flags: syn}},
+		{name: "a full segment", p: pkt{addr: r2s1, proto: 6, flags: ack, payload: 1448}},
+		{name: "a first fragment", p: pkt{addr: r2s1, proto: 6, flags: ack, fragOff: moreFragments}, unparsed: true},
+		{name: "a later fragment", p: pkt{addr: r2s1, proto: 6, flags: ack, fragOff: 185}, unparsed: true},
+		{name: "a total length shorter than the headers", p: pkt{addr: r2s1, proto: 6, flags: ack, totLenDelta: -4}, unparsed: true},
+		{name: "a TCP header cut short", p: pkt{addr: r2s1, proto: 6, flags: ack, doff: 5, cut: 10}, unparsed: true},
+		{name: "a short datagram", p: pkt{addr: r2s1, proto: 17, payload: 10}},
 		{name: "a datagram to rack 256", p: pkt{addr: rack256, proto: 17, payload: 1000}},
 		{name: "to host 0", p: pkt{addr: netip.MustParseAddr("10.0.1.0"), proto: 17, payload: 100}},
 		{name: "to a host beyond the rack", p: pkt{addr: netip.MustParseAddr("10.0.1.3"), proto: 17, payload: 100}},
@@ -152,12 +153,16 @@ func testProgram(t *testing.T, key Key) {
 			want := Major<<16 | Class(tc.p.addr, sparse, perRack, classes)
 			switch {
 			case key == ByPair && asSource:
-				want = Major<<16 | PairClass(tc.p.addr, r0s0, sparse, racks, perRack, classes)
+				want = Major<<16 | PairClass(tc.p.addr, r1s1, sparse, racks, perRack, classes)
 			case key == ByPair:
-				want = Major<<16 | PairClass(r0s0, tc.p.addr, sparse, racks, perRack, classes)
+				want = Major<<16 | PairClass(r1s1, tc.p.addr, sparse, racks, perRack, classes)
 			}
 			if got := run(t, prog, f); got != want {
-				t.Errorf("%s (%d B, from addr %v): priority %#x, want %#x", tc.name, len(f), asSource, got, want)
+				dir := "to"
+				if asSource {
+					dir = "from"
+				}
+				t.Errorf("%s (%d B, %s %v): priority %#x, want %#x", tc.name, len(f), dir, tc.p.addr, got, want)
 			}
 		}
 	}

@@ -10,7 +10,7 @@ import "encoding/binary"
 const (
 	// Loss is dataplane/loss/inject's random drop.
 	Loss = 1
-	// FairQueue is dataplane/fairq's classifier on a server port's egress:
+	// FairQueue is dataplane/fairq's classifier on a fair port's egress:
 	// it only picks the frame's class and hands every frame on.
 	FairQueue = 5
 	// FastPath is the OCS port program (ocsfabric/fastpath) and the ToR

@@ -43,7 +43,7 @@ type Spec struct {
 	// round-robin, as a host's fq_codel); dataplane/fairq.
 	ServerQueue string `json:"server_queue,omitempty"`
 	// SwitchQueue is a shaped switch port's queue (a ToR's, the packet
-	// core's): "fifo" or "" (the default) or "fair" (per source server,
+	// core's): "fifo" or "" (the default) or "fair" (per pair of servers,
 	// round-robin: per-flow fair queueing); dataplane/fairq.
 	SwitchQueue string `json:"switch_queue,omitempty"`
 }

@@ -96,7 +96,7 @@ type Fabric struct {
 	// SwitchQueue is how a switch's shaped port (a ToR's to its servers
 	// and uplinks, the packet core's) queues what it forwards: "fifo"
 	// (the default: one FIFO, as a commodity switch's port, where TCP
-	// shares by RTT) or "fair" (per source server, round-robin: per-flow
+	// shares by RTT) or "fair" (per pair of servers, round-robin: per-flow
 	// fair queueing, the max-min sharing the fluid models assume);
 	// dataplane/fairq.
 	SwitchQueue string `yaml:"switch_queue" json:"switch_queue"`
@@ -651,8 +651,11 @@ func (s *Scenario) Validate() error {
 	}
 	switch {
 	case f.SwitchQueue != topo.QueueFair && f.SwitchQueue != topo.QueueFIFO:
-		bad("fabric.switch_queue", "%q: want %s (one FIFO) or %s (per source server, round-robin)", f.SwitchQueue, topo.QueueFIFO, topo.QueueFair)
-	case f.SwitchQueue == topo.QueueFair && f.Rates.Server == 0 && f.Rates.Uplink == 0 && f.CoreRate() == 0:
+		bad("fabric.switch_queue", "%q: want %s (one FIFO) or %s (per pair of servers, round-robin)", f.SwitchQueue, topo.QueueFIFO, topo.QueueFair)
+	case f.SwitchQueue == topo.QueueFair && f.Rates.Server == 0 && (f.Kind == topo.FabricEPS || f.Rates.Uplink == 0):
+		// A ToR's ports to its servers and the core's run at the server
+		// rate (the core's divided by the oversubscription); uplinks exist
+		// on OCS and hybrid fabrics only.
 		bad("fabric.switch_queue", "%s queues under a switch port's shaper, and fabric.rates leaves every switch port unlimited", topo.QueueFair)
 	}
 	fabricOK := len(errs) == 0

@@ -50,6 +50,7 @@ func TestParseErrors(t *testing.T) {
 		{"fair queue on an unshaped port", strings.Replace(base, "1Gbit", "unlimited", 1) + "  server_queue: fair\n", []string{"fabric.server_queue", "unlimited"}},
 		{"bad switch queue", base + "  switch_queue: red\n", []string{"x.yaml:9:", "fabric.switch_queue", `"red"`, "fifo", "fair"}},
 		{"fair switch queue on unshaped ports", strings.Replace(base, "1Gbit", "unlimited", 1) + "  switch_queue: fair\n", []string{"fabric.switch_queue", "unlimited"}},
+		{"fair switch queue on an eps fabric with only an uplink rate", strings.Replace(base, "1Gbit", "unlimited\n    uplink: 1Gbit", 1) + "  switch_queue: fair\n", []string{"fabric.switch_queue", "unlimited"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
