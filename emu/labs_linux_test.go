@@ -17,7 +17,7 @@ func TestLabSelftest(t *testing.T) {
 	prefix := fabrictest.UniqueLab("lt")
 	labsOf := func() []string {
 		var out []string
-		for _, n := range []string{"01", "02", "03", "04", "05"} {
+		for _, n := range []string{"01", "02", "03", "04", "05", "06"} {
 			out = append(out, prefix+"-"+n)
 		}
 		return out
@@ -35,8 +35,8 @@ func TestLabSelftest(t *testing.T) {
 	if err != nil || !strings.Contains(out, "every solution passes, every starting point fails exactly its expected checks") {
 		t.Fatalf("emu lab selftest: %v\n%s", err, out)
 	}
-	if n := strings.Count(out, "checks passed"); n != 10 {
-		t.Errorf("%d check runs, want 10 (5 labs x solution, start):\n%s", n, out)
+	if n := strings.Count(out, "checks passed"); n != 12 {
+		t.Errorf("%d check runs, want 12 (6 labs x solution, start):\n%s", n, out)
 	}
 }
 

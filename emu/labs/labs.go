@@ -211,6 +211,11 @@ func Resolve(arg string) (*Lab, string, error) {
 		if fi, err := os.Stat(l.Name); err == nil && fi.IsDir() {
 			return l, l.Name, nil
 		}
+		// Inside the copy (the READMEs say `cd` into it): its marker
+		// names the lab.
+		if b, err := os.ReadFile(Marker); err == nil && strings.TrimSpace(string(b)) == l.Name {
+			return l, ".", nil
+		}
 		return l, "", nil
 	}
 	name := filepath.Base(filepath.Clean(arg))

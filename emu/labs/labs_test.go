@@ -105,6 +105,15 @@ func TestStartAndResolve(t *testing.T) {
 	if _, _, err := Resolve(other); err == nil {
 		t.Errorf("Resolve of a folder that is no lab: no error")
 	}
+	// Inside the copy, as the READMEs have students work: the lab's name
+	// finds ".", another lab's name does not.
+	t.Chdir(dir)
+	if got, work, err := Resolve("02-circuits"); err != nil || got.Name != "02-circuits" || work != "." {
+		t.Errorf("Resolve(name) inside the copy = %v %q %v, want the copy", got, work, err)
+	}
+	if _, work, err := Resolve("05"); err != nil || work != "" {
+		t.Errorf("Resolve(another lab) inside a copy of 02 = %q %v, want no work folder", work, err)
+	}
 }
 
 func TestIsRing(t *testing.T) {
@@ -213,5 +222,56 @@ func TestMeasurementBelowTheLinkRateIsRefused(t *testing.T) {
 	_, err := measuredLike(context.Background(), e, "ring_measured_ms", lab03Ring, []string{"allreduce"})
 	if err == nil || !strings.Contains(err.Error(), "faster than the links allow (201.3 ms") {
 		t.Errorf("got %v", err)
+	}
+}
+
+// TestQueuesAnswers runs lab 06's checks on the solution with one thing
+// wrong each: the fair scenario or an answer.
+func TestQueuesAnswers(t *testing.T) {
+	l, err := Get("06-queues")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, file, from, to, check, want string
+	}{
+		{"fair.yaml changes the rate too", "fair.yaml", "uplink: 1Gbit", "uplink: 2Gbit", "nothing else changed", "more than switch_queue"},
+		{"fair.yaml changes a job", "fair.yaml", "bytes: 32MiB, compute: 10ms, iterations: 1}\n  - {name: b", "bytes: 16MiB, compute: 10ms, iterations: 1}\n  - {name: b", "nothing else changed", "jobs differ"},
+		{"the FIFO run's flows swapped", "answers.yaml", "fifo_one_hop_ms: 371.09", "fifo_one_hop_ms: 580", "1-hop flow ends well before", "did not end well before"},
+		{"the max-min model for the FIFO run", "answers.yaml", "fifo_model: tcp-aware", "fifo_model: calibrated", "predicted the FIFO run", "by its RTT"},
+		{"the FIFO run's times as the fair ones", "answers.yaml", "fair_one_hop_ms: 547.24", "fair_one_hop_ms: 371.09", "share max-min", "equal shares"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := l.Extract("solution", dir); err != nil {
+				t.Fatal(err)
+			}
+			p := filepath.Join(dir, tc.file)
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(data), tc.from) {
+				t.Fatalf("%s has no %q", tc.file, tc.from)
+			}
+			if err := os.WriteFile(p, []byte(strings.Replace(string(data), tc.from, tc.to, 1)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			e := &Env{Lab: l, Work: dir, Scenario: s, LabName: "ui-unused"}
+			for _, c := range l.Checks() {
+				if !strings.Contains(c.Name, tc.check) {
+					continue
+				}
+				if _, err := c.Run(context.Background(), e); err == nil || !strings.Contains(err.Error(), tc.want) {
+					t.Errorf("%q: %v, want an error with %q", c.Name, err, tc.want)
+				}
+				return
+			}
+			t.Fatalf("no check named like %q", tc.check)
+		})
 	}
 }
