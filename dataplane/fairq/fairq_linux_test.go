@@ -210,8 +210,8 @@ func TestSwitchQueueShares(t *testing.T) {
 					}
 				}
 			}
-			// 60 frames: a fair leaf at 4 Mbit/s holds 65 packets
-			// (LeafPackets), frames here.
+			// 60 frames: a fair leaf at 4 Mbit/s holds 130 packets
+			// (LeafPackets), frames here, and the FIFO 196 kB.
 			raceBatches(t, mode, 60, hosts["r0s0"], hosts["r0s1"], hosts["r1s0"], hosts["r1s1"])
 		})
 	}

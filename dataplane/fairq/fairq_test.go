@@ -163,10 +163,10 @@ func TestLeafPackets(t *testing.T) {
 		rate uint64 // bytes/s
 		want int
 	}{
-		{125_000, 65},        // 1 Mbit/s: three 64 KiB GSO packets' worth, split by the tbf into frames (a 2-frame bucket)
-		{12_500_000, 16},     // 100 Mbit/s: 196,608 B over a 12,500 B bucket
-		{125_000_000, 18},    // 1 Gbit/s: 10 ms over a 64 KiB GSO packet (69,644 B)
-		{1_250_000_000, 180}, // 10 Gbit/s
+		{125_000, 130},       // 1 Mbit/s: two times three 64 KiB GSO packets' worth, split by the tbf into frames (a 2-frame bucket)
+		{12_500_000, 32},     // 100 Mbit/s: two times 196,608 B over a 12,500 B bucket
+		{125_000_000, 36},    // 1 Gbit/s: two times 10 ms over a 64 KiB GSO packet (69,644 B)
+		{1_250_000_000, 360}, // 10 Gbit/s
 	} {
 		if got := LeafPackets(tc.rate, 1500); got != tc.want {
 			t.Errorf("LeafPackets(%d B/s) = %d, want %d", tc.rate, got, tc.want)
