@@ -24,11 +24,11 @@
 // on a server's port the frame's destination (a server's flows at once, a
 // ring's next hop, a PS's pulls, an all-to-all's peers, a time-slotted
 // plan's transfers over several circuits, go to distinct servers), on a
-// switch's port its source and destination (the flows that meet there
-// join distinct pairs). A class is fixed, so runs differ only by TCP, not
-// by hash collisions, up to MaxClasses-1 servers and MaxPairClasses-1
-// pairs.
-// Flows of one class share a FIFO.
+// switch's port its source and destination, servers or ToRs' aggregators
+// (Endpoints; the flows that meet there join distinct pairs). A class is
+// fixed, so runs differ only by TCP, not by hash collisions, up to
+// MaxClasses-1 servers and MaxPairClasses-1 pairs. Flows of one class
+// share a FIFO.
 package fairq
 
 import (
@@ -43,11 +43,12 @@ import (
 const MaxClasses = 32
 
 // MaxPairClasses bounds the classes of a switch's port, whose frames
-// class by pair: a fabric of up to 15 servers has a class for every pair.
-// Beyond, pairs share 251 data classes: a prime, so the sources of one
-// destination spread over them whatever the number of servers (255 would
-// put every source to a destination into one class with 255 servers, 3
-// with 85). Each class's leaf qdisc is htb's default, which a qdisc dump
+// class by pair of endpoints (servers, and ToRs' aggregators at their
+// gateway addresses): a fabric of up to 15 endpoints has a class for every
+// pair. Beyond, pairs share 251 data classes: a prime, so the sources of
+// one destination spread over them whatever the number of endpoints (255
+// would put every source to a destination into one class with 255, 3 with
+// 85). Each class's leaf qdisc is htb's default, which a qdisc dump
 // skips, so classes do not slow the fabric's recorder.
 const MaxPairClasses = 252
 
@@ -62,11 +63,11 @@ func Classes(racks, perRack int) int {
 }
 
 // ClassesFor is the number of leaf classes of a port keyed by key:
-// Classes for a server's, one per pair of servers up to MaxPairClasses-1
-// and one for every other frame for a switch's.
+// Classes for a server's, one per pair of endpoints up to
+// MaxPairClasses-1 and one for every other frame for a switch's.
 func ClassesFor(key Key, racks, perRack int) int {
 	if key == ByPair {
-		n := racks * perRack
+		n := Endpoints(racks, perRack)
 		return min(n*n, MaxPairClasses-1) + 1
 	}
 	return Classes(racks, perRack)
@@ -136,22 +137,45 @@ func Class(dst netip.Addr, sparse bool, perRack, classes int) uint32 {
 	return uint32(1 + i%(classes-1))
 }
 
+// Endpoints is the number of endpoints a switch port's pairs are made of
+// in a fabric of racks x perRack servers: the servers (index
+// r*perRack+s, as Class) and every ToR's aggregator, which answers at the
+// ToR's gateway address 10.(r>>8).(r&255).254 (index racks*perRack+r),
+// so an in-network aggregation tree's segments have classes of their own,
+// as TCP flows do.
+func Endpoints(racks, perRack int) int { return racks*perRack + racks }
+
 // PairClass is the leaf that a frame from src to dst takes on a switch's
 // port (ByPair) with classes data leaves in a fabric of racks x perRack
-// servers: Sparse for a sparse segment; for a frame between servers of
-// indexes i and j (Class), 1 + (i*racks*perRack + j) mod (classes-1); the
-// last data class for anything else. The kernel program computes the same.
+// servers: Sparse for a sparse segment; for a frame between endpoints of
+// indexes i and j (Endpoints), 1 + (i*Endpoints + j) mod (classes-1);
+// the last data class for anything else. The kernel program computes the
+// same.
 func PairClass(src, dst netip.Addr, sparse bool, racks, perRack, classes int) uint32 {
 	if sparse {
 		return Sparse(classes)
 	}
-	i, okS := serverIndex(src, perRack)
-	j, okD := serverIndex(dst, perRack)
+	i, okS := endpointIndex(src, racks, perRack)
+	j, okD := endpointIndex(dst, racks, perRack)
 	if !okS || !okD || classes < 2 {
 		return uint32(max(classes, 1))
 	}
-	return uint32(1 + (i*racks*perRack+j)%(classes-1))
+	return uint32(1 + (i*Endpoints(racks, perRack)+j)%(classes-1))
 }
+
+// endpointIndex is a server's index (serverIndex) or, for rack r's
+// gateway address, racks*perRack+r.
+func endpointIndex(a netip.Addr, racks, perRack int) (int, bool) {
+	if a.Is4() {
+		if b := a.As4(); b[0] == 10 && b[1] != 255 && b[3] == gatewayHost {
+			return racks*perRack + (int(b[1])<<8 | int(b[2])), true
+		}
+	}
+	return serverIndex(a, perRack)
+}
+
+// gatewayHost is a gateway address's last byte (topo.GatewayAddr).
+const gatewayHost = 254
 
 // serverIndex is r*perRack+s for server s of rack r's address
 // 10.(r>>8).(r&255).(s+1), whatever the fabric's racks.

@@ -118,13 +118,17 @@ func build(key Key, racks, perRack, classes int) asm.Instructions {
 
 		// A data frame: its destination's class, or its pair's.
 	}
-	dst := loadServerIndex(ipDaddr, asm.R4, perRack)
+	gateways := 0 // a server's port: its aggregator is "other"
+	if key == ByPair {
+		gateways = racks
+	}
+	dst := loadIndex(ipDaddr, asm.R4, perRack, gateways, "d")
 	dst[0] = dst[0].WithSymbol("dest")
 	prog = append(prog, dst...)
 	if key == ByPair {
-		prog = append(prog, loadServerIndex(ipSaddr, asm.R3, perRack)...)
+		prog = append(prog, loadIndex(ipSaddr, asm.R3, perRack, gateways, "s")...)
 		prog = append(prog,
-			asm.Mul.Imm(asm.R3, int32(racks*perRack)),
+			asm.Mul.Imm(asm.R3, int32(Endpoints(racks, perRack))),
 			asm.Add.Reg(asm.R4, asm.R3))
 	}
 	return append(prog,
@@ -139,25 +143,40 @@ func build(key Key, racks, perRack, classes int) asm.Instructions {
 	)
 }
 
-// loadServerIndex loads the server index (Class) of the address at
-// offset at of the IPv4 header into out, or jumps to "other"; it uses R2
-// and R5.
-func loadServerIndex(at int16, out asm.Register, perRack int) asm.Instructions {
-	return asm.Instructions{
+// loadIndex loads the index of the address at offset at of the IPv4
+// header into out: a server's (Class), or, with gateways (the fabric's
+// racks) set, rack r's gateway's, gateways*perRack+r (Endpoints); or it
+// jumps to "other". It uses R2 and R5; tag makes its labels its own.
+func loadIndex(at int16, out asm.Register, perRack, gateways int, tag string) asm.Instructions {
+	gw, done := "gw_"+tag, "done_"+tag
+	ins := asm.Instructions{
 		asm.LoadMem(asm.R2, asm.RFP, hdr(at), asm.Byte),
 		asm.JNE.Imm(asm.R2, 10, "other"),
 		asm.LoadMem(out, asm.RFP, hdr(at+1), asm.Byte), // rack >> 8, or 255 for routers
 		asm.JEq.Imm(out, 255, "other"),
 		asm.LoadMem(asm.R5, asm.RFP, hdr(at+2), asm.Byte), // rack & 255
 		asm.LoadMem(asm.R2, asm.RFP, hdr(at+3), asm.Byte), // host + 1
+		asm.LSh.Imm(out, 8),
+		asm.Or.Reg(out, asm.R5), // rack
+	}
+	if gateways > 0 {
+		ins = append(ins, asm.JEq.Imm(asm.R2, gatewayHost, gw))
+	}
+	ins = append(ins,
 		asm.JEq.Imm(asm.R2, 0, "other"),
 		asm.Sub.Imm(asm.R2, 1),
 		asm.JGE.Imm(asm.R2, int32(perRack), "other"),
-		asm.LSh.Imm(out, 8),
-		asm.Or.Reg(out, asm.R5), // rack
 		asm.Mul.Imm(out, int32(perRack)),
 		asm.Add.Reg(out, asm.R2),
+	)
+	if gateways > 0 {
+		ins = append(ins,
+			asm.Ja.Label(done),
+			asm.Add.Imm(out, int32(gateways*perRack)).WithSymbol(gw),
+			asm.Mov.Reg(out, out).WithSymbol(done), // where both ways meet
+		)
 	}
+	return ins
 }
 
 // program loads the classifier.

@@ -100,9 +100,9 @@ func TestClassesFor(t *testing.T) {
 		racks, perRack, want int
 	}{
 		{ByDestination, 4, 2, 9},
-		{ByPair, 4, 2, 65},  // 8 servers: 64 pairs and the rest
-		{ByPair, 3, 5, 226}, // 15 servers: every pair
-		{ByPair, 4, 4, 252}, // 16 servers: 251 data classes, a prime
+		{ByPair, 4, 2, 145}, // 8 servers and 4 aggregators: 144 pairs and the rest
+		{ByPair, 5, 2, 226}, // 15 endpoints: every pair
+		{ByPair, 4, 4, 252}, // 20 endpoints: 251 data classes, a prime
 		{ByPair, 64, 4, MaxPairClasses},
 	} {
 		if got := ClassesFor(tc.key, tc.racks, tc.perRack); got != tc.want {
@@ -122,9 +122,11 @@ func TestPairClass(t *testing.T) {
 		want     uint32
 	}{
 		{"r0s0 -> r0s1", s(0, 0), s(0, 1), false, 2},
-		{"r0s1 -> r0s0", s(0, 1), s(0, 0), false, 9},
-		{"r3s1 -> r2s0", s(3, 1), s(2, 0), false, 1 + 7*8 + 4},
-		{"r3s1 -> r3s1", s(3, 1), s(3, 1), false, 64},
+		{"r0s1 -> r0s0", s(0, 1), s(0, 0), false, 13},
+		{"r3s1 -> r2s0", s(3, 1), s(2, 0), false, 1 + 7*12 + 4},
+		{"r3s1 -> r3s1", s(3, 1), s(3, 1), false, 1 + 7*12 + 7},
+		{"rack 1's aggregator -> r1s0", topo.GatewayAddr(1), s(1, 0), false, 1 + 9*12 + 2},
+		{"rack 3's aggregator -> rack 0's", topo.GatewayAddr(3), topo.GatewayAddr(0), false, 1 + 11*12 + 8},
 		{"a sparse segment", s(3, 1), s(2, 0), true, Sparse(classes)},
 		{"from the packet core", topo.CoreAddr, s(2, 0), false, uint32(classes)},
 		{"to a ToR's router address", s(1, 0), topo.ToRAddr(1), false, uint32(classes)},
@@ -134,15 +136,23 @@ func TestPairClass(t *testing.T) {
 			t.Errorf("%s: class %d, want %d", tc.name, got, tc.want)
 		}
 	}
-	// Every pair of the fabric has a class of its own.
+	// Every pair of the fabric's endpoints, servers and aggregators, has a
+	// class of its own.
+	var ends []netip.Addr
+	for r := range racks {
+		for h := range perRack {
+			ends = append(ends, s(r, h))
+		}
+		ends = append(ends, topo.GatewayAddr(r))
+	}
 	seen := map[uint32]bool{}
-	for i := range racks * perRack {
-		for j := range racks * perRack {
-			seen[PairClass(s(i/perRack, i%perRack), s(j/perRack, j%perRack), false, racks, perRack, classes)] = true
+	for _, a := range ends {
+		for _, b := range ends {
+			seen[PairClass(a, b, false, racks, perRack, classes)] = true
 		}
 	}
-	if len(seen) != racks*perRack*racks*perRack {
-		t.Errorf("%d classes for %d pairs", len(seen), racks*perRack*racks*perRack)
+	if len(seen) != len(ends)*len(ends) {
+		t.Errorf("%d classes for %d pairs", len(seen), len(ends)*len(ends))
 	}
 	// Beyond 15 servers pairs share classes, but the sources of one
 	// destination still spread: 85 and 255 servers share factors with 255.

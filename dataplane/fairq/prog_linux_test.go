@@ -18,7 +18,7 @@ import (
 // the IPv4 flags and fragment offset field; totLenDelta is added to the
 // IPv4 total length; cut drops that many bytes off the frame's end.
 type pkt struct {
-	addr             netip.Addr
+	addr, other      netip.Addr // other: r1s1 if not set
 	proto, flags     byte
 	payload          int
 	ihl, doff        int
@@ -37,6 +37,9 @@ func (p pkt) frame(asSource bool) []byte {
 	ip[8] = 64
 	ip[9] = p.proto
 	other := r1s1.AsSlice()
+	if p.other.IsValid() {
+		other = p.other.AsSlice()
+	}
 	if asSource {
 		copy(ip[12:16], p.addr.AsSlice())
 		copy(ip[16:20], other)
@@ -136,6 +139,10 @@ func testProgram(t *testing.T, key Key) {
 		{name: "a TCP header cut short", p: pkt{addr: r2s1, proto: 6, flags: ack, doff: 5, cut: 10}, unparsed: true},
 		{name: "a short datagram", p: pkt{addr: r2s1, proto: 17, payload: 10}},
 		{name: "a datagram to rack 256", p: pkt{addr: rack256, proto: 17, payload: 1000}},
+		{name: "an aggregator's datagram", p: pkt{addr: topo.GatewayAddr(2), proto: 17, payload: 1000}},
+		{name: "rack 256's aggregator", p: pkt{addr: topo.GatewayAddr(256), proto: 17, payload: 1000}},
+		{name: "between two aggregators", p: pkt{addr: topo.GatewayAddr(2), other: topo.GatewayAddr(1), proto: 17, payload: 1000}},
+		{name: "between two servers of other racks", p: pkt{addr: r2s1, other: topo.ServerAddr(3, 0), proto: 6, flags: ack, payload: 1448}},
 		{name: "to host 0", p: pkt{addr: netip.MustParseAddr("10.0.1.0"), proto: 17, payload: 100}},
 		{name: "to a host beyond the rack", p: pkt{addr: netip.MustParseAddr("10.0.1.3"), proto: 17, payload: 100}},
 		{name: "to a ToR's router address", p: pkt{addr: topo.ToRAddr(1), proto: 17, payload: 100}},
@@ -146,6 +153,10 @@ func testProgram(t *testing.T, key Key) {
 		if key == ByPair {
 			ways = append(ways, true)
 		}
+		other := r1s1
+		if tc.p.other.IsValid() {
+			other = tc.p.other
+		}
 		for _, asSource := range ways {
 			f := tc.p.frame(asSource)
 			sparse := tc.p.proto == 6 && !tc.unparsed &&
@@ -153,9 +164,9 @@ func testProgram(t *testing.T, key Key) {
 			want := Major<<16 | Class(tc.p.addr, sparse, perRack, classes)
 			switch {
 			case key == ByPair && asSource:
-				want = Major<<16 | PairClass(tc.p.addr, r1s1, sparse, racks, perRack, classes)
+				want = Major<<16 | PairClass(tc.p.addr, other, sparse, racks, perRack, classes)
 			case key == ByPair:
-				want = Major<<16 | PairClass(r1s1, tc.p.addr, sparse, racks, perRack, classes)
+				want = Major<<16 | PairClass(other, tc.p.addr, sparse, racks, perRack, classes)
 			}
 			if got := run(t, prog, f); got != want {
 				dir := "to"
