@@ -175,26 +175,24 @@ func modeOf(name string) fs.FileMode {
 // copyTree copies the flat folder sub of fsys into dir (labs hold no
 // nested folders under start/ or solution/).
 func copyTree(fsys fs.FS, sub, dir string) error {
-	entries, err := fs.ReadDir(fsys, sub)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			continue
-		}
-		data, err := fs.ReadFile(fsys, sub+"/"+e.Name())
+	return fs.WalkDir(fsys, sub, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(dir, e.Name()), data, modeOf(e.Name())); err != nil {
+		rel, err := filepath.Rel(sub, p)
+		if err != nil {
 			return err
 		}
-	}
-	return nil
+		out := filepath.Join(dir, rel)
+		if d.IsDir() { // a solution may hold recorded runs (lab 06)
+			return os.MkdirAll(out, 0o755)
+		}
+		data, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(out, data, modeOf(d.Name()))
+	})
 }
 
 // Resolve finds the lab and the student's folder for `emu lab check ARG`:

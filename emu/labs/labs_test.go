@@ -39,8 +39,8 @@ func TestEveryLabIsComplete(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ls) < 5 {
-		t.Fatalf("%d labs, want at least 5", len(ls))
+	if len(ls) < 6 {
+		t.Fatalf("%d labs, want at least 6", len(ls))
 	}
 	for _, l := range ls {
 		for _, f := range []string{"README.md", "scenario.yaml", "start", "solution"} {
@@ -226,7 +226,8 @@ func TestMeasurementBelowTheLinkRateIsRefused(t *testing.T) {
 }
 
 // TestQueuesAnswers runs lab 06's checks on the solution with one thing
-// wrong each: the fair scenario or an answer.
+// changed each: fair.yaml, an answer, or a recorded run; want "" means
+// the check still passes.
 func TestQueuesAnswers(t *testing.T) {
 	l, err := Get("06-queues")
 	if err != nil {
@@ -236,38 +237,51 @@ func TestQueuesAnswers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	const fifoRun = "results/lab06/20261127-201733/comparison.csv"
+	type edit struct{ file, from, to string }
 	for _, tc := range []struct {
 		name, file, from, to, check, want string
+		also                              []edit
 	}{
-		{"fair.yaml changes the rate too", "fair.yaml", "uplink: 1Gbit", "uplink: 2Gbit", "nothing else changed", "more than switch_queue"},
-		{"fair.yaml changes a job", "fair.yaml", "bytes: 32MiB, compute: 10ms, iterations: 1}\n  - {name: b", "bytes: 16MiB, compute: 10ms, iterations: 1}\n  - {name: b", "nothing else changed", "jobs differ"},
-		{"the FIFO run's flows swapped", "answers.yaml", "fifo_one_hop_ms: 371.09", "fifo_one_hop_ms: 580", "1-hop flow ends well before", "did not end well before"},
-		{"the max-min model for the FIFO run", "answers.yaml", "fifo_model: tcp-aware", "fifo_model: calibrated", "predicted the FIFO run", "by its RTT"},
-		{"the FIFO run's times as the fair ones", "answers.yaml", "fair_one_hop_ms: 547.24", "fair_one_hop_ms: 371.09", "share max-min", "equal shares"},
+		{"fair.yaml changes the rate too", "fair.yaml", "uplink: 1Gbit", "uplink: 2Gbit", "nothing else changed", "more than switch_queue", nil},
+		{"fair.yaml changes a job", "fair.yaml", "bytes: 32MiB, compute: 10ms, iterations: 1}\n  - {name: b", "bytes: 16MiB, compute: 10ms, iterations: 1}\n  - {name: b", "nothing else changed", "jobs differ", nil},
+		{"fair.yaml renamed", "fair.yaml", "name: lab06", "name: lab06-fair", "nothing else changed", "keep name: lab06", nil},
+		{"fair.yaml with defaults and an empty list written out", "fair.yaml", "  switch_queue: fair", "  switch_queue: fair\n  mtu: 1500\n  server_queue: fifo\n  loss: []", "nothing else changed", "", nil},
+		{"the model's time, not the run's", "answers.yaml", "fifo_one_hop_ms: 326.67", "fifo_one_hop_ms: 382.84", "1-hop flow ends well before", "answer from that run's table", nil},
+		{"the max-min model for the FIFO run", "answers.yaml", "fifo_model: tcp-aware", "fifo_model: ideal", "predicted the FIFO run", "ideal says b's push takes 537 ms", nil},
+		{"the FIFO run's times as the fair ones", "answers.yaml", "fair_one_hop_ms: 551.67", "fair_one_hop_ms: 326.67", "share max-min", "answer from that run's table", nil},
+		{"a FIFO run whose 1-hop flow did not end early", fifoRun, "b,0,push,536.870912,326.669924", "b,0,push,536.870912,540.0", "1-hop flow ends well before", "did not end well before",
+			[]edit{{"answers.yaml", "fifo_one_hop_ms: 326.67", "fifo_one_hop_ms: 540.0"}}},
+		{"a FIFO run closer to max-min", fifoRun, "b,0,push,536.870912,326.669924", "b,0,push,536.870912,480.0", "predicted the FIFO run", "no closer to the TCP-aware model",
+			[]edit{{"answers.yaml", "fifo_one_hop_ms: 326.67", "fifo_one_hop_ms: 480.0"}}},
+		{"no runs at all", "results/lab06/20261127-201733/scenario.yaml", "switch_queue: fifo", "switch_queue: fair", "1-hop flow ends well before", "no run with switch_queue fifo", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			if err := l.Extract("solution", dir); err != nil {
 				t.Fatal(err)
 			}
-			p := filepath.Join(dir, tc.file)
-			data, err := os.ReadFile(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(string(data), tc.from) {
-				t.Fatalf("%s has no %q", tc.file, tc.from)
-			}
-			if err := os.WriteFile(p, []byte(strings.Replace(string(data), tc.from, tc.to, 1)), 0o644); err != nil {
-				t.Fatal(err)
+			for _, ed := range append([]edit{{tc.file, tc.from, tc.to}}, tc.also...) {
+				p := filepath.Join(dir, filepath.FromSlash(ed.file))
+				data, err := os.ReadFile(p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(string(data), ed.from) {
+					t.Fatalf("%s has no %q", ed.file, ed.from)
+				}
+				if err := os.WriteFile(p, []byte(strings.Replace(string(data), ed.from, ed.to, 1)), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			e := &Env{Lab: l, Work: dir, Scenario: s, LabName: "ui-unused"}
 			for _, c := range l.Checks() {
 				if !strings.Contains(c.Name, tc.check) {
 					continue
 				}
-				if _, err := c.Run(context.Background(), e); err == nil || !strings.Contains(err.Error(), tc.want) {
-					t.Errorf("%q: %v, want an error with %q", c.Name, err, tc.want)
+				_, err := c.Run(context.Background(), e)
+				if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+					t.Errorf("%q: %v, want %q", c.Name, err, tc.want)
 				}
 				return
 			}
