@@ -56,6 +56,9 @@ type Lab struct {
 	mu      sync.Mutex
 	handles map[string]*netlink.Handle // by node name
 	ifindex map[string]map[string]int  // by node name, then interface
+
+	fairPortsOnce sync.Once
+	fairPorts     int // fairSwitchPorts
 }
 
 // Step is one timed step of Deploy: its wall time, and the CPU time this
@@ -473,7 +476,8 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 		}
 		if key, fair := l.fairKey(e.kind, ln); fair {
 			sp := l.Topo.Spec
-			if err := fairq.Install(e.h, link, key, ln.Rate.BytesPerSec(), mtu, sp.Racks, sp.ServersPerRack); err != nil {
+			p := fairq.Port{Key: key, Rate: ln.Rate.BytesPerSec(), MTU: mtu, Racks: sp.Racks, PerRack: sp.ServersPerRack, FairSwitchPorts: l.fairSwitchPorts()}
+			if err := fairq.Install(e.h, link, p); err != nil {
 				return fmt.Errorf("%s:%s: %w", e.ep.Node, e.ep.Iface, err)
 			}
 		}
@@ -495,6 +499,21 @@ func (l *Lab) fairKey(kind string, ln topo.Link) (fairq.Key, bool) {
 		return fairq.ByPair, l.Topo.Spec.SwitchQueue == topo.QueueFair
 	}
 	return 0, false
+}
+
+// fairSwitchPorts counts the lab's fair switch ports (fairq.ClassesFor).
+func (l *Lab) fairSwitchPorts() int {
+	l.fairPortsOnce.Do(func() {
+		for _, ln := range l.Topo.Links {
+			for _, ep := range []topo.Endpoint{ln.A, ln.B} {
+				n, _ := l.Topo.Node(ep.Node)
+				if key, fair := l.fairKey(n.Kind, ln); fair && key == fairq.ByPair {
+					l.fairPorts++
+				}
+			}
+		}
+	})
+	return l.fairPorts
 }
 
 // txqueue is the txqueuelen of the end of link ln on a node of kind: a

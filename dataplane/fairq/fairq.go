@@ -62,15 +62,57 @@ func Classes(racks, perRack int) int {
 	return min(racks*perRack, MaxClasses-1) + 1
 }
 
-// ClassesFor is the number of leaf classes of a port keyed by key:
-// Classes for a server's, one per pair of endpoints up to
-// MaxPairClasses-1 and one for every other frame for a switch's.
-func ClassesFor(key Key, racks, perRack int) int {
-	if key == ByPair {
-		n := Endpoints(racks, perRack)
-		return min(n*n, MaxPairClasses-1) + 1
+// ClassesFor is the number of leaf classes of a port keyed by key in a
+// fabric of racks x perRack servers with ports fair switch ports:
+// Classes for a server's; for a switch's, one per pair of endpoints and
+// one for every other frame, with at most MaxPairClasses-1 pair classes,
+// and fewer on a large fabric (FabricClassBudget). Pairs that share
+// classes share a prime number of them that does not divide the number
+// of endpoints, so a destination's sources spread over them.
+func ClassesFor(key Key, racks, perRack, ports int) int {
+	if key != ByPair {
+		return Classes(racks, perRack)
 	}
-	return Classes(racks, perRack)
+	limit := MaxPairClasses - 1
+	if ports > 0 {
+		limit = min(limit, max(FabricClassBudget/ports, minPairClasses))
+	}
+	n := Endpoints(racks, perRack)
+	if n*n <= limit {
+		return n*n + 1
+	}
+	p := primeAtMost(limit)
+	for p > 2 && n%p == 0 {
+		p = primeAtMost(p - 1)
+	}
+	return p + 1
+}
+
+// FabricClassBudget bounds the pair classes of all the fair switch ports
+// of a fabric together, MaxPairClasses-1 a port, but at least
+// minPairClasses: adding classes slows down as a fabric grows (64 racks x
+// 4 servers with 252 classes on each of its 384 switch ports took 110 s to
+// deploy, 16 x 4 with 96 ports 5.2 s; docs/fabric.md).
+const FabricClassBudget = 8192
+
+// minPairClasses is the fewest pair classes a switch port gets.
+const minPairClasses = 31
+
+// primeAtMost is the largest prime not above n (n >= 2).
+func primeAtMost(n int) int {
+	for p := n; p > 2; p-- {
+		prime := true
+		for d := 2; d*d <= p; d++ {
+			if p%d == 0 {
+				prime = false
+				break
+			}
+		}
+		if prime {
+			return p
+		}
+	}
+	return 2
 }
 
 // SparseBytes bounds the frames the sparse class takes, SparsePayload

@@ -185,14 +185,24 @@ func program(key Key, racks, perRack, classes int) (*ebpf.Program, error) {
 		License: "GPL", Instructions: build(key, racks, perRack, classes)})
 }
 
-// Install makes a shaped port fair, through h, a handle of the port's
-// namespace: an htb of ClassesFor(key, racks, perRack) leaves under the
-// port's tbf (which fabric.Shape must have put at the root), and the
-// classifier, keyed by key (ByDestination on a server's port, ByPair on a switch's),
-// on the port's clsact egress. rate is the port's, in bytes/s.
-func Install(h *netlink.Handle, link netlink.Link, key Key, rate uint64, mtu, racks, perRack int) error {
+// Port is what Install needs to know of a port and its fabric.
+type Port struct {
+	Key  Key    // ByDestination on a server's port, ByPair on a switch's
+	Rate uint64 // the port's, in bytes/s
+	MTU  int
+	// Racks and PerRack are the fabric's; FairSwitchPorts is how many of
+	// its switch ports are fair (ClassesFor).
+	Racks, PerRack, FairSwitchPorts int
+}
+
+// Install makes the shaped port p fair, through h, a handle of the port's
+// namespace: an htb of ClassesFor leaves under the port's tbf (which
+// fabric.Shape must have put at the root), and the classifier, keyed by
+// p.Key, on the port's clsact egress.
+func Install(h *netlink.Handle, link netlink.Link, p Port) error {
 	name := link.Attrs().Name
-	classes := ClassesFor(key, racks, perRack)
+	key, rate, mtu, racks, perRack := p.Key, p.Rate, p.MTU, p.Racks, p.PerRack
+	classes := ClassesFor(key, racks, perRack, p.FairSwitchPorts)
 	htb := netlink.NewHtb(netlink.QdiscAttrs{LinkIndex: link.Attrs().Index,
 		Handle: netlink.MakeHandle(Major, 0), Parent: netlink.MakeHandle(1, 1)}) // the tbf's one class
 	htb.Defcls = uint32(classes)

@@ -96,24 +96,35 @@ func TestSparseSegment(t *testing.T) {
 
 func TestClassesFor(t *testing.T) {
 	for _, tc := range []struct {
-		key                  Key
-		racks, perRack, want int
+		key                         Key
+		racks, perRack, ports, want int
 	}{
-		{ByDestination, 4, 2, 9},
-		{ByPair, 4, 2, 145}, // 8 servers and 4 aggregators: 144 pairs and the rest
-		{ByPair, 5, 2, 226}, // 15 endpoints: every pair
-		{ByPair, 4, 4, 252}, // 20 endpoints: 251 data classes, a prime
-		{ByPair, 64, 4, MaxPairClasses},
+		{ByDestination, 4, 2, 20, 9},
+		{ByPair, 4, 2, 20, 145},                  // the quickstart: 8 servers and 4 aggregators, 144 pairs and the rest
+		{ByPair, 5, 2, 0, 226},                   // 15 endpoints: every pair
+		{ByPair, 4, 4, 0, 252},                   // 20 endpoints: 251 data classes, a prime
+		{ByPair, 4, 4, 24, 252},                  // 24 fair ports: 8192/24 = 341 a port, at most 251
+		{ByPair, 16, 4, 96, 84},                  // 96 fair ports: 85 a port, the prime 83
+		{ByPair, 64, 4, 384, minPairClasses + 1}, // 384 fair ports: 21 a port, at least 31
+		{ByPair, 64, 4, 0, MaxPairClasses},
 	} {
-		if got := ClassesFor(tc.key, tc.racks, tc.perRack); got != tc.want {
-			t.Errorf("ClassesFor(%v, %d, %d) = %d, want %d", tc.key, tc.racks, tc.perRack, got, tc.want)
+		if got := ClassesFor(tc.key, tc.racks, tc.perRack, tc.ports); got != tc.want {
+			t.Errorf("ClassesFor(%v, %d, %d, %d) = %d, want %d", tc.key, tc.racks, tc.perRack, tc.ports, got, tc.want)
+		}
+	}
+}
+
+func TestPrimeAtMost(t *testing.T) {
+	for n, want := range map[int]int{2: 2, 3: 3, 4: 3, 31: 31, 85: 83, 251: 251, 255: 251} {
+		if got := primeAtMost(n); got != want {
+			t.Errorf("primeAtMost(%d) = %d, want %d", n, got, want)
 		}
 	}
 }
 
 func TestPairClass(t *testing.T) {
 	const racks, perRack = 4, 2
-	classes := ClassesFor(ByPair, racks, perRack)
+	classes := ClassesFor(ByPair, racks, perRack, 0)
 	s := topo.ServerAddr
 	for _, tc := range []struct {
 		name     string
@@ -156,14 +167,15 @@ func TestPairClass(t *testing.T) {
 	}
 	// Beyond 15 servers pairs share classes, but the sources of one
 	// destination still spread: 85 and 255 servers share factors with 255.
-	for _, n := range []int{16, 30, 85, 255} {
-		classes := ClassesFor(ByPair, n, 1)
+	for _, tc := range []struct{ n, ports int }{{16, 0}, {30, 0}, {85, 0}, {255, 0}, {16, 384}, {31, 384}, {62, 384}} {
+		n := tc.n
+		classes := ClassesFor(ByPair, n, 1, tc.ports)
 		spread := map[uint32]bool{}
 		for i := range n {
 			spread[PairClass(s(i, 0), s(0, 0), false, n, 1, classes)] = true
 		}
 		if want := min(n, classes-1); len(spread) != want {
-			t.Errorf("%d servers: their frames to r0s0 take %d classes, want %d", n, len(spread), want)
+			t.Errorf("%d servers, %d fair ports: their frames to r0s0 take %d classes, want %d", n, tc.ports, len(spread), want)
 		}
 	}
 }

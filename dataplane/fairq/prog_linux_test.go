@@ -104,7 +104,7 @@ func TestProgramMatchesClass(t *testing.T) {
 
 func testProgram(t *testing.T, key Key) {
 	const racks, perRack = 300, 2
-	classes := ClassesFor(key, racks, perRack)
+	classes := ClassesFor(key, racks, perRack, 0)
 	prog, err := program(key, racks, perRack, classes)
 	if err != nil {
 		t.Fatal(err)
