@@ -144,7 +144,8 @@ func (e *Env) Number(key string) (float64, error) {
 	return 0, fmt.Errorf("answers.yaml: %s is %v, want a number", key, v)
 }
 
-// Choice is an answer that must be one of choices.
+// Choice is an answer that must be one of choices, in any case; it
+// returns the choice as written in choices.
 func (e *Env) Choice(key string, choices ...string) (string, error) {
 	m, err := e.Answers()
 	if err != nil {
@@ -154,10 +155,10 @@ func (e *Env) Choice(key string, choices ...string) (string, error) {
 	if !ok || v == nil {
 		return "", fmt.Errorf("answers.yaml: %s is not answered yet (one of %s)", key, strings.Join(choices, ", "))
 	}
-	s := fmt.Sprint(v)
+	s := strings.TrimSpace(fmt.Sprint(v))
 	for _, c := range choices {
-		if s == c {
-			return s, nil
+		if strings.EqualFold(s, c) { // "TCP-aware", as the report writes it, is tcp-aware
+			return c, nil
 		}
 	}
 	return "", fmt.Errorf("answers.yaml: %s is %q, want one of %s", key, s, strings.Join(choices, ", "))

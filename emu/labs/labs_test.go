@@ -249,6 +249,7 @@ func TestQueuesAnswers(t *testing.T) {
 		{"fair.yaml with defaults and an empty list written out", "fair.yaml", "  switch_queue: fair", "  switch_queue: fair\n  mtu: 1500\n  server_queue: fifo\n  loss: []", "nothing else changed", "", nil},
 		{"the model's time, not the run's", "answers.yaml", "fifo_one_hop_ms: 326.67", "fifo_one_hop_ms: 382.84", "1-hop flow ends well before", "answer from that run's table", nil},
 		{"the max-min model for the FIFO run", "answers.yaml", "fifo_model: tcp-aware", "fifo_model: ideal", "predicted the FIFO run", "ideal says b's push takes 537 ms", nil},
+		{"the model as the report writes it", "answers.yaml", "fifo_model: tcp-aware", "fifo_model: TCP-aware", "predicted the FIFO run", "", nil},
 		{"the FIFO run's times as the fair ones", "answers.yaml", "fair_one_hop_ms: 551.67", "fair_one_hop_ms: 326.67", "share max-min", "answer from that run's table", nil},
 		{"a FIFO run whose 1-hop flow did not end early", fifoRun, "b,0,push,536.870912,326.669924", "b,0,push,536.870912,540.0", "1-hop flow ends well before", "did not end well before",
 			[]edit{{"answers.yaml", "fifo_one_hop_ms: 326.67", "fifo_one_hop_ms: 540.0"}}},
