@@ -51,14 +51,12 @@ type Options struct {
 type Lab struct {
 	Topo *topo.Topology
 	// Steps is how long each step of Deploy took, in order.
-	Steps   []Step
-	log     *slog.Logger
-	mu      sync.Mutex
-	handles map[string]*netlink.Handle // by node name
-	ifindex map[string]map[string]int  // by node name, then interface
-
-	fairPortsOnce sync.Once
-	fairPorts     int // fairSwitchPorts
+	Steps     []Step
+	log       *slog.Logger
+	mu        sync.Mutex
+	handles   map[string]*netlink.Handle // by node name
+	ifindex   map[string]map[string]int  // by node name, then interface
+	fairPorts int                        // fairSwitchPorts, set by Deploy
 }
 
 // Step is one timed step of Deploy: its wall time, and the CPU time this
@@ -189,7 +187,7 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	if err := WriteState(st); err != nil {
 		return nil, err
 	}
-	lab = &Lab{Topo: t, log: log, ifindex: planIndexes(t)}
+	lab = &Lab{Topo: t, log: log, ifindex: planIndexes(t), fairPorts: fairSwitchPorts(t)}
 	defer func() {
 		if err != nil {
 			lab.Close()
@@ -434,8 +432,9 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 	// kernel opens the peer before the pair is joined: ENOTCONN), and a
 	// server's end must not (addrgenmode first), so the first end is A
 	// unless A is a server.
-	ea := vethEnd{nsFd: fdA, name: ln.A.Iface, index: ia, mac: ln.A.MAC, mtu: mtu, txqueue: l.txqueue(na.Kind, ln)}
-	eb := vethEnd{nsFd: fdB, name: ln.B.Iface, index: ib, mac: ln.B.MAC, mtu: mtu, txqueue: l.txqueue(nb.Kind, ln)}
+	sp := l.Topo.Spec
+	ea := vethEnd{nsFd: fdA, name: ln.A.Iface, index: ia, mac: ln.A.MAC, mtu: mtu, txqueue: txqueue(sp, na.Kind, ln)}
+	eb := vethEnd{nsFd: fdB, name: ln.B.Iface, index: ib, mac: ln.B.MAC, mtu: mtu, txqueue: txqueue(sp, nb.Kind, ln)}
 	aFirst := na.Kind != topo.KindServer
 	ea.up = aFirst
 	eb.up = !aFirst && nb.Kind != topo.KindServer
@@ -474,9 +473,8 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 		if err := Shape(e.h, link, ln.Rate.BytesPerSec(), mtu); err != nil {
 			return fmt.Errorf("shape %s:%s: %w", e.ep.Node, e.ep.Iface, err)
 		}
-		if key, fair := l.fairKey(e.kind, ln); fair {
-			sp := l.Topo.Spec
-			p := fairq.Port{Key: key, Rate: ln.Rate.BytesPerSec(), MTU: mtu, Racks: sp.Racks, PerRack: sp.ServersPerRack, FairSwitchPorts: l.fairSwitchPorts()}
+		if key, fair := fairKey(sp, e.kind, ln); fair {
+			p := fairq.Port{Key: key, Rate: ln.Rate.BytesPerSec(), MTU: mtu, Racks: sp.Racks, PerRack: sp.ServersPerRack, FairSwitchPorts: l.fairPorts}
 			if err := fairq.Install(e.h, link, p); err != nil {
 				return fmt.Errorf("%s:%s: %w", e.ep.Node, e.ep.Iface, err)
 			}
@@ -488,39 +486,38 @@ func (l *Lab) addLink(i int, ln topo.Link) error {
 // fairKey reports whether the end of link ln on a node of kind is a fair
 // port (Spec.ServerQueue, Spec.SwitchQueue: only shaped ports are), and
 // which address keys its classes.
-func (l *Lab) fairKey(kind string, ln topo.Link) (fairq.Key, bool) {
+func fairKey(sp topo.Spec, kind string, ln topo.Link) (fairq.Key, bool) {
 	if ln.Rate.BytesPerSec() == 0 {
 		return 0, false
 	}
 	switch kind {
 	case topo.KindServer:
-		return fairq.ByDestination, l.Topo.Spec.ServerQueue == topo.QueueFair
+		return fairq.ByDestination, sp.ServerQueue == topo.QueueFair
 	case topo.KindToR, topo.KindEPS:
-		return fairq.ByPair, l.Topo.Spec.SwitchQueue == topo.QueueFair
+		return fairq.ByPair, sp.SwitchQueue == topo.QueueFair
 	}
 	return 0, false
 }
 
-// fairSwitchPorts counts the lab's fair switch ports (fairq.ClassesFor).
-func (l *Lab) fairSwitchPorts() int {
-	l.fairPortsOnce.Do(func() {
-		for _, ln := range l.Topo.Links {
-			for _, ep := range []topo.Endpoint{ln.A, ln.B} {
-				n, _ := l.Topo.Node(ep.Node)
-				if key, fair := l.fairKey(n.Kind, ln); fair && key == fairq.ByPair {
-					l.fairPorts++
-				}
+// fairSwitchPorts counts a fabric's fair switch ports (fairq.ClassesFor).
+func fairSwitchPorts(t *topo.Topology) int {
+	n := 0
+	for _, ln := range t.Links {
+		for _, ep := range []topo.Endpoint{ln.A, ln.B} {
+			node, _ := t.Node(ep.Node)
+			if key, fair := fairKey(t.Spec, node.Kind, ln); fair && key == fairq.ByPair {
+				n++
 			}
 		}
-	})
-	return l.fairPorts
+	}
+	return n
 }
 
 // txqueue is the txqueuelen of the end of link ln on a node of kind: a
 // fair switch port's leaves queue that many packets (fairq.LeafPackets).
-func (l *Lab) txqueue(kind string, ln topo.Link) int {
-	if key, fair := l.fairKey(kind, ln); fair && key == fairq.ByPair {
-		return fairq.LeafPackets(ln.Rate.BytesPerSec(), l.Topo.Spec.MTU)
+func txqueue(sp topo.Spec, kind string, ln topo.Link) int {
+	if key, fair := fairKey(sp, kind, ln); fair && key == fairq.ByPair {
+		return fairq.LeafPackets(ln.Rate.BytesPerSec(), sp.MTU)
 	}
 	return defaultTxqueue
 }

@@ -37,9 +37,9 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/shaper"
 )
 
-// MaxClasses bounds the classes of one port: the fabric's recorder dumps
-// every qdisc of a server's namespace 50 times a second. Servers beyond
-// MaxClasses-1 share classes, deterministically.
+// MaxClasses bounds the classes of a server's port: a server sends to few
+// servers at once, and every class costs deploy time (FabricClassBudget).
+// Servers beyond MaxClasses-1 share classes, deterministically.
 const MaxClasses = 32
 
 // MaxPairClasses bounds the classes of a switch's port, whose frames

@@ -217,11 +217,11 @@ func (s *Sim) heldBackScale(comp []*flow) map[*flow]float64 {
 	return held
 }
 
-// weighAndFill weighs every flow by its RTT through queue, unless switch
-// ports are fair (max-min then) (an INC
+// weighAndFill weighs every flow by its RTT through queue (an INC
 // segment: through the one standing queue it shares a link like; a flow
-// in held: through that share of its own uplink's) and shares the links
-// by those weights, INC trees at one rate each.
+// in held: through that share of its own uplink's), or every flow 1 when
+// switch ports are fair, and shares the links by those weights, INC trees
+// at one rate each.
 func (s *Sim) weighAndFill(comp []*flow, rq []int32, queue, standing map[int32]float64, held map[*flow]float64) {
 	base := float64(max(1, s.opt.TCP.BaseRTTNs))
 	alpha := s.opt.TCP.RTTExponent
@@ -235,6 +235,10 @@ func (s *Sim) weighAndFill(comp []*flow, rq []int32, queue, standing map[int32]f
 		alpha = 0
 	}
 	for _, fl := range comp {
+		if alpha == 0 {
+			fl.weight = 1
+			continue
+		}
 		rtt := base
 		for _, r := range fl.res {
 			switch {

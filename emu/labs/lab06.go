@@ -76,7 +76,7 @@ func pushMs(e *Env, s *scenario.Scenario, m flowmodel.Model, job string) (float6
 }
 
 // near reports whether got is within frac of want.
-func near(got, want float64, frac float64) bool { return math.Abs(got-want) <= frac*want }
+func near(got, want, frac float64) bool { return math.Abs(got-want) <= frac*want }
 
 // labRun is a run of the lab the student made: its directory, relative
 // to their folder, and each job's measured first push (ms).
