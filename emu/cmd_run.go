@@ -86,6 +86,9 @@ results/<lab>/repeat-<date-time>/.`,
 			if len(args) == 1 {
 				arg = args[0]
 			}
+			if err := checkTCPInfoEvery(a.tcpInfoEvery); err != nil {
+				return err
+			}
 			s, src, err := loadScenario(arg)
 			if err != nil {
 				return err
@@ -129,6 +132,7 @@ results/<lab>/repeat-<date-time>/.`,
 	cmd.Flags().BoolVar(&realtime, "realtime", false, "run the ranks under SCHED_RR, so that other work on a loaded machine does not delay them (default: nice -10)")
 	cmd.Flags().BoolVar(&a.incBand, "inc-band", false, "give INC packets a strict-priority band at every shaped port (htb; docs/inc.md)")
 	cmd.Flags().BoolVar(&a.incCC, "inc-cc", false, "INC workers run congestion control (ATP-style window; docs/inc.md)")
+	cmd.Flags().DurationVar(&a.tcpInfoEvery, "tcpinfo-every", defaultTCPInfoEvery, "how often each rank samples its connections' TCP_INFO (cwnd, ssthresh, RTT, retransmissions; the attribution reads them), from 1ms to 1s")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")
 	cmd.Flags().IntVar(&repeat, "repeat", 1, "run the scenario this many times (each deployed afresh) and summarise the set: each phase's median and range against the models, and the attributions' tally (docs/fidelity.md)")
@@ -400,6 +404,20 @@ func writeSummary(dir string, s *runSummary) error {
 	data, _ := json.MarshalIndent(s, "", "  ")
 	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write summary: %w", err)
+	}
+	return nil
+}
+
+// defaultTCPInfoEvery is how often a rank samples TCP_INFO unless told:
+// the workers' own default.
+const defaultTCPInfoEvery = 50 * time.Millisecond
+
+// checkTCPInfoEvery refuses a TCP_INFO period outside 1 ms to 1 s: below,
+// the samples cost the ranks more than they tell; above, a phase gets
+// none.
+func checkTCPInfoEvery(d time.Duration) error {
+	if d < time.Millisecond || d > time.Second {
+		return fmt.Errorf("--tcpinfo-every %v: want 1ms to 1s (default %v)", d, defaultTCPInfoEvery)
 	}
 	return nil
 }

@@ -86,7 +86,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	exe, _ := os.Executable()
 	rec := a.startRecording(ctx, lab, s)
 	opts := &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify, Realtime: realtime,
-		Log: a.log, Progress: a.progress}
+		TCPInfoEvery: a.tcpInfoEvery, Log: a.log, Progress: a.progress}
 	if planUsesINC(p) {
 		stop, err := a.startAggregators(ctx, lab, s.Fabric.INC.Capacity)
 		if err != nil {

@@ -29,6 +29,9 @@ type app struct {
 	start   time.Time
 	incBand bool // emu run --inc-band: INC gets its own band at every shaper
 	incCC   bool // emu run --inc-cc: INC workers run congestion control
+	// tcpInfoEvery is how often each rank samples its connections'
+	// TCP_INFO (emu run --tcpinfo-every); 0: the workers' default.
+	tcpInfoEvery time.Duration
 	// out takes what emu run prints of each run (its tables, verdict and
 	// summary); nil is standard output. emu run --repeat prints a line
 	// per run instead.

@@ -26,6 +26,8 @@ func TestCLIRunRepeatFlags(t *testing.T) {
 		{[]string{"--repeat", "2", "--results", ""}, "--repeat needs --results"},
 		{[]string{"--repeat", "2", "--keep", "--results", res}, "do not go together"},
 		{[]string{"../scenarios/example-ocs.yaml", "--repeat", "2", "--results", res}, "has no jobs"},
+		{[]string{"--tcpinfo-every", "0", "--results", res}, "want 1ms to 1s"},
+		{[]string{"--tcpinfo-every", "2s", "--results", res}, "want 1ms to 1s"},
 	} {
 		out, err := run(t, bin, append([]string{"run"}, tc.args...)...)
 		if err == nil || !strings.Contains(out, tc.want) {
@@ -46,7 +48,7 @@ func TestCLIRunRepeat(t *testing.T) {
 	scen := scenarioAs(t, "quickstart.yaml", lab)
 	leaveNothing(t, bin, lab)
 	root := t.TempDir()
-	out, err := run(t, bin, "run", scen, "--repeat", "2", "--results", root)
+	out, err := run(t, bin, "run", scen, "--repeat", "2", "--results", root, "--tcpinfo-every", "20ms")
 	if err != nil {
 		t.Fatalf("emu run --repeat 2: %v\n%s", err, out)
 	}
@@ -86,6 +88,7 @@ func TestCLIRunRepeat(t *testing.T) {
 	// Each phase's median of two runs is their mean, its range theirs.
 	meas := map[string][]int64{}
 	for _, r := range tab.Runs {
+		checkTCPInfoEvery20ms(t, filepath.Join(root, lab, r.Name))
 		var cmp struct {
 			Compare []record.Comparison `json:"comparison"`
 		}
@@ -170,6 +173,31 @@ func TestCLICompareRepeat(t *testing.T) {
 	} {
 		if out, err := run(t, bin, append(append([]string{"compare"}, tc.args...), "-o", page)...); err == nil || !strings.Contains(out, tc.want) {
 			t.Errorf("emu compare %v: want an error with %q, got %v:\n%s", tc.args, tc.want, err, out)
+		}
+	}
+}
+
+// checkTCPInfoEvery20ms: every rank of the run sampled TCP_INFO every
+// 20 ms, as --tcpinfo-every asked.
+func checkTCPInfoEvery20ms(t *testing.T, dir string) {
+	t.Helper()
+	specs, _ := filepath.Glob(filepath.Join(dir, "records", "*.spec.json"))
+	if len(specs) == 0 {
+		t.Fatalf("%s: no rank specs", dir)
+	}
+	for _, f := range specs {
+		var spec struct {
+			Every int64 `json:"tcpinfo_every"`
+		}
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, &spec); err != nil {
+			t.Fatal(err)
+		}
+		if spec.Every != 20e6 {
+			t.Errorf("%s: tcpinfo_every %d ns, want 20 ms", f, spec.Every)
 		}
 	}
 }

@@ -50,8 +50,11 @@ type Options struct {
 	Verify   bool
 	// Realtime runs the ranks under SCHED_RR (workers.Options.Realtime).
 	Realtime bool
-	Log      *slog.Logger
-	Progress func(format string, args ...any)
+	// TCPInfoEvery is how often each rank samples its connections'
+	// TCP_INFO (workers.Options.TCPInfoEvery; 0: its default).
+	TCPInfoEvery time.Duration
+	Log          *slog.Logger
+	Progress     func(format string, args ...any)
 	// OCS drives the circuits; nil: the lab's OCS process, if the fabric
 	// has one.
 	OCS OCS
@@ -171,7 +174,7 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		}
 	}
 	wo := &workers.Options{Lab: o.Lab, Jobs: jobs, Schedule: Schedule(p), Dir: o.Dir + "/records", Exe: o.Exe, Verify: o.Verify, Realtime: o.Realtime,
-		Log: o.Log, Progress: progress}
+		TCPInfoEvery: o.TCPInfoEvery, Log: o.Log, Progress: progress}
 	if cl != nil {
 		wo.OnStart, wo.OnStage = circuitHooks(ctx, cl, p)
 	}
