@@ -4,6 +4,7 @@ import (
 	"math"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
@@ -145,18 +146,24 @@ func incTrees(comp []*flow) (order []int32, trees map[int32][]*flow) {
 // incTreeRTT is a tree's round trip, and the hops in it: the base RTT plus, on the branch of
 // the slowest ToR, the standing queues that TCP keeps on the links of its
 // segments (a link only INC fills holds the window itself, which the rate
-// already pays) and, where there are such queues, the aggregators' hops.
+// already pays; a port that queues fairly keeps TCP's queue in TCP's own
+// classes, which the tree's segments pass) and, where TCP keeps a queue
+// standing on its links, the aggregators' hops.
 func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) (rtt, hops int64) {
 	// A segment's queue delay, and which ToR's branch it belongs to: a
 	// worker's segments to its ToR, a ToR's segments to the root.
 	tor := map[int]float64{}    // per rack: ToR <-> root segments
 	worker := map[int]float64{} // per rack: the slowest worker <-> ToR pair
 	perWorker := map[string]float64{}
+	besideTCP := false
 	for _, fl := range segs {
 		q := 0.0
 		for _, r := range fl.res {
 			if queue[r] > 0 && s.carriesTCP(r) {
-				q += queue[r]
+				besideTCP = true
+				if !s.queuesFairly(r) { // a fair port keeps TCP's queue in TCP's classes
+					q += queue[r]
+				}
 			}
 		}
 		_, srcToR := names.ParseToR(fl.src)
@@ -183,7 +190,7 @@ func (s *Sim) incTreeRTT(segs []*flow, queue map[int32]float64) (rtt, hops int64
 	for r, q := range worker {
 		longest = math.Max(longest, q+tor[r])
 	}
-	if longest > 0 {
+	if besideTCP {
 		hops = s.opt.TCP.INCHopsNs // beside TCP the aggregators wait for a CPU
 	}
 	return max(1, s.opt.TCP.BaseRTTNs) + int64(longest) + hops, hops
@@ -198,4 +205,15 @@ func (s *Sim) carriesTCP(r int32) bool {
 		}
 	}
 	return false
+}
+
+// queuesFairly reports whether physical link r's port queues per flow
+// (fabric.server_queue or switch_queue: fair): a server's own port is a
+// server queue, every other shaped port a switch's.
+func (s *Sim) queuesFairly(r int32) bool {
+	servers := int32(s.f.Racks * s.f.ServersPerRack)
+	if r >= 0 && r < servers {
+		return s.f.ServerQueue == topo.QueueFair
+	}
+	return s.f.SwitchQueue == topo.QueueFair
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
@@ -51,18 +52,26 @@ func TestINCTreeSharesByHand(t *testing.T) {
 		queueMs  float64
 		inc      float64 // MB/s
 		capacity int     // jobs per ToR; 0: the default, 4
+		fair     bool    // switch_queue: fair
 	}{
 		// 10 * (1/2) / (1/2 + 1/3) = 6; the window allows 80,640 B / 4 ms,
 		// 20 MB/s. In flight at 6 MB/s it would take 13.4 ms against a
 		// round trip of 4, so the core's queue grows for everyone until
 		// the share and the window agree (above).
-		{"the share limits the tree: its window queues", 1, queued, 0},
+		{"the share limits the tree: its window queues", 1, queued, 0, false},
 		// 1 + 1 + 2*100 ms: the window allows 80,640 B / 202 ms = 0.399
 		// MB/s, under the share of 6.656.
-		{"the window limits the tree", 100, window / 0.202 / 1e6, 0},
+		{"the window limits the tree", 100, window / 0.202 / 1e6, 0, false},
 		// A ToR that may hold 32 jobs at once gives each 1024/32 = 32
 		// slots, fewer than the link's 56.
-		{"32 jobs per ToR: 32 slots", 100, 32 * INCSlotBytes / 0.202 / 1e6, 32},
+		{"32 jobs per ToR: 32 slots", 100, 32 * INCSlotBytes / 0.202 / 1e6, 32, false},
+		// Fair switch ports: TCP's standing queue waits in TCP's class at
+		// the core ports, not in the tree's, so the tree's round trip is
+		// 1 + 1 ms whatever q is (80,640 B / 2 ms = 40 MB/s), and with one
+		// class each the two share the core max-min: 5 MB/s each. Nor does
+		// the window queue for the TCP flow.
+		{"fair switch ports, a deep TCP queue: max-min", 100, 5, 0, true},
+		{"fair switch ports, a shallow TCP queue: max-min", 1, 5, 0, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -70,6 +79,9 @@ func TestINCTreeSharesByHand(t *testing.T) {
 			f := s.Fabric
 			if tt.capacity > 0 {
 				f.INC.Capacity = tt.capacity
+			}
+			if tt.fair {
+				f.SwitchQueue = topo.QueueFair
 			}
 			sim := New(f, []plan.Job{tree, tcp}, Options{ASAP: true, TCP: &TCPModel{
 				RTTExponent: 1, BaseRTTNs: 1e6, INCHopsNs: 1e6, QueueNs: func(scenario.Rate) int64 { return q }}})
@@ -90,7 +102,7 @@ func TestINCTreeSharesByHand(t *testing.T) {
 				t.Fatalf("%d INC segments, want 6 (two up to the ToRs, tor1 <-> tor0, two down)", len(incRates))
 			}
 			tol := 1e-4
-			if tt.queueMs == 1 {
+			if tt.queueMs == 1 && !tt.fair {
 				tol = 1e-3 // the settled queue
 			}
 			for _, r := range incRates {

@@ -280,8 +280,10 @@ const (
 // so they are settled by repeated passes, each moving half way (a full
 // step flips between two states); it reports whether a queue moved by
 // incQueueSettled or more. Only saturated links carrying TCP count: a
-// link INC alone fills holds the window itself, which the rate pays. A
-// queue grows at most to the shaper's limit, beyond which it drops.
+// link INC alone fills holds the window itself, which the rate pays, and
+// so does a port that queues fairly: there the tree's segments wait in
+// classes of their own. A queue grows at most to the shaper's limit,
+// beyond which it drops.
 func (s *Sim) incWindowQueues(comp []*flow, queue, standing map[int32]float64) bool {
 	order, trees := incTrees(comp)
 	if len(order) == 0 {
@@ -306,7 +308,7 @@ func (s *Sim) incWindowQueues(comp []*flow, queue, standing map[int32]float64) b
 			continue
 		}
 		for _, fl := range segs {
-			if at := fl.bneck; fl.rate <= slow.rate*(1+1e-9) && at >= 0 && standing[at] > 0 && s.carriesTCP(at) {
+			if at := fl.bneck; fl.rate <= slow.rate*(1+1e-9) && at >= 0 && standing[at] > 0 && s.carriesTCP(at) && !s.queuesFairly(at) {
 				if rate, ok := s.linkRate(at); ok { // the shaper drops what its queue cannot hold
 					x = min(x, float64(ShaperQueueNs(rate, s.f.MTU))-standing[at])
 				}
