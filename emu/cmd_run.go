@@ -67,9 +67,11 @@ func (a *app) runCmd() *cobra.Command {
 		Use:   "run [scenario.yaml | embedded-name]",
 		Short: "Deploy a scenario, check it end to end, print a summary, destroy it",
 		Long: `run is the one-command tour: it deploys a scenario (the embedded quickstart
-by default), checks that every pair of servers reaches every other
-(pingall), measures one cross-rack TCP transfer against the configured
-rate, and, if the scenario has jobs, plans them with its scheduler (or runs
+by default); on a fabric with a packet core (eps, hybrid) it checks that
+every pair of servers reaches every other (pingall) and measures one
+cross-rack TCP transfer (--duration) against the configured rate (an ocs
+fabric has no circuits before its plan patches them, so it skips both);
+and, if the scenario has jobs, it plans them with its scheduler (or runs
 --plan), predicts the plan with the flow model, runs it with real workers
 gated by the plan, and prints measured beside predicted. Each run's results
 go to a directory of its own, results/<lab>/<date-time>/ (results/<lab>/latest
@@ -79,7 +81,7 @@ TCP shares links differently from run to run: --repeat N runs the scenario N
 times and summarises the set (each phase's median and range against the
 models, and how many phases the runs' attributions explain) in
 results/<lab>/repeat-<date-time>/.`,
-		Example: "  sudo emu run\n  sudo emu run scenarios/quickstart.yaml --duration 5s\n  sudo emu run plan-demo --repeat 5",
+		Example: "  sudo emu run\n  sudo emu run example-eps --duration 5s\n  sudo emu run plan-demo --repeat 5",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			arg := ""
@@ -88,6 +90,9 @@ results/<lab>/repeat-<date-time>/.`,
 			}
 			if err := checkTCPInfoEvery(a.tcpInfoEvery); err != nil {
 				return err
+			}
+			if dur < minTransfer || dur > maxTransfer {
+				return fmt.Errorf("--duration %v: want %v to %v (the cross-rack TCP transfer on a fabric with a packet core)", dur, minTransfer, maxTransfer)
 			}
 			s, src, err := loadScenario(arg)
 			if err != nil {
@@ -407,6 +412,13 @@ func writeSummary(dir string, s *runSummary) error {
 	}
 	return nil
 }
+
+// minTransfer and maxTransfer bound emu run --duration: the probe
+// transfer warms up for 300 ms, and a minute is plenty to read a rate.
+const (
+	minTransfer = 100 * time.Millisecond
+	maxTransfer = time.Minute
+)
 
 // defaultTCPInfoEvery is how often a rank samples TCP_INFO unless told:
 // the workers' own default.

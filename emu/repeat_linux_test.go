@@ -28,6 +28,7 @@ func TestCLIRunRepeatFlags(t *testing.T) {
 		{[]string{"../scenarios/example-ocs.yaml", "--repeat", "2", "--results", res}, "has no jobs"},
 		{[]string{"--tcpinfo-every", "0", "--results", res}, "want 1ms to 1s"},
 		{[]string{"--tcpinfo-every", "2s", "--results", res}, "want 1ms to 1s"},
+		{[]string{"--duration", "0s", "--results", res}, "want 100ms to 1m0s"},
 	} {
 		out, err := run(t, bin, append([]string{"run"}, tc.args...)...)
 		if err == nil || !strings.Contains(out, tc.want) {
