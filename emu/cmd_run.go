@@ -159,6 +159,7 @@ type runOpts struct {
 func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *topo.Topology, o runOpts) (string, error) {
 	keep, verify, realtime, planFile, dur, out, pcap := o.keep, o.verify, o.realtime, o.planFile, o.dur, o.out, o.pcap
 	var err error
+	completed := false // latest stays on the run only if it completes
 	// The results directory is made, and the plan read, checked and
 	// predicted, before anything touches the kernel. Each run gets
 	// its own directory; without --results the records live in a
@@ -166,9 +167,17 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 	dir := ""
 	start := time.Now()
 	if out != "" {
-		if dir, err = newRunDir(out, s.Name, start); err != nil {
+		var prev string
+		if dir, prev, err = newRunDir(out, s.Name, start); err != nil {
 			return dir, err
 		}
+		defer func() {
+			if !completed {
+				if err := restoreLatest(dir, prev); err != nil {
+					a.log.Warn("results", "err", err)
+				}
+			}
+		}()
 		if err := writeScenario(dir, s); err != nil {
 			return dir, err
 		}
@@ -244,7 +253,12 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 				a.progress("report: %s (open it in a browser; `emu report` rewrites it)", page)
 			}
 		}
-		a.progress("results in %s (also %s)", dir, filepath.Join(out, s.Name, "latest"))
+		if runErr == nil {
+			completed = true
+			a.progress("results in %s (also %s)", dir, filepath.Join(out, s.Name, "latest"))
+		} else {
+			a.progress("what the run recorded before it stopped is in %s; %s still points at the last complete run, if any", dir, filepath.Join(out, s.Name, "latest"))
+		}
 	}
 	return dir, runErr
 }

@@ -16,17 +16,42 @@ import (
 // newRunDir makes a fresh directory for one run, root/<scenario>/<id>,
 // where id is the start time (20261122-021530, with -2, -3, ... if that
 // second is taken), so no run overwrites another; and points
-// root/<scenario>/latest at it. The scenario name is a checked lab name,
-// so it is a single path element.
-func newRunDir(root, scenario string, now time.Time) (string, error) {
-	dir, err := newResultDir(root, scenario, "", now)
+// root/<scenario>/latest at it, so that `emu ui` follows the run while it
+// runs. prev is what latest pointed at before ("" for nothing), for
+// restoreLatest if the run does not complete. The scenario name is a
+// checked lab name, so it is a single path element.
+func newRunDir(root, scenario string, now time.Time) (dir, prev string, err error) {
+	dir, err = newResultDir(root, scenario, "", now)
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
-	if err := pointLatest(filepath.Dir(dir), filepath.Base(dir)); err != nil {
-		return "", err
+	base := filepath.Dir(dir)
+	prev, _ = os.Readlink(filepath.Join(base, "latest"))
+	if err := pointLatest(base, filepath.Base(dir)); err != nil {
+		return "", "", err
 	}
-	return dir, nil
+	return dir, prev, nil
+}
+
+// restoreLatest points latest back at prev after the run in dir failed
+// or was interrupted, so that `emu report` and `emu compare` on latest
+// read a complete run; without one before it, latest goes. It leaves
+// latest alone if another run has moved it since.
+func restoreLatest(dir, prev string) error {
+	base := filepath.Dir(dir)
+	latest := filepath.Join(base, "latest")
+	if cur, err := os.Readlink(latest); err != nil || cur != filepath.Base(dir) {
+		return nil
+	}
+	if prev != "" && prev != filepath.Base(dir) && filepath.Base(prev) == prev {
+		if fi, err := os.Stat(filepath.Join(base, prev)); err == nil && fi.IsDir() {
+			return pointLatest(base, prev)
+		}
+	}
+	if err := os.Remove(latest); err != nil {
+		return fmt.Errorf("results: unlink latest: %w", err)
+	}
+	return nil
 }
 
 // newSetDir makes root/<scenario>/repeat-<id> for a set of repeated runs;

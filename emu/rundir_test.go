@@ -16,7 +16,7 @@ func TestNewRunDir(t *testing.T) {
 	now := time.Date(2026, 11, 22, 2, 15, 30, 0, time.UTC)
 	var dirs []string
 	for range 3 {
-		d, err := newRunDir(root, "quickstart", now)
+		d, _, err := newRunDir(root, "quickstart", now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -33,9 +33,12 @@ func TestNewRunDir(t *testing.T) {
 	}
 	// A later run moves latest; nothing else is touched.
 	os.WriteFile(filepath.Join(dirs[0], "summary.json"), []byte("{}"), 0o644)
-	d, err := newRunDir(root, "quickstart", now.Add(time.Second))
+	d, prev, err := newRunDir(root, "quickstart", now.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if prev != want[2] {
+		t.Errorf("latest pointed at %q before, want %q", prev, want[2])
 	}
 	if got, _ := os.Readlink(filepath.Join(root, "quickstart", "latest")); got != filepath.Base(d) {
 		t.Errorf("latest -> %q after a later run", got)
@@ -45,14 +48,50 @@ func TestNewRunDir(t *testing.T) {
 	}
 	// Names that are not lab names never become paths.
 	for _, bad := range []string{"../x", "a/b", "", "*"} {
-		if _, err := newRunDir(root, bad, now); err == nil {
+		if _, _, err := newRunDir(root, bad, now); err == nil {
 			t.Errorf("newRunDir(%q) accepted", bad)
 		}
 	}
 	// A real directory named latest is not replaced.
 	os.MkdirAll(filepath.Join(root, "other", "latest"), 0o755)
-	if _, err := newRunDir(root, "other", now); err == nil || !strings.Contains(err.Error(), "not a link") {
+	if _, _, err := newRunDir(root, "other", now); err == nil || !strings.Contains(err.Error(), "not a link") {
 		t.Errorf("latest as a directory: %v", err)
+	}
+}
+
+// A run that does not complete gives latest back to the run before it,
+// or removes it when there was none; a run that moved latest since is
+// left alone.
+func TestRestoreLatest(t *testing.T) {
+	root := t.TempDir()
+	now := time.Date(2026, 11, 27, 21, 40, 0, 0, time.UTC)
+	latest := filepath.Join(root, "lab", "latest")
+	first, prev, err := newRunDir(root, "lab", now)
+	if err != nil || prev != "" {
+		t.Fatalf("first run: prev %q, %v", prev, err)
+	}
+	if err := restoreLatest(first, prev); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(latest); !os.IsNotExist(err) {
+		t.Errorf("latest after the only run failed: %v, want it gone", err)
+	}
+	good, _, _ := newRunDir(root, "lab", now.Add(time.Second))
+	bad, prev, _ := newRunDir(root, "lab", now.Add(2*time.Second))
+	if err := restoreLatest(bad, prev); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.Readlink(latest); got != filepath.Base(good) {
+		t.Errorf("latest -> %q after a failed run, want the complete one %q", got, filepath.Base(good))
+	}
+	// A failed run whose latest another run took over leaves it.
+	failed, prev, _ := newRunDir(root, "lab", now.Add(3*time.Second))
+	other, _, _ := newRunDir(root, "lab", now.Add(4*time.Second))
+	if err := restoreLatest(failed, prev); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.Readlink(latest); got != filepath.Base(other) {
+		t.Errorf("latest -> %q, want the newer run %q", got, filepath.Base(other))
 	}
 }
 
