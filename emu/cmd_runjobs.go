@@ -132,9 +132,17 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	if len(dag) > 0 {
 		fmt.Fprintln(o, "   task-graph jobs: one row per iteration, first task's start to last task's end (every task in comparison.csv)")
 	}
+	// A phase the model gives no time (an INC pull: the sums come back
+	// with the push) has no relative error.
+	errCell := func(c orchestrate.Comparison) string {
+		if c.PredictedNs <= 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%+.1f%%", 100*c.RelErr)
+	}
 	cell := func(m map[job.Key]orchestrate.Comparison, c orchestrate.Comparison) (string, string) {
 		if k, ok := m[job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}]; ok {
-			return fmt.Sprintf("%.2f", float64(k.PredictedNs)/1e6), fmt.Sprintf("%+.1f%%", 100*k.RelErr)
+			return fmt.Sprintf("%.2f", float64(k.PredictedNs)/1e6), errCell(k)
 		}
 		return "-", "-"
 	}
@@ -143,8 +151,8 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 	for _, c := range collapseDAG(res.Compare, res.Prediction, res.Measurement, dag) {
 		calMs, calErr := cell(cal, c)
 		tcpMs, tcpErr := cell(tcp, c)
-		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%s\t%s\t%.2f\t%+.1f%%\t%s\t%s\t%.2f\t\n", c.Job, c.Iteration, c.Phase, float64(c.PredictedNs)/1e6,
-			calMs, tcpMs, float64(c.MeasuredNs)/1e6, 100*c.RelErr, calErr, tcpErr, float64(c.MeasEndNs)/1e6)
+		fmt.Fprintf(w, "%s\t%d\t%s\t%.2f\t%s\t%s\t%.2f\t%s\t%s\t%s\t%.2f\t\n", c.Job, c.Iteration, c.Phase, float64(c.PredictedNs)/1e6,
+			calMs, tcpMs, float64(c.MeasuredNs)/1e6, errCell(c), calErr, tcpErr, float64(c.MeasEndNs)/1e6)
 	}
 	w.Flush()
 	if pm, mm := res.Prediction.MakespanNs, res.Measurement.MakespanNs; pm > 0 {

@@ -30,6 +30,31 @@ func BusFactor(phase string, n int) float64 {
 	return 1
 }
 
+// PhaseBusFactor is BusFactor for one phase of job j, where the bytes
+// that cross links are not n buffers: a push through the ToR aggregators
+// (INC) moves each worker's buffer over its own link once each way, so
+// its factor is 1, and its pull moves nothing (the sums came back with
+// the push), 0; a CPU parameter server's link carries the buffers of the
+// workers on other servers only, not one on its own server.
+func PhaseBusFactor(j *job.Job, k job.Key) float64 {
+	if k.Phase != job.PhasePush && k.Phase != job.PhasePull {
+		return BusFactor(k.Phase, len(j.Workers))
+	}
+	if j.INCAt(k.Iteration) {
+		if k.Phase == job.PhasePull {
+			return 0
+		}
+		return 1
+	}
+	remote := 0
+	for _, w := range j.Workers {
+		if w != j.PS {
+			remote++
+		}
+	}
+	return float64(remote)
+}
+
 // PhaseStat is one (job, iteration, phase) over all worker ranks.
 type PhaseStat struct {
 	Job       string `json:"job"`
@@ -197,9 +222,11 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 			}
 		} else if j != nil && k.Phase != job.PhaseCompute {
 			st.Bytes = j.Bytes
-			if d := float64(st.DurationNs); d > 0 {
+			// A phase that moves nothing over the network (an INC pull)
+			// has no bandwidth to report.
+			if d, f := float64(st.DurationNs), PhaseBusFactor(j, k); d > 0 && f > 0 {
 				st.AlgBwBps = float64(j.Bytes) * 8 / (d / 1e9)
-				st.BusBwBps = st.AlgBwBps * BusFactor(k.Phase, len(j.Workers))
+				st.BusBwBps = st.AlgBwBps * f
 			}
 		}
 		stats = append(stats, st)
@@ -234,6 +261,8 @@ func PrintStats(w io.Writer, stats []PhaseStat, jobs []JobStat) {
 		size, alg, bus := "-", "-", "-"
 		if s.Bytes > 0 {
 			size = fmt.Sprintf("%.1fMiB", float64(s.Bytes)/(1<<20))
+		}
+		if s.AlgBwBps > 0 {
 			alg = fmt.Sprintf("%.3f", s.AlgBwBps/1e9)
 			bus = fmt.Sprintf("%.3f", s.BusBwBps/1e9)
 		}

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"math"
 	"testing"
 
 	"github.com/ocsemu/ocsemu/workers/job"
@@ -87,6 +88,31 @@ func TestSummarizeTimesRingFromLastRank(t *testing.T) {
 			if p := run.Phases[0]; p.StartNs != w.StartNs || p.DurationNs != w.DurationNs || p.WaitDataNs != w.WaitDataNs || p.LateInNs != w.LateInNs {
 				t.Errorf("%s, last gate %d ms: measurement's all-reduce %+v", pattern, tc.lastGate, p)
 			}
+		}
+	}
+}
+
+// busbw counts the buffers that cross links: a CPU parameter server's
+// link carries the workers' on other servers, an INC push each worker's
+// own once, an INC pull nothing.
+func TestPhaseBusFactor(t *testing.T) {
+	inc := &job.INC{}
+	for _, tc := range []struct {
+		name string
+		j    job.Job
+		k    job.Key
+		want float64
+	}{
+		{"ring all-reduce, 4 ranks", job.Job{Pattern: job.PatternRing, Workers: []string{"a", "b", "c", "d"}}, job.Key{Phase: job.PhaseAllReduce}, 1.5},
+		{"all-to-all, 3 ranks", job.Job{Pattern: job.PatternAllToAll, Workers: []string{"a", "b", "c"}}, job.Key{Phase: job.PhaseAllToAll}, 2.0 / 3},
+		{"PS push, 3 remote workers", job.Job{Pattern: job.PatternPS, Workers: []string{"a", "b", "c"}, PS: "d"}, job.Key{Phase: job.PhasePush}, 3},
+		{"PS pull, the server one of the 2 workers", job.Job{Pattern: job.PatternPS, Workers: []string{"a", "d"}, PS: "d"}, job.Key{Phase: job.PhasePull}, 1},
+		{"INC push", job.Job{Pattern: job.PatternPS, Workers: []string{"a", "b", "c"}, INC: inc}, job.Key{Phase: job.PhasePush}, 1},
+		{"INC pull", job.Job{Pattern: job.PatternPS, Workers: []string{"a", "b", "c"}, INC: inc}, job.Key{Phase: job.PhasePull}, 0},
+		{"INC job, an iteration on the CPU server", job.Job{Pattern: job.PatternPS, Workers: []string{"a", "b"}, PS: "c", INC: inc, INCIterations: []bool{true, false}}, job.Key{Iteration: 1, Phase: job.PhasePull}, 2},
+	} {
+		if got := PhaseBusFactor(&tc.j, tc.k); math.Abs(got-tc.want) > 1e-12 {
+			t.Errorf("%s: factor %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

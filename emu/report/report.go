@@ -289,13 +289,22 @@ func buildErrors(r *Run) ([]errorRow, bool) {
 		}
 	}
 	var out []errorRow
+	// A phase a model gives no time (an INC pull) has no error: NaN, which
+	// the page prints as "-".
+	relErr := func(c Comparison) float64 {
+		if c.PredictedNs <= 0 {
+			return math.NaN()
+		}
+		return c.RelErr
+	}
 	for _, c := range r.Compare {
 		row := errorRow{Comparison: c}
+		row.RelErr = relErr(c)
 		if k, ok := cal[[3]any{c.Job, c.Iteration, c.Phase}]; ok {
-			row.HasCal, row.CalNs, row.CalErr = true, k.PredictedNs, k.RelErr
+			row.HasCal, row.CalNs, row.CalErr = true, k.PredictedNs, relErr(k)
 		}
 		if k, ok := tcp[[3]any{c.Job, c.Iteration, c.Phase}]; ok {
-			row.HasTCP, row.TCPNs, row.TCPErr = true, k.PredictedNs, k.RelErr
+			row.HasTCP, row.TCPNs, row.TCPErr = true, k.PredictedNs, relErr(k)
 		}
 		out = append(out, row)
 	}
@@ -515,6 +524,9 @@ func buildStats(cs []Comparison) []kindStats {
 	var all []float64
 	var order []string
 	for _, c := range cs {
+		if c.PredictedNs <= 0 {
+			continue // no prediction (an INC pull): no error to count
+		}
 		if _, ok := by[c.Phase]; !ok {
 			order = append(order, c.Phase)
 		}

@@ -40,3 +40,27 @@ func TestSummarizeLeavesInputAlone(t *testing.T) {
 		t.Errorf("Summarize reordered its input: %v", in)
 	}
 }
+
+// A phase the model gives no time (an INC pull) counts in no kind's error
+// and reads "-" on the page, not +0.0%.
+func TestNoPredictionNoError(t *testing.T) {
+	cs := []Comparison{
+		{Job: "vgg", Phase: "push", PredictedNs: 100, MeasuredNs: 110, RelErr: 0.1},
+		{Job: "vgg", Phase: "pull", PredictedNs: 0, MeasuredNs: 4, RelErr: 0},
+	}
+	for _, ks := range buildStats(cs) {
+		if ks.Kind == "pull" {
+			t.Errorf("the unpredicted pull has a kind of its own: %+v", ks)
+		}
+		if ks.N != 1 {
+			t.Errorf("%s: %d errors, want the push's alone", ks.Kind, ks.N)
+		}
+	}
+	rows, _ := buildErrors(&Run{Compare: cs})
+	if got := pct(rows[1].RelErr); got != "-" {
+		t.Errorf("the pull's error reads %q, want -", got)
+	}
+	if got := pct(rows[0].RelErr); got != "+10.0%" {
+		t.Errorf("the push's error reads %q", got)
+	}
+}
