@@ -230,3 +230,30 @@ func TestParseAliases(t *testing.T) {
 		t.Errorf("alias bomb of %d bytes: %.300v", len(bomb), err)
 	}
 }
+
+// A 0 written out where leaving the key out gives a default is refused
+// with its line, not quietly replaced by the default; an eps fabric may
+// say it has no uplinks.
+func TestParseExplicitZeros(t *testing.T) {
+	const ocs = "name: t\nfabric:\n  kind: ocs\n  racks: 2\n  servers_per_rack: 1\n"
+	for _, tc := range []struct {
+		name, yaml, want string // want "": valid
+	}{
+		{"uplinks", ocs + "  uplinks_per_tor: 0\n", "x.yaml:6: fabric.uplinks_per_tor: 0 is not allowed: give a value, or leave the key out for the default (1)"},
+		{"ocs switches", ocs + "  ocs: {switches: 0}\n", "x.yaml:6: fabric.ocs.switches: 0 is not allowed"},
+		{"mtu", ocs + "  mtu: 0\n", "x.yaml:6: fabric.mtu: 0 is not allowed"},
+		{"inc capacity", ocs + "  inc: {capacity: 0}\n", "x.yaml:6: fabric.inc.capacity: 0 is not allowed"},
+		{"oversubscription", base + "  eps: {oversubscription: 0}\n", "fabric.eps.oversubscription: 0 is not allowed"},
+		{"slot", ocs + "scheduler: {name: fcfs, slot: 0ms}\n", "x.yaml:6: scheduler.slot: 0 is not allowed: give a value, or leave the key out for the default (1s)"},
+		{"eps without uplinks", base + "  uplinks_per_tor: 0\n", ""},
+		{"left out", ocs, ""},
+	} {
+		_, err := Parse([]byte(tc.yaml), "x.yaml")
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%s: got %v, want %q", tc.name, err, tc.want)
+		}
+	}
+}

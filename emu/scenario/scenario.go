@@ -221,6 +221,7 @@ func Parse(data []byte, source string) (*Scenario, error) {
 		return nil, joinByLine(errs)
 	}
 	s.checkRequired(&errs) // after decoding: what is required depends on a job's pattern
+	s.checkExplicitZeros(&errs)
 	s.reported = map[string]bool{}
 	for _, e := range errs {
 		var se *Error
@@ -517,6 +518,28 @@ func join(path, key string) string {
 		return key
 	}
 	return path + "." + key
+}
+
+// checkExplicitZeros refuses a 0 written out where leaving the field out
+// gives a default: ApplyDefaults cannot tell the two apart, so
+// `uplinks_per_tor: 0` would quietly become 1 and `slot: 0ms` 1 s.
+func (s *Scenario) checkExplicitZeros(errs *[]error) {
+	f := &s.Fabric
+	for _, z := range []struct {
+		field, def string
+		zero       bool
+	}{
+		{"fabric.uplinks_per_tor", "1", f.UplinksPerToR == 0 && f.Kind != KindEPS},
+		{"fabric.ocs.switches", "1", f.OCS.Switches == 0 && f.Kind != KindEPS},
+		{"fabric.eps.oversubscription", "1, non-blocking", f.EPS.Oversubscription == 0},
+		{"fabric.mtu", "1500", f.MTU == 0},
+		{"fabric.inc.capacity", "4 jobs per ToR", f.INC.Capacity == 0},
+		{"scheduler.slot", "1s", s.Scheduler.Slot == 0},
+	} {
+		if line, written := s.lines[z.field]; written && z.zero {
+			*errs = append(*errs, &Error{Source: s.source, Line: line, Field: z.field, Msg: "0 is not allowed: give a value, or leave the key out for the default (" + z.def + ")"})
+		}
+	}
 }
 
 // ApplyDefaults fills the fields a scenario may leave out.
