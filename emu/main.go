@@ -66,7 +66,7 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 			if a.verbose {
 				level = slog.LevelDebug
 			}
-			a.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			a.log = slog.New(newOnceHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 		},
 	}
 	root.Version = buildVersion()

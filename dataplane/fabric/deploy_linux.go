@@ -254,7 +254,7 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	if err := WriteState(st); err != nil {
 		return lab, err
 	}
-	log.Info("lab up", "nodes", len(t.Nodes), "links", len(t.Links), "took", time.Since(start).Round(time.Millisecond))
+	log.Debug("lab up", "nodes", len(t.Nodes), "links", len(t.Links), "took", time.Since(start).Round(time.Millisecond))
 	return lab, nil
 }
 
@@ -767,7 +767,7 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	// lives in one of its namespaces, so membership finds them all without
 	// trusting PIDs that may have been reused.
 	if n := killAll(ctx, netns.PIDsIn(inodes)); n > 0 {
-		log.Info("ended lab processes", "n", n)
+		log.Debug("ended lab processes", "n", n)
 	}
 	list := make([]string, 0, len(nsNames))
 	for n := range nsNames {
