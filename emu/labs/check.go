@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -133,7 +135,7 @@ func (e *Env) Number(key string) (float64, error) {
 	}
 	v, ok := m[key]
 	if !ok || v == nil {
-		return 0, fmt.Errorf("answers.yaml: %s is not answered yet", key)
+		return 0, fmt.Errorf("answers.yaml: %s is not answered yet%s", key, e.misspelt(key, m))
 	}
 	switch n := v.(type) {
 	case int:
@@ -142,6 +144,55 @@ func (e *Env) Number(key string) (float64, error) {
 		return n, nil
 	}
 	return 0, fmt.Errorf("answers.yaml: %s is %v, want a number", key, v)
+}
+
+// misspelt names the keys of answers.yaml that are not among the lab's
+// answers (its start/answers.yaml) and look like a misspelling of key (a
+// few edits away, or key with a part left off), for the message that says
+// key is not answered.
+func (e *Env) misspelt(key string, m map[string]any) string {
+	known := e.answerKeys()
+	var near []string
+	for k := range m {
+		if known == nil || known[k] {
+			continue
+		}
+		if scenario.EditDistance(strings.ToLower(k), key) <= 3 || len(k) >= 4 && (strings.HasPrefix(key, k) || strings.HasPrefix(k, key)) {
+			near = append(near, fmt.Sprintf("%q", k))
+		}
+	}
+	if len(near) == 0 {
+		return ""
+	}
+	slices.Sort(near)
+	return fmt.Sprintf("; answers.yaml has %s, which is not one of this lab's answers: misspelt?", strings.Join(near, ", "))
+}
+
+// answerKeys is the set of keys the lab's own answers.yaml (start/) has;
+// nil when it cannot be read.
+func (e *Env) answerKeys() map[string]bool {
+	if e.Lab == nil || e.Lab.files == nil {
+		return nil
+	}
+	keys, err := once(e, "answer keys", func() (map[string]bool, error) {
+		data, err := fs.ReadFile(e.Lab.files, "start/answers.yaml")
+		if err != nil {
+			return nil, err
+		}
+		var m map[string]any
+		if err := yaml.Unmarshal(data, &m); err != nil {
+			return nil, err
+		}
+		out := map[string]bool{}
+		for k := range m {
+			out[k] = true
+		}
+		return out, nil
+	})
+	if err != nil {
+		return nil
+	}
+	return keys
 }
 
 // Choice is an answer that must be one of choices, in any case; it
@@ -153,7 +204,7 @@ func (e *Env) Choice(key string, choices ...string) (string, error) {
 	}
 	v, ok := m[key]
 	if !ok || v == nil {
-		return "", fmt.Errorf("answers.yaml: %s is not answered yet (one of %s)", key, strings.Join(choices, ", "))
+		return "", fmt.Errorf("answers.yaml: %s is not answered yet (one of %s)%s", key, strings.Join(choices, ", "), e.misspelt(key, m))
 	}
 	s := strings.TrimSpace(fmt.Sprint(v))
 	for _, c := range choices {

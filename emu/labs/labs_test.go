@@ -255,6 +255,8 @@ func TestQueuesAnswers(t *testing.T) {
 			[]edit{{"answers.yaml", "fifo_one_hop_ms: 326.67", "fifo_one_hop_ms: 540.0"}}},
 		{"a FIFO run closer to max-min", fifoRun, "b,0,push,536.870912,326.669924", "b,0,push,536.870912,480.0", "predicted the FIFO run", "no closer to the TCP-aware model",
 			[]edit{{"answers.yaml", "fifo_one_hop_ms: 326.67", "fifo_one_hop_ms: 480.0"}}},
+		{"a misspelt key", "answers.yaml", "fifo_two_hop_ms: 563.78", "fifo_two_hop: 563.78", "1-hop flow ends well before",
+			`fifo_two_hop_ms is not answered yet; answers.yaml has "fifo_two_hop", which is not one of this lab's answers: misspelt?`, nil},
 		{"no runs at all", "results/lab06/20261127-201733/scenario.yaml", "switch_queue: fifo", "switch_queue: fair", "1-hop flow ends well before", "no run with switch_queue fifo", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -477,7 +477,7 @@ func sortedKeys(m map[string]reflect.StructField) []string {
 func suggest(k string, fields map[string]reflect.StructField) string {
 	best, bestD := "", 3
 	for _, f := range sortedKeys(fields) {
-		if d := editDistance(strings.ToLower(k), f); d < bestD {
+		if d := EditDistance(strings.ToLower(k), f); d < bestD {
 			best, bestD = f, d
 		}
 	}
@@ -487,9 +487,9 @@ func suggest(k string, fields map[string]reflect.StructField) string {
 	return fmt.Sprintf(", did you mean %q?", best)
 }
 
-// editDistance is the optimal-string-alignment distance (Levenshtein plus
+// EditDistance is the optimal-string-alignment distance (Levenshtein plus
 // adjacent transpositions, so "rakcs" is one step from "racks").
-func editDistance(a, b string) int {
+func EditDistance(a, b string) int {
 	d := make([][]int, len(a)+1)
 	for i := range d {
 		d[i] = make([]int, len(b)+1)
