@@ -219,7 +219,10 @@ func spanMs(xs []float64) string {
 // text says in how many runs a connection ran below HyStart's first
 // chance, and which, how often.
 func (a *connAcc) text() string {
-	out := fmt.Sprintf("%s: a connection below HyStart's first chance (%d segments) in %d", nRuns(a.runs), HyStartEarlySegs, a.cut)
+	if a.cut == 0 {
+		return fmt.Sprintf("%s: no connection below HyStart's first chance (%d segments) in any", nRuns(a.runs), HyStartEarlySegs)
+	}
+	out := fmt.Sprintf("%s: a connection below HyStart's first chance (%d segments) in %d of them", nRuns(a.runs), HyStartEarlySegs, a.cut)
 	if len(a.order) > 0 {
 		var cs []string
 		for _, name := range a.order {

@@ -237,7 +237,7 @@ func TestDiagnosisSet(t *testing.T) {
 		"vgg 0 push on tor1:up1, medians of 3 runs: own 44% (40), others 53% (55), idle 3% (5), queue 3.0 ms (2.3)",
 		"vgg 0 push, medians of 3 runs: round trip 6.90 ms = hops 0.90 + network 6.00; model 7.60 = hops 0.90 + network 6.70",
 		"moe 0 alltoall slow start, 3 runs: a flow cut early in 2 (cut flows 105.0-117.0 ms, the others at most 48.0-61.0), none in 1 (slowest flow 72.0 ms); at HyStart's first chance (below 32 segments) in 2 (those flows 105.0-117.0 ms)",
-		"gpt 0 allreduce slow start, 3 runs: a connection below HyStart's first chance (32 segments) in 2 (2->1 in 2, 1->3 in 1)",
+		"gpt 0 allreduce slow start, 3 runs: a connection below HyStart's first chance (32 segments) in 2 of them (2->1 in 2, 1->3 in 1)",
 		"moe 1 alltoall on tor1:up1, 1 run: own 24% (35), others 76% (65), idle 0% (0)",
 	}
 	if got := d.Lines(); !slices.Equal(got, want) {
