@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,18 +154,23 @@ measurements.`,
 	return cmd
 }
 
+// nearestRank is the p-quantile of sorted xs by nearest rank (p90 of
+// three jobs is the slowest); 0 for none.
+func nearestRank(xs []float64, p float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	r := int(math.Ceil(p*float64(len(xs)) - 1e-9))
+	return xs[max(1, min(len(xs), r))-1]
+}
+
 func printRun(r *record.Run, jobsTable bool) {
 	var jcts []float64
 	for _, j := range r.Jobs {
 		jcts = append(jcts, float64(j.JCTNs)/1e9)
 	}
 	sort.Float64s(jcts)
-	pct := func(p float64) float64 {
-		if len(jcts) == 0 {
-			return 0
-		}
-		return jcts[int(p*float64(len(jcts)-1))]
-	}
+	pct := func(p float64) float64 { return nearestRank(jcts, p) }
 	fmt.Printf("plan by %s, %s mode: %d jobs, %d stages\n", r.Scheduler, r.Mode, len(r.Jobs), len(r.Stages))
 	fmt.Printf("  makespan            %.3f s\n", float64(r.MakespanNs)/1e9)
 	fmt.Printf("  job completion      p50 %.3f s, p90 %.3f s, max %.3f s\n", pct(.5), pct(.9), pct(1))
