@@ -362,8 +362,11 @@ func Compare(pred, meas *record.Run) []Comparison {
 		}
 		out = append(out, c)
 	}
+	// By predicted end, and where two end together (an INC pull, which
+	// the model gives no time, ends with its push) by measured end.
 	slices.SortFunc(out, func(a, b Comparison) int {
-		return cmp.Or(strings.Compare(a.Job, b.Job), cmp.Compare(a.Iteration, b.Iteration), cmp.Compare(a.PredEndNs, b.PredEndNs))
+		return cmp.Or(strings.Compare(a.Job, b.Job), cmp.Compare(a.Iteration, b.Iteration), cmp.Compare(a.PredEndNs, b.PredEndNs),
+			cmp.Compare(a.MeasEndNs, b.MeasEndNs), strings.Compare(a.Phase, b.Phase))
 	})
 	return out
 }
