@@ -213,7 +213,7 @@ func (a *app) startAggregators(ctx context.Context, lab *fabric.Lab, capacity in
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	a.progress("%d aggregators serving (UDP port %d, capacity %d jobs per ToR)", len(cmds), inc.Port, capacity)
+	a.progress("%s serving (UDP port %d, capacity %s per ToR)", nOf(len(cmds), "aggregator"), inc.Port, nOf(capacity, "job"))
 	if a.incBand {
 		ports := 0
 		for _, n := range lab.Topo.Nodes {

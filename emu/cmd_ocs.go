@@ -132,7 +132,7 @@ func (o *ocsCLI) showCmd() *cobra.Command {
 				return err
 			}
 			layout := circuit.LayoutOf(st.Spec)
-			fmt.Printf("lab %s: %d circuits, default reconfiguration delay %v", lab, len(v.Circuits), time.Duration(v.DelayNs))
+			fmt.Printf("lab %s: %s, default reconfiguration delay %v", lab, nOf(len(v.Circuits), "circuit"), time.Duration(v.DelayNs))
 			if v.Schedule {
 				fmt.Print(", schedule running")
 			}
@@ -381,9 +381,9 @@ func printEvent(ev ocs.Event) {
 	for _, u := range ev.Dark {
 		dark = append(dark, u.String())
 	}
-	fmt.Printf("event %d: %d circuits; %d ports dark for %v (%s); ToR paths switched with the circuits (skew %v); netlink routes followed %v after (%d changed); %d rack pairs unreachable\n",
-		ev.Seq, len(ev.Circuits), len(ev.Dark), time.Duration(ev.DelayNs), strings.Join(dark, " "),
-		time.Duration(ev.PathSkewNs), time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, ev.Unreachable)
+	fmt.Printf("event %d: %s; %s dark for %v (%s); ToR paths switched with the circuits (skew %v); netlink routes followed %v after (%d changed); %s unreachable\n",
+		ev.Seq, nOf(len(ev.Circuits), "circuit"), nOf(len(ev.Dark), "port"), time.Duration(ev.DelayNs), strings.Join(dark, " "),
+		time.Duration(ev.PathSkewNs), time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, nOf(ev.Unreachable, "rack pair"))
 }
 
 func writeJSONLine(v any) error {

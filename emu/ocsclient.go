@@ -144,7 +144,7 @@ func labProcesses(ctx context.Context, st *fabric.State) []labProcess {
 	cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer ccancel()
 	if v, err := cl.Config(cctx); err == nil {
-		p.Status += fmt.Sprintf(", %d circuits (emu ocs show)", len(v.Circuits))
+		p.Status += fmt.Sprintf(", %s (emu ocs show)", nOf(len(v.Circuits), "circuit"))
 	}
 	return []labProcess{p}
 }

@@ -370,7 +370,7 @@ func TestEventLog(t *testing.T) {
 	for i, want := range []string{
 		"error: write the port map: boom",
 		"schedule-start",
-		"1 circuits; 2 ports dark for 50ms (tor0:0 tor1:0); routes followed 250µs after the switch; 10 rack pairs unreachable",
+		"1 circuit; 2 ports dark for 50ms (tor0:0 tor1:0); routes followed 250µs after the switch; 10 rack pairs unreachable",
 	} {
 		if got.Recent[i].Text != want {
 			t.Errorf("line %d: %q, want %q", i, got.Recent[i].Text, want)
@@ -396,6 +396,6 @@ func TestServerPushesOCSEvents(t *testing.T) {
 		}
 		var l EventLog
 		json.Unmarshal([]byte(data), &l)
-		return len(l.Recent) == 1 && l.Recent[0].Seq == 4 && strings.Contains(l.Recent[0].Text, "1 ports dark for 1ms (tor0:0)")
+		return len(l.Recent) == 1 && l.Recent[0].Seq == 4 && strings.Contains(l.Recent[0].Text, "1 port dark for 1ms (tor0:0)")
 	})
 }
