@@ -168,7 +168,10 @@ var byteRE = regexp.MustCompile(`^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT
 func ParseByteSize(s string) (ByteSize, error) {
 	m := byteRE.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
-		if _, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+		if v, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+			if v <= 0 {
+				return 0, fmt.Errorf("size %q: must be at least 1B", s)
+			}
 			return 0, fmt.Errorf("size %q has no unit: write e.g. %q or %q", s, s+"MB", s+"MiB")
 		}
 		return 0, fmt.Errorf("size %q: want a number and a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)", s)

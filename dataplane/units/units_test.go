@@ -32,9 +32,12 @@ func TestParseByteSize(t *testing.T) {
 			t.Errorf("ParseByteSize(%q) = %v, %v; want %v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"64", "64mb", "MB", "-1MB", "0B"} {
-		if _, err := ParseByteSize(bad); err == nil {
-			t.Errorf("ParseByteSize(%q) accepted", bad)
+	for bad, msg := range map[string]string{
+		"64": `size "64" has no unit: write e.g. "64MB" or "64MiB"`, "0": `size "0": must be at least 1B`,
+		"64mb": "want a number and a unit", "MB": "want a number and a unit", "-1MB": "want a number and a unit", "0B": "out of range",
+	} {
+		if _, err := ParseByteSize(bad); err == nil || !strings.Contains(err.Error(), msg) {
+			t.Errorf("ParseByteSize(%q): %v, want %q", bad, err, msg)
 		}
 	}
 }
