@@ -82,7 +82,7 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 // beside the prediction.
 func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario, r *preparedRun, verify, realtime bool) error {
 	p, dir := r.plan, r.dir
-	a.progress("plan by %s: %d jobs, %d stages (%s mode); running it with real workers", p.Scheduler, len(p.Jobs), len(p.Stages), p.Mode)
+	a.progress("plan by %s: %s, %s (%s mode); running it with real workers", p.Scheduler, nOf(len(p.Jobs), "job"), nOf(len(p.Stages), "stage"), p.Mode)
 	exe, _ := os.Executable()
 	rec := a.startRecording(ctx, lab, s)
 	opts := &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify, Realtime: realtime,
