@@ -63,7 +63,7 @@ func TestCheck(t *testing.T) {
 		}, "phase push is in stage 0 but must come after a iteration 0 phase compute (stage 0)"},
 		{"port used twice", func(p *Plan) {
 			p.Stages[1].Circuits = append(p.Stages[1].Circuits, cc("tor0:0", "tor2:0"))
-		}, "stage 1: circuits: circuit 1 (tor0:0<->tor2:0): tor0:0 already transmits into"},
+		}, "stage 1: circuits: circuit 1 (tor0:0<->tor2:0): tor0:0 is already in circuit tor0:0<->tor1:0"},
 		{"port does not exist", func(p *Plan) { p.Stages[1].Circuits[0] = cc("tor0:0", "tor9:0") }, "stage 1: circuits: circuit 0 (tor0:0<->tor9:0): tor9:0: no rack 9"},
 		{"circuit across switches", func(p *Plan) { p.Stages[1].Circuits[0] = cc("tor0:0", "tor1:1") }, "cabled to ocs0 but tor1:1 to ocs1"},
 		{"no path", func(p *Plan) { p.Stages[1].Circuits = nil }, "stage 1, activities[0] (job a): push needs rack 1 -> rack 0, but the stage's circuits give no path"},

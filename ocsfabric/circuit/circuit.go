@@ -164,11 +164,23 @@ func (l Layout) Validate(c Config) error {
 			strict(ci.B, "is in")
 			continue
 		}
-		use(tx, ci.A, "transmits into")
-		use(rx, ci.B, "receives from")
-		if !ci.Simplex {
-			use(tx, ci.B, "transmits into")
-			use(rx, ci.A, "receives from")
+		if ci.Simplex {
+			use(tx, ci.A, "transmits into")
+			use(rx, ci.B, "receives from")
+			continue
+		}
+		// A full-duplex circuit takes both directions of both ports: one
+		// port in two circuits is one problem, not one per direction.
+		for _, u := range []Uplink{ci.A, ci.B} {
+			prev, ok := tx[u]
+			if !ok {
+				prev, ok = rx[u]
+			}
+			if ok {
+				errs = append(errs, fmt.Errorf("%s: %s is already in circuit %s", where, u, prev))
+				continue
+			}
+			tx[u], rx[u] = ci, ci
 		}
 	}
 	return errors.Join(errs...)

@@ -32,7 +32,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"one circuit", layout(4, 1, 1, "full"), []Circuit{full("tor0:0", "tor1:0")}, ""},
 		{"matching", layout(4, 1, 1, "full"), []Circuit{full("tor0:0", "tor1:0"), full("tor2:0", "tor3:0")}, ""},
-		{"port reused", layout(4, 1, 1, "full"), []Circuit{full("tor0:0", "tor1:0"), full("tor0:0", "tor2:0")}, "tor0:0 already transmits into"},
+		{"port reused", layout(4, 1, 1, "full"), []Circuit{full("tor0:0", "tor1:0"), full("tor0:0", "tor2:0")}, "tor0:0 is already in circuit tor0:0<->tor1:0"},
 		{"no such rack", layout(4, 1, 1, "full"), []Circuit{full("tor0:0", "tor9:0")}, "no rack 9"},
 		{"no such uplink", layout(4, 1, 1, "full"), []Circuit{full("tor0:0", "tor1:3")}, "no uplink 3"},
 		{"same rack", layout(4, 2, 1, "full"), []Circuit{full("tor0:0", "tor0:1")}, "both ends are on rack 0"},

@@ -141,7 +141,7 @@ func TestDecodeRequests(t *testing.T) {
 		{"config across switches", cfgDecode, `{"circuits":[{"a":"tor0:0","b":"tor1:1"}]}`, []string{"invalid configuration: circuit 0 (tor0:0<->tor1:1): tor0:0 is cabled to ocs0 but tor1:1 to ocs1"}},
 		{"config unknown key", cfgDecode, `{"circuits":[],"at":5}`, []string{`unknown key "at" (known keys: circuits, delay, at_ns)`}},
 		{"config: the first 20 errors and a count", cfgDecode, `{"circuits":[` + strings.Repeat(`{"a":"tor0:0","b":"tor1:0"},`, 100) + `{"a":"tor0:0","b":"tor1:0"}]}`,
-			[]string{"circuit 5 (tor0:0<->tor1:0): tor0:0 already receives from", "\n... and 380 more problems"}},
+			[]string{"circuit 5 (tor0:0<->tor1:0): tor0:0 is already in circuit tor0:0<->tor1:0", "\n... and 180 more problems"}},
 		{"config empty", cfgDecode, ``, []string{"the request body is empty"}},
 		{"config trailing data", cfgDecode, `{"circuits":[]} {}`, []string{"more data after the end"}},
 		{"connect", connDecode, `{"a":"tor0:1","b":"tor2:1","delay":"1ms"}`, nil},
