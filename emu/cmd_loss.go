@@ -58,7 +58,7 @@ loss at deploy with fabric.loss (docs/scenario.md).`,
 				if err != nil {
 					return err
 				}
-				fmt.Printf("lab %s: removed %d loss rules\n", st.Lab, n)
+				fmt.Printf("lab %s: removed %s\n", st.Lab, nOf(n, "loss rule"))
 				return nil
 			case clear && len(args) == 2:
 				p, err := loss.ParsePort(lab.Topo, args[1])
@@ -69,10 +69,15 @@ loss at deploy with fabric.loss (docs/scenario.md).`,
 				if err != nil {
 					return err
 				}
-				if err := inject.Clear(h, p, loss.Both); err != nil {
+				n, err := inject.Clear(h, p, loss.Both)
+				if err != nil {
 					return err
 				}
-				fmt.Printf("lab %s: no loss on %s\n", st.Lab, p)
+				if n == 0 {
+					fmt.Printf("lab %s: %s had no loss rule\n", st.Lab, p)
+				} else {
+					fmt.Printf("lab %s: removed %s from %s\n", st.Lab, nOf(n, "loss rule"), p)
+				}
 				return nil
 			case clear:
 				return errors.New("--clear takes the lab and at most one port: emu loss LAB --clear [PORT]")

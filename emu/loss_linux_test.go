@@ -42,7 +42,7 @@ func TestCLILoss(t *testing.T) {
 	}{
 		{[]string{"loss", lab, "tor0:s1", "both", "0"}, "tor0:s1 ingress 0%"},
 		{[]string{"loss", lab}, "tor0:s1     egress    0%"},
-		{[]string{"loss", lab, "--clear", "tor0:s1"}, "no loss on tor0:s1"},
+		{[]string{"loss", lab, "--clear", "tor0:s1"}, "removed 2 loss rules from tor0:s1"}, // ingress and egress
 		{[]string{"loss", lab}, "no loss rules"},
 	} {
 		if out, err := run(t, bin, c.args...); err != nil || !strings.Contains(out, c.want) {

@@ -180,17 +180,18 @@ func Set(h *netlink.Handle, r loss.Rule) (err error) {
 	return nil
 }
 
-// Clear removes the rule of one port and direction (Both: both); a port
-// without one is fine.
-func Clear(h *netlink.Handle, p loss.Port, d loss.Direction) error {
+// Clear removes the rule of one port and direction (Both: both) and
+// says how many it removed; a port without one is fine.
+func Clear(h *netlink.Handle, p loss.Port, d loss.Direction) (int, error) {
 	link, err := nlsafe.Retry1(h.LinkByName, p.Iface)
 	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
+		return 0, fmt.Errorf("%s: %w", p, err)
 	}
+	removed := 0
 	for _, dd := range d.Hooks() {
 		m, err := find(h, link, dd)
 		if err != nil {
-			return err
+			return removed, err
 		}
 		if m == nil {
 			continue
@@ -200,15 +201,16 @@ func Clear(h *netlink.Handle, p loss.Port, d loss.Direction) error {
 		f := &netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: par,
 			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.Loss}}
 		if err := h.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("%s: remove %s loss rule: %w", p, dd, err)
+			return removed, fmt.Errorf("%s: remove %s loss rule: %w", p, dd, err)
 		}
+		removed++
 		if dd == loss.Egress {
 			if err := fastport.Refresh(h, p.NS, link); err != nil {
-				return fmt.Errorf("%s: %w", p, err)
+				return removed, fmt.Errorf("%s: %w", p, err)
 			}
 		}
 	}
-	return nil
+	return removed, nil
 }
 
 // Read returns the rules on one port (none, one or two) with counters.
@@ -283,7 +285,7 @@ func ClearAll(lab *fabric.Lab) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if err := Clear(h, s.Port, s.Direction); err != nil {
+		if _, err := Clear(h, s.Port, s.Direction); err != nil {
 			return 0, err
 		}
 	}

@@ -143,11 +143,11 @@ func TestLossRule(t *testing.T) {
 	}
 
 	// Clear removes rules; a port without one is fine.
-	if err := Clear(h, rules[0].Port, loss.Both); err != nil {
-		t.Fatal(err)
+	if n, err := Clear(h, rules[0].Port, loss.Both); err != nil || n != 1 {
+		t.Fatalf("clear of tor0:s1 removed %d rules (%v), want its one", n, err)
 	}
-	if err := Clear(h, rules[0].Port, loss.Both); err != nil {
-		t.Errorf("second clear: %v", err)
+	if n, err := Clear(h, rules[0].Port, loss.Both); err != nil || n != 0 {
+		t.Errorf("second clear: removed %d (%v), want 0", n, err)
 	}
 	if st, _ = List(lab); len(st) != 2 {
 		t.Errorf("after clear of tor0:s1: %+v, want the 2 rules of r0s0:eth0", st)
