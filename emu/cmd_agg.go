@@ -19,6 +19,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/emu/plural"
 )
 
 // aggCmd groups the commands of the per-ToR INC aggregators.
@@ -213,7 +214,7 @@ func (a *app) startAggregators(ctx context.Context, lab *fabric.Lab, capacity in
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
-	a.progress("%s serving (UDP port %d, capacity %s per ToR)", nOf(len(cmds), "aggregator"), inc.Port, nOf(capacity, "job"))
+	a.progress("%s serving (UDP port %d, capacity %s per ToR)", plural.Of(len(cmds), "aggregator"), inc.Port, plural.Of(capacity, "job"))
 	if a.incBand {
 		ports := 0
 		for _, n := range lab.Topo.Nodes {

@@ -23,6 +23,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
+	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
@@ -216,8 +217,8 @@ func (a *app) inspectCmd() *cobra.Command {
 					"created": st.Created, "fabric": st.Spec, "processes": procs, "nodes": rows, "links": t.Links})
 			}
 			f := st.Spec
-			fmt.Printf("lab %s (%s%s, from %s): %s fabric, %d racks x %d servers, created %s\n", st.Lab, st.Status, labHealth(st), st.Source,
-				f.Kind, f.Racks, f.ServersPerRack, st.Created.Format("2006-01-02 15:04:05"))
+			fmt.Printf("lab %s (%s%s, from %s): %s fabric, %s x %s, created %s\n", st.Lab, st.Status, labHealth(st), st.Source,
+				f.Kind, plural.Of(f.Racks, "rack"), plural.Of(f.ServersPerRack, "server"), st.Created.Format("2006-01-02 15:04:05"))
 			if len(procs) > 0 {
 				fmt.Println()
 				w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)

@@ -14,6 +14,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/loss"
 	"github.com/ocsemu/ocsemu/dataplane/loss/inject"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/emu/plural"
 )
 
 func (a *app) lossCmd() *cobra.Command {
@@ -58,7 +59,7 @@ loss at deploy with fabric.loss (docs/scenario.md).`,
 				if err != nil {
 					return err
 				}
-				fmt.Printf("lab %s: removed %s\n", st.Lab, nOf(n, "loss rule"))
+				fmt.Printf("lab %s: removed %s\n", st.Lab, plural.Of(n, "loss rule"))
 				return nil
 			case clear && len(args) == 2:
 				p, err := loss.ParsePort(lab.Topo, args[1])
@@ -76,7 +77,7 @@ loss at deploy with fabric.loss (docs/scenario.md).`,
 				if n == 0 {
 					fmt.Printf("lab %s: %s had no loss rule\n", st.Lab, p)
 				} else {
-					fmt.Printf("lab %s: removed %s from %s\n", st.Lab, nOf(n, "loss rule"), p)
+					fmt.Printf("lab %s: removed %s from %s\n", st.Lab, plural.Of(n, "loss rule"), p)
 				}
 				return nil
 			case clear:

@@ -18,6 +18,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/units"
+	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
@@ -132,7 +133,7 @@ func (o *ocsCLI) showCmd() *cobra.Command {
 				return err
 			}
 			layout := circuit.LayoutOf(st.Spec)
-			fmt.Printf("lab %s: %s, default reconfiguration delay %v", lab, nOf(len(v.Circuits), "circuit"), time.Duration(v.DelayNs))
+			fmt.Printf("lab %s: %s, default reconfiguration delay %v", lab, plural.Of(len(v.Circuits), "circuit"), time.Duration(v.DelayNs))
 			if v.Schedule {
 				fmt.Print(", schedule running")
 			}
@@ -382,8 +383,8 @@ func printEvent(ev ocs.Event) {
 		dark = append(dark, u.String())
 	}
 	fmt.Printf("event %d: %s; %s dark for %v (%s); ToR paths switched with the circuits (skew %v); netlink routes followed %v after (%d changed); %s unreachable\n",
-		ev.Seq, nOf(len(ev.Circuits), "circuit"), nOf(len(ev.Dark), "port"), time.Duration(ev.DelayNs), strings.Join(dark, " "),
-		time.Duration(ev.PathSkewNs), time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, nOf(ev.Unreachable, "rack pair"))
+		ev.Seq, plural.Of(len(ev.Circuits), "circuit"), plural.Of(len(ev.Dark), "port"), time.Duration(ev.DelayNs), strings.Join(dark, " "),
+		time.Duration(ev.PathSkewNs), time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, plural.Of(ev.Unreachable, "rack pair"))
 }
 
 func writeJSONLine(v any) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
 	"github.com/ocsemu/ocsemu/workers/record"
@@ -62,12 +63,12 @@ written. Your own scheduler, in any language, writes the same JSON.`,
 			for _, st := range p.Stages {
 				acts += len(st.Activities)
 			}
-			stages := nOf(len(p.Stages), "stage") + " of " + s.Scheduler.Slot.String()
+			stages := plural.Of(len(p.Stages), "stage") + " of " + s.Scheduler.Slot.String()
 			if p.Mode == plan.ModeBarrier {
-				stages = nOf(len(p.Stages), "barrier stage")
+				stages = plural.Of(len(p.Stages), "barrier stage")
 			}
 			a.progress("%s: %s, %s, %s; predicted makespan %.3fs; planned in %v",
-				p.Scheduler, nOf(len(p.Jobs), "job"), stages, nOf(acts, "activity"), float64(p.Predicted.MakespanNs)/1e9, time.Since(t0).Round(time.Millisecond))
+				p.Scheduler, plural.Of(len(p.Jobs), "job"), stages, plural.Of(acts, "activity"), float64(p.Predicted.MakespanNs)/1e9, time.Since(t0).Round(time.Millisecond))
 			fmt.Println(out)
 			return nil
 		},
@@ -171,7 +172,7 @@ func printRun(r *record.Run, jobsTable bool) {
 	}
 	sort.Float64s(jcts)
 	pct := func(p float64) float64 { return nearestRank(jcts, p) }
-	fmt.Printf("plan by %s, %s mode: %s, %s\n", r.Scheduler, r.Mode, nOf(len(r.Jobs), "job"), nOf(len(r.Stages), "stage"))
+	fmt.Printf("plan by %s, %s mode: %s, %s\n", r.Scheduler, r.Mode, plural.Of(len(r.Jobs), "job"), plural.Of(len(r.Stages), "stage"))
 	fmt.Printf("  makespan            %.3f s\n", float64(r.MakespanNs)/1e9)
 	fmt.Printf("  job completion      p50 %.3f s, p90 %.3f s, max %.3f s\n", pct(.5), pct(.9), pct(1))
 	fmt.Printf("  reconfigurations    %d (%d ports went dark in all)\n", r.Reconfigurations, r.PortsReconfigured)

@@ -15,6 +15,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
 	"github.com/ocsemu/ocsemu/workers"
@@ -82,7 +83,7 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 // beside the prediction.
 func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario, r *preparedRun, verify, realtime bool) error {
 	p, dir := r.plan, r.dir
-	a.progress("plan by %s: %s, %s (%s mode); running it with real workers", p.Scheduler, nOf(len(p.Jobs), "job"), nOf(len(p.Stages), "stage"), p.Mode)
+	a.progress("plan by %s: %s, %s (%s mode); running it with real workers", p.Scheduler, plural.Of(len(p.Jobs), "job"), plural.Of(len(p.Stages), "stage"), p.Mode)
 	exe, _ := os.Executable()
 	rec := a.startRecording(ctx, lab, s)
 	opts := &orchestrate.Options{Lab: lab, Scenario: s, Plan: p, Prediction: r.pred, Dir: dir, Exe: exe, Verify: verify, Realtime: realtime,

@@ -18,6 +18,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
 )
@@ -144,7 +145,7 @@ func labProcesses(ctx context.Context, st *fabric.State) []labProcess {
 	cctx, ccancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer ccancel()
 	if v, err := cl.Config(cctx); err == nil {
-		p.Status += fmt.Sprintf(", %s (emu ocs show)", nOf(len(v.Circuits), "circuit"))
+		p.Status += fmt.Sprintf(", %s (emu ocs show)", plural.Of(len(v.Circuits), "circuit"))
 	}
 	return []labProcess{p}
 }

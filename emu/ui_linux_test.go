@@ -132,6 +132,8 @@ func TestUIBrowserShowsCircuits(t *testing.T) {
 	took := waitFor(t, b, `!!document.querySelector('path.circuit[data-circuit="tor0:0<->tor1:0"]') && document.querySelector('circle[data-port="tor0:0"]').classList.contains("lit")`, 5*time.Second)
 	t.Logf("the page drew the new circuit %v after `emu ocs connect` returned", took.Round(time.Millisecond))
 	waitFor(t, b, `document.getElementById("eventlog").textContent.includes("2 ports dark for 50ms (tor0:0 tor1:0)")`, 5*time.Second)
+	// The OCS API's unreachable pairs (snake_case JSON) reach the page: with one circuit, 10 of 12.
+	waitFor(t, b, `/^1 circuit: tor0:0<->tor1:0\. 10 rack pairs unreachable \(\d->\d/.test(document.getElementById("circuitList").textContent) && document.getElementById("summary").textContent.includes("4 racks x 1 server, 2 uplinks per ToR")`, 5*time.Second)
 	if took > time.Second {
 		t.Errorf("the page drew the circuit after %v, want within 1 s", took)
 	}

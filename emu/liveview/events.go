@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
@@ -46,13 +47,13 @@ func describe(ev ocs.Event) string {
 	case "schedule-start", "schedule-end":
 		return ev.Kind
 	}
-	b.WriteString(nOf(len(ev.Circuits), "circuit"))
+	b.WriteString(plural.Of(len(ev.Circuits), "circuit"))
 	if len(ev.Dark) > 0 {
 		var ds []string
 		for _, d := range ev.Dark {
 			ds = append(ds, d.String())
 		}
-		fmt.Fprintf(&b, "; %s dark for %v (%s)", nOf(len(ev.Dark), "port"), time.Duration(ev.DelayNs), strings.Join(ds, " "))
+		fmt.Fprintf(&b, "; %s dark for %v (%s)", plural.Of(len(ev.Dark), "port"), time.Duration(ev.DelayNs), strings.Join(ds, " "))
 	}
 	if ev.LateNs > 0 {
 		fmt.Fprintf(&b, "; switched %v late", time.Duration(ev.LateNs))
@@ -63,7 +64,7 @@ func describe(ev ocs.Event) string {
 	case ev.RoutesDoneNs > 0 && ev.Effective > 0:
 		fmt.Fprintf(&b, "; routes followed %v after the switch", time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond))
 	}
-	fmt.Fprintf(&b, "; %s unreachable", nOf(ev.Unreachable, "rack pair"))
+	fmt.Fprintf(&b, "; %s unreachable", plural.Of(ev.Unreachable, "rack pair"))
 	return b.String()
 }
 
@@ -105,12 +106,4 @@ func (f *eventFollower) follow(ctx context.Context, src OCS) {
 		case <-time.After(time.Second):
 		}
 	}
-}
-
-// nOf is n and the noun, plural unless n is 1: "1 circuit", "3 circuits".
-func nOf(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/fidelity"
+	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
@@ -220,7 +221,7 @@ func build(r *Run) page {
 	if pg.PredMakespan > 0 {
 		pg.MakespanErr = float64(pg.MeasMakespan-pg.PredMakespan) / float64(pg.PredMakespan)
 	}
-	pg.Fabric = fmt.Sprintf("%s fabric, %d racks × %d servers, server links %s, %s", f.Kind, f.Racks, f.ServersPerRack, f.Rates.Server, f.TCP.CongestionControl)
+	pg.Fabric = fmt.Sprintf("%s fabric, %s × %s, server links %s, %s", f.Kind, plural.Of(f.Racks, "rack"), plural.Of(f.ServersPerRack, "server"), f.Rates.Server, f.TCP.CongestionControl)
 	switch {
 	case f.ServerQueue == topo.QueueFair && f.SwitchQueue == topo.QueueFair:
 		pg.Fabric += " (fair server and switch queues)"
@@ -230,7 +231,7 @@ func build(r *Run) page {
 		pg.Fabric += " (fair switch queues)"
 	}
 	if f.Kind == "ocs" {
-		pg.Fabric += fmt.Sprintf(", %d uplinks per ToR over %d OCS, reconfiguration delay %s", f.UplinksPerToR, f.OCS.Switches, f.OCS.ReconfigDelay)
+		pg.Fabric += fmt.Sprintf(", %s per ToR over %d OCS, reconfiguration delay %s", plural.Of(f.UplinksPerToR, "uplink"), f.OCS.Switches, f.OCS.ReconfigDelay)
 	} else {
 		pg.Fabric += fmt.Sprintf(", packet core oversubscription %v", f.EPS.Oversubscription)
 	}

@@ -186,7 +186,7 @@ func TestFastPortsKeepEgressFeatures(t *testing.T) {
 	if err != nil || len(st) != 1 || st[0].DroppedPackets < n {
 		t.Errorf("loss rule on %s: %+v, %v; want >= %d dropped", ports[1], st, err, n)
 	}
-	if err := inject.Clear(h, lp, loss.Both); err != nil {
+	if _, err := inject.Clear(h, lp, loss.Both); err != nil {
 		t.Fatal(err)
 	}
 	bypassed("loss rule removed", 6102)

@@ -28,7 +28,10 @@ type Hop struct {
 type Table map[int]map[int][]Hop
 
 // Pair is an unordered (src, dst) rack pair without any path.
-type Pair struct{ Src, Dst int }
+type Pair struct {
+	Src int `json:"src"`
+	Dst int `json:"dst"`
+}
 
 // Compute builds the routing table of a configuration over racks racks.
 // Paths follow the direction of light, so simplex circuits are honoured.

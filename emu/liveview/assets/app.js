@@ -113,12 +113,17 @@ function drawCircuits() {
   colorDrops();
   const list = document.getElementById("circuitList");
   const un = (state.circuits && state.circuits.unreachable) || [];
-  list.textContent = cs.length + " circuits: " + (cs.map(circuitName).join(", ") || "none") +
-    ". " + (un.length ? un.length + " rack pairs unreachable (" + un.slice(0, 6).map(p => p.Src + "->" + p.Dst).join(", ") + (un.length > 6 ? ", …" : "") + ")." : "Every rack pair has a path.") +
+  list.textContent = nOf(cs.length, "circuit") + ": " + (cs.map(circuitName).join(", ") || "none") +
+    ". " + (un.length ? nOf(un.length, "rack pair") + " unreachable (" + un.slice(0, 6).map(p => p.src + "->" + p.dst).join(", ") + (un.length > 6 ? ", …" : "") + ")." : "Every rack pair has a path.") +
     (state.circuits && state.circuits.schedule_running ? " A schedule is running." : "");
   const t = state.topo;
-  document.getElementById("summary").textContent = t ? t.kind + " fabric, " + t.racks + " racks x " + t.servers_per_rack + " servers, " +
-    t.uplinks_per_tor + " uplinks per ToR over " + t.ocs_switches + " OCS, reconfiguration delay " + (t.reconfig_delay_ns / 1e6) + " ms" : "";
+  document.getElementById("summary").textContent = t ? t.kind + " fabric, " + nOf(t.racks, "rack") + " x " + nOf(t.servers_per_rack, "server") + ", " +
+    nOf(t.uplinks_per_tor, "uplink") + " per ToR over " + t.ocs_switches + " OCS, reconfiguration delay " + (t.reconfig_delay_ns / 1e6) + " ms" : "";
+}
+
+// nOf is n and the noun, plural unless n is 1 ("1 circuit", "3 circuits").
+function nOf(n, noun) {
+  return n + " " + noun + (n === 1 ? "" : "s");
 }
 
 // ports dropping in the newest sample are orange (dark) or red (unpatched)
