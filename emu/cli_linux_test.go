@@ -280,3 +280,13 @@ func TestCLIRunBadPcapPort(t *testing.T) {
 		t.Errorf("the refused run touched the kernel: %s", out)
 	}
 }
+
+// A command's own flags given without -- are refused with the way to
+// pass them, before any lab is looked up (no root needed).
+func TestCLIExecFlagsNeedDash(t *testing.T) {
+	bin := buildEmu(t)
+	out, err := run(t, bin, "exec", "r0s0", "ip", "-br", "addr")
+	if err == nil || !strings.Contains(out, "unknown shorthand flag: 'b' in -br: put -- before the command") {
+		t.Errorf("emu exec r0s0 ip -br addr: %v\n%s", err, out)
+	}
+}
