@@ -263,6 +263,22 @@ func ccCheck() error {
 func ccDetail() string {
 	avail, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_available_congestion_control")
 	allowed, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
-	return fmt.Sprintf("available: %s; allowed as namespace default: %s (others are set per socket by emu)",
+	out := fmt.Sprintf("available: %s; allowed as namespace default: %s (others are set per socket by emu)",
 		strings.TrimSpace(string(avail)), strings.TrimSpace(string(allowed)))
+	if !slices.Contains(strings.Fields(string(allowed)), "cubic") {
+		// emu's workers set cubic per socket; iperf3 and the like in a lab
+		// get the namespace default, which cubic cannot be.
+		def, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")
+		out += "; cubic, the scenarios' default, is not allowed, so programs you run in a lab (iperf3) use " + firstField(def) +
+			": `sysctl -w net.ipv4.tcp_allowed_congestion_control=\"" + strings.TrimSpace(string(allowed)) + " cubic\"` allows it"
+	}
+	return out
+}
+
+// firstField is the first word of b, or "the host's default".
+func firstField(b []byte) string {
+	if f := strings.Fields(string(b)); len(f) > 0 {
+		return f[0]
+	}
+	return "the host's default"
 }
