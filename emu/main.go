@@ -66,7 +66,13 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 			if a.verbose {
 				level = slog.LevelDebug
 			}
-			a.log = slog.New(newOnceHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
+			var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
+			if cmd.Name() != "serve" && cmd.Name() != "ui" {
+				// A one-shot command says a warning once; a server's log
+				// (emu ocs serve, emu agg serve, emu ui) keeps every line.
+				h = newOnceHandler(h)
+			}
+			a.log = slog.New(h)
 		},
 	}
 	root.Version = buildVersion()
