@@ -357,7 +357,10 @@ makes the node's fast ports slow, so that it sees what they send
 	cmd.Flags().StringVarP(&labName, "lab", "l", "", "lab the node belongs to")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		// `emu exec r0s0 ip -br addr`: the command's own flags need the --.
-		return fmt.Errorf("%w: put -- before the command, so that its flags are its own: emu exec <node> -- <command> [args...]", err)
+		if strings.HasPrefix(err.Error(), "unknown ") {
+			return fmt.Errorf("%w: put -- before the command, so that its flags are its own: emu exec <node> -- <command> [args...]", err)
+		}
+		return err
 	})
 	return cmd
 }

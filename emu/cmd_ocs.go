@@ -70,9 +70,10 @@ func delayOf(cmd *cobra.Command, delay time.Duration) *units.Duration {
 // serveCmd runs the OCS process of a lab.
 func (o *ocsCLI) serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "serve",
-		Short: "Run the OCS process of a lab in its ocs0 namespace (deploy starts it; this restarts a dead one)",
-		Args:  cobra.NoArgs,
+		Use:         "serve",
+		Annotations: map[string]string{serverCommand: "yes"},
+		Short:       "Run the OCS process of a lab in its ocs0 namespace (deploy starts it; this restarts a dead one)",
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.labName == "" {
 				return errors.New("serve needs --lab")
@@ -155,7 +156,7 @@ func (o *ocsCLI) showCmd() *cobra.Command {
 					}
 					ex = append(ex, p.String())
 				}
-				fmt.Printf("unreachable: %d rack pairs (%s)\n", n, strings.Join(ex, ", "))
+				fmt.Printf("unreachable: %s (%s)\n", plural.Of(n, "rack pair"), strings.Join(ex, ", "))
 			} else {
 				fmt.Println("every rack reaches every other rack")
 			}

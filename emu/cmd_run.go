@@ -24,6 +24,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/report"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
+	"github.com/ocsemu/ocsemu/workers"
 )
 
 // runSummary is what `emu run` prints and writes as summary.json.
@@ -75,7 +76,8 @@ and, if the scenario has jobs, it plans them with its scheduler (or runs
 --plan), predicts the plan with the flow model, runs it with real workers
 gated by the plan, and prints measured beside predicted. Each run's results
 go to a directory of its own, results/<lab>/<date-time>/ (results/<lab>/latest
-points at the newest). The lab is destroyed again, also on Ctrl-C or failure.
+points at the run in progress, then stays on the newest complete one). The lab
+is destroyed again, also on Ctrl-C or failure.
 
 TCP shares links differently from run to run: --repeat N runs the scenario N
 times and summarises the set (each phase's median and range against the
@@ -137,7 +139,7 @@ results/<lab>/repeat-<date-time>/.`,
 	cmd.Flags().BoolVar(&realtime, "realtime", false, "run the ranks under SCHED_RR, so that other work on a loaded machine does not delay them (default: nice -10)")
 	cmd.Flags().BoolVar(&a.incBand, "inc-band", false, "give INC packets a strict-priority band at every shaped port (htb; docs/inc.md)")
 	cmd.Flags().BoolVar(&a.incCC, "inc-cc", false, "INC workers run congestion control (ATP-style window; docs/inc.md)")
-	cmd.Flags().DurationVar(&a.tcpInfoEvery, "tcpinfo-every", defaultTCPInfoEvery, "how often each rank samples its connections' TCP_INFO (cwnd, ssthresh, RTT, retransmissions; the attribution reads them), from 1ms to 1s")
+	cmd.Flags().DurationVar(&a.tcpInfoEvery, "tcpinfo-every", workers.DefaultTCPInfoEvery, "how often each rank samples its connections' TCP_INFO (cwnd, ssthresh, RTT, retransmissions; the attribution reads them), from 1ms to 1s")
 	cmd.Flags().DurationVar(&dur, "duration", 2*time.Second, "length of the measured TCP transfer")
 	cmd.Flags().StringVar(&out, "results", "results", "results root: each run writes <root>/<lab>/<date-time>/ (empty: keep nothing)")
 	cmd.Flags().IntVar(&repeat, "repeat", 1, "run the scenario this many times (each deployed afresh) and summarise the set: each phase's median and range against the models, and the attributions' tally (docs/fidelity.md)")
@@ -220,18 +222,21 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 	}
 	runErr = errors.Join(runErr, stopPcap())
 	lab.Close()
+	// Teardown problems are the command's, not the run's: a run whose
+	// records are all written is complete however the lab went.
+	var teardownErr error
 	if keep {
 		a.progress("--keep: lab %q stays up; remove it with `emu destroy %s`", s.Name, s.Name)
 	} else {
 		t1 := time.Now()
 		if err := fabric.Destroy(context.WithoutCancel(ctx), s.Name, a.log); err != nil {
-			runErr = errors.Join(runErr, err)
+			teardownErr = err
 		}
 		sum.DestroySec = time.Since(t1).Seconds()
 		left, _ := netns.List(names.LabPrefix(s.Name))
 		sum.Leftovers = len(left)
 		if len(left) > 0 {
-			runErr = errors.Join(runErr, fmt.Errorf("%d namespaces left behind, e.g. %s", len(left), left[0]))
+			teardownErr = errors.Join(teardownErr, fmt.Errorf("%d namespaces left behind, e.g. %s", len(left), left[0]))
 		}
 		a.progress("lab destroyed in %.2fs", sum.DestroySec)
 	}
@@ -257,10 +262,10 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 			completed = true
 			a.progress("results in %s (also %s)", dir, filepath.Join(out, s.Name, "latest"))
 		} else {
-			a.progress("what the run recorded before it stopped is in %s; %s still points at the last complete run, if any", dir, filepath.Join(out, s.Name, "latest"))
+			a.progress("what the run recorded before it stopped is in %s; %s stays on the last complete run, if any", dir, filepath.Join(out, s.Name, "latest"))
 		}
 	}
-	return dir, runErr
+	return dir, errors.Join(runErr, teardownErr)
 }
 
 // maxRepeat bounds --repeat: 20 quickstart runs take about a minute.
@@ -434,16 +439,12 @@ const (
 	maxTransfer = time.Minute
 )
 
-// defaultTCPInfoEvery is how often a rank samples TCP_INFO unless told:
-// the workers' own default.
-const defaultTCPInfoEvery = 50 * time.Millisecond
-
 // checkTCPInfoEvery refuses a TCP_INFO period outside 1 ms to 1 s: below,
 // the samples cost the ranks more than they tell; above, a phase gets
 // none.
 func checkTCPInfoEvery(d time.Duration) error {
 	if d < time.Millisecond || d > time.Second {
-		return fmt.Errorf("--tcpinfo-every %v: want 1ms to 1s (default %v)", d, defaultTCPInfoEvery)
+		return fmt.Errorf("--tcpinfo-every %v: want 1ms to 1s (default %v)", d, workers.DefaultTCPInfoEvery)
 	}
 	return nil
 }

@@ -30,7 +30,7 @@ type app struct {
 	incBand bool // emu run --inc-band: INC gets its own band at every shaper
 	incCC   bool // emu run --inc-cc: INC workers run congestion control
 	// tcpInfoEvery is how often each rank samples its connections'
-	// TCP_INFO (emu run --tcpinfo-every); 0: the workers' default.
+	// TCP_INFO (emu run --tcpinfo-every, which checks and defaults it).
 	tcpInfoEvery time.Duration
 	// out takes what emu run prints of each run (its tables, verdict and
 	// summary); nil is standard output. emu run --repeat prints a line
@@ -67,7 +67,7 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 				level = slog.LevelDebug
 			}
 			var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
-			if cmd.Name() != "serve" && cmd.Name() != "ui" {
+			if cmd.Annotations[serverCommand] == "" {
 				// A one-shot command says a warning once; a server's log
 				// (emu ocs serve, emu agg serve, emu ui) keeps every line.
 				h = newOnceHandler(h)
@@ -151,3 +151,7 @@ func (a *app) scenariosCmd() *cobra.Command {
 		},
 	}
 }
+
+// serverCommand annotates the commands that run as servers (emu ocs
+// serve, emu agg serve, emu ui): their logs keep every line.
+const serverCommand = "emu-server"

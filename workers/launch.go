@@ -56,7 +56,7 @@ type Options struct {
 	// (95%) from everything else.
 	Realtime     bool
 	Timeout      time.Duration // per transfer; default 60 s
-	TCPInfoEvery time.Duration // default 50 ms; negative: off
+	TCPInfoEvery time.Duration // default DefaultTCPInfoEvery; negative: off
 	OnStage      func(ctx context.Context, k int, at int64) (int64, error)
 	// StageLead sets every barrier stage after the first this far ahead of
 	// when it may start, so that every rank has heard of it before its
@@ -80,6 +80,10 @@ type Outcome struct {
 	StageEnds   []int64
 }
 
+// DefaultTCPInfoEvery is how often a rank samples its connections'
+// TCP_INFO unless told (Options.TCPInfoEvery, emu run --tcpinfo-every).
+const DefaultTCPInfoEvery = 50 * time.Millisecond
+
 // Specs builds the spec of every rank (and PS) of the jobs.
 func Specs(o *Options) ([]*Spec, error) {
 	addrs := map[string]string{}
@@ -93,7 +97,7 @@ func Specs(o *Options) ([]*Spec, error) {
 	}
 	every := o.TCPInfoEvery
 	if every == 0 {
-		every = 50 * time.Millisecond
+		every = DefaultTCPInfoEvery
 	}
 	var specs []*Spec
 	nextPort := map[string]int{} // per server

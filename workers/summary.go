@@ -222,11 +222,12 @@ func Summarize(jobs []job.Job, o *Outcome) ([]PhaseStat, []JobStat, *record.Run)
 			}
 		} else if j != nil && k.Phase != job.PhaseCompute {
 			st.Bytes = j.Bytes
-			// A phase that moves nothing over the network (an INC pull)
-			// has no bandwidth to report.
-			if d, f := float64(st.DurationNs), PhaseBusFactor(j, k); d > 0 && f > 0 {
+			// An INC pull moves nothing over the network (the sums came
+			// back with the push): it has no bandwidth to report.
+			incPull := k.Phase == job.PhasePull && j.INCAt(k.Iteration)
+			if d := float64(st.DurationNs); d > 0 && !incPull {
 				st.AlgBwBps = float64(j.Bytes) * 8 / (d / 1e9)
-				st.BusBwBps = st.AlgBwBps * f
+				st.BusBwBps = st.AlgBwBps * PhaseBusFactor(j, k)
 			}
 		}
 		stats = append(stats, st)

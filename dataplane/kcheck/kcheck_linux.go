@@ -265,7 +265,7 @@ func ccDetail() string {
 	allowed, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
 	out := fmt.Sprintf("available: %s; allowed as namespace default: %s (others are set per socket by emu)",
 		strings.TrimSpace(string(avail)), strings.TrimSpace(string(allowed)))
-	if !slices.Contains(strings.Fields(string(allowed)), "cubic") {
+	if !slices.Contains(strings.Fields(string(allowed)), "cubic") && slices.Contains(strings.Fields(string(avail)), "cubic") {
 		// emu's workers set cubic per socket; iperf3 and the like in a lab
 		// get the namespace default, which cubic cannot be.
 		def, _ := os.ReadFile("/proc/sys/net/ipv4/tcp_congestion_control")

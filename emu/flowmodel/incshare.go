@@ -210,9 +210,12 @@ func (s *Sim) carriesTCP(r int32) bool {
 // queuesFairly reports whether physical link r's port queues per flow
 // (fabric.server_queue or switch_queue: fair): a server's own port is a
 // server queue, every other shaped port a switch's.
+// false for a resource that is not a physical link (a rate cap, slow start).
 func (s *Sim) queuesFairly(r int32) bool {
-	servers := int32(s.f.Racks * s.f.ServersPerRack)
-	if r >= 0 && r < servers {
+	if _, ok := s.linkRate(r); !ok {
+		return false
+	}
+	if r < int32(s.f.Racks*s.f.ServersPerRack) {
 		return s.f.ServerQueue == topo.QueueFair
 	}
 	return s.f.SwitchQueue == topo.QueueFair

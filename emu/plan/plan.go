@@ -187,7 +187,7 @@ func jsonErr(data []byte, dec *json.Decoder, err error) string {
 	if errors.Is(err, io.ErrUnexpectedEOF) {
 		// The decoder reads a value whole before it reports a cut one:
 		// the place to look is the end of the file.
-		return fmt.Sprintf("%s: the file ends inside a value (an object or a list not closed)", lineCol(data, int64(len(bytes.TrimRight(data, " \t\r\n")))))
+		return fmt.Sprintf("%s: the file ends inside a value (an object, list or string not closed)", lineCol(data, int64(len(bytes.TrimRight(data, " \t\r\n")))))
 	}
 	return fmt.Sprintf("%s: %s", lineCol(data, off), msg)
 }

@@ -148,7 +148,7 @@ func TestParseErrors(t *testing.T) {
 		{`{"plan_version": 3}`, "plan_version 3 is not supported (this emu reads versions 1 to 2)"},
 		{`{"plan_version": 0}`, "plan_version 0 is not supported"},
 		{`{"plan_version": 1} {}`, "trailing data"},
-		{`{"plan_version": 1,`, "line 1 col 20: the file ends inside a value"},
+		{`{"plan_version": 1,`, "line 1 col 20: the file ends inside a value (an object, list or string not closed)"},
 		{"{\"plan_version\": 1,\n  \"jobs\": [\n", "line 2 col 12: the file ends inside a value"},
 		{"{\"plan_version\": 1,\n \"mode\": \"clock\",\n \"mode\": \"barrier\"}", `p.json: line 3 col 2: duplicate key "mode" (mode, first given at line 2 col 2)`},
 		{`{"plan_version": 1, "jobs": [{"name": "a"}, {"name": "b", "bytes": 1, "bytes": 2}]}`, `line 1 col 71: duplicate key "bytes" (jobs[1].bytes, first given at line 1 col 59)`},

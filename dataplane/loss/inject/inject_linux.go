@@ -200,10 +200,12 @@ func Clear(h *netlink.Handle, p loss.Port, d loss.Direction) (int, error) {
 		par, _ := parent(dd)
 		f := &netlink.BpfFilter{FilterAttrs: netlink.FilterAttrs{LinkIndex: link.Attrs().Index, Parent: par,
 			Handle: 1, Protocol: unix.ETH_P_ALL, Priority: tcprio.Loss}}
-		if err := h.FilterDel(f); err != nil && !errors.Is(err, unix.ENOENT) {
+		switch err := h.FilterDel(f); {
+		case err == nil:
+			removed++
+		case !errors.Is(err, unix.ENOENT): // gone already: nothing to count
 			return removed, fmt.Errorf("%s: remove %s loss rule: %w", p, dd, err)
 		}
-		removed++
 		if dd == loss.Egress {
 			if err := fastport.Refresh(h, p.NS, link); err != nil {
 				return removed, fmt.Errorf("%s: %w", p, err)
