@@ -108,7 +108,7 @@ packet keeps its first --snaplen bytes and its original length; timestamps
 are the kernel's receive time (SO_TIMESTAMPNS). capture runs for --duration,
 or until Ctrl-C with --duration 0. The files go to results/<lab>/pcap/
 unless -o names a directory.`,
-		Example: "  sudo emu capture r0s0:eth0,tor0:up0 --duration 10s\n  sudo emu capture --lab quickstart tor1:core -o /tmp/pcaps --duration 0",
+		Example: "  sudo emu capture r0s0:eth0,tor0:up0 --duration 10s\n  sudo emu capture --lab example-eps tor1:core -o /tmp/pcaps --duration 0",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if labName == "" {

@@ -144,7 +144,7 @@ finds the leftovers of crashed runs by their emu- prefix.`,
 					return err
 				}
 				sort.Strings(labs)
-				a.progress("destroyed %d lab(s) %s", len(labs), strings.Join(labs, " "))
+				a.progress("destroyed %s %s", plural.Of(len(labs), "lab"), strings.Join(labs, " "))
 				return err
 			}
 			if len(args) == 0 {
@@ -262,7 +262,7 @@ func (a *app) inspectLabs(asJSON bool) error {
 	for _, l := range labs {
 		st, err := fabric.ReadState(l)
 		if errors.Is(err, os.ErrPermission) {
-			return fmt.Errorf("%d lab(s) deployed (%s), but their state is readable by root only: run inspect as root (or with sudo)", len(labs), strings.Join(labs, ", "))
+			return fmt.Errorf("%s deployed (%s), but their state is readable by root only: run inspect as root (or with sudo)", plural.Of(len(labs), "lab"), strings.Join(labs, ", "))
 		}
 		if err != nil {
 			// One broken state file (another emu version, a crash while

@@ -15,6 +15,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
 	"github.com/ocsemu/ocsemu/emu/plan"
+	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/workers"
@@ -177,10 +178,10 @@ func collectiveJob(pattern, ranks, bytes, ps string, iters int, compute time.Dur
 	}
 	n := len(servers)
 	if n < 2 || n > workers.MaxRanks {
-		bad("--ranks", fmt.Sprintf("(%d servers)", n), "a job needs between 2 and %d ranks", workers.MaxRanks)
+		bad("--ranks", "("+plural.Of(n, "server")+")", "a job needs between 2 and %d ranks", workers.MaxRanks)
 	}
 	if pattern == scenario.PatternHD && n&(n-1) != 0 {
-		bad("--ranks", fmt.Sprintf("(%d servers)", n), "halving-doubling needs a power-of-two number of ranks (2, 4, 8, ...)")
+		bad("--ranks", "("+plural.Of(n, "server")+")", "halving-doubling needs a power-of-two number of ranks (2, 4, 8, ...)")
 	}
 	if iters < 1 || iters > plan.MaxIterations {
 		bad("--iterations", fmt.Sprint(iters), "must be between 1 and %d", plan.MaxIterations)

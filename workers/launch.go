@@ -241,7 +241,11 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 	go func() { coErr <- co.Run(cctx, ln) }()
 
 	if o.Progress != nil {
-		o.Progress("starting %d rank processes for %d jobs", len(specs), len(o.Jobs))
+		jobs := fmt.Sprintf("%d jobs", len(o.Jobs))
+		if len(o.Jobs) == 1 {
+			jobs = "1 job"
+		}
+		o.Progress("starting %d rank processes for %s", len(specs), jobs)
 	}
 	rankErrs := make([]error, len(specs))
 	var fk *forker
