@@ -34,7 +34,7 @@ func TestCollectiveFlags(t *testing.T) {
 		{"bytes without unit", with(func(f *flags) { f.bytes = "12" }), []string{`--bytes "12"`, "no unit"}},
 		{"bytes beyond the parser's range", with(func(f *flags) { f.bytes = "2000TiB" }), []string{`--bytes "2000TiB"`, "1B to 1TiB"}},
 		{"bytes beyond memory", with(func(f *flags) { f.bytes = "1000GiB" }), []string{"--bytes 1000GiB", "available"}},
-		{"one rank", with(func(f *flags) { f.ranks = "r0s0" }), []string{"--ranks (1 servers)", "between 2 and 4096"}},
+		{"one rank", with(func(f *flags) { f.ranks = "r0s0" }), []string{"--ranks (1 server)", "between 2 and 4096"}},
 		{"empty rank", with(func(f *flags) { f.ranks = "r0s0,,r1s0" }), []string{`--ranks "r0s0,,r1s0"`, "empty server name"}},
 		{"bad rank", with(func(f *flags) { f.ranks = "r0s0,host1" }), []string{`"host1" is not a server name`}},
 		{"duplicate rank", with(func(f *flags) { f.ranks = "r0s0,r1s0,r0s0" }), []string{"r0s0 is listed twice"}},
