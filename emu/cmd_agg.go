@@ -57,10 +57,9 @@ func (a *app) aggServeCmd() *cobra.Command {
 	var batch int
 	var gso bool
 	cmd := &cobra.Command{
-		Use:         "serve --lab <lab> --tor <tor>",
-		Annotations: map[string]string{serverCommand: "yes"},
-		Short:       "Run one ToR's aggregator in the current namespace (emu run starts it in the ToR's)",
-		Args:        cobra.NoArgs,
+		Use:   "serve --lab <lab> --tor <tor>",
+		Short: "Run one ToR's aggregator in the current namespace (emu run starts it in the ToR's)",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkToR(lab, tor); err != nil {
 				return err

@@ -85,10 +85,11 @@ func (a *app) deploy(ctx context.Context, s *scenario.Scenario, src string) (*fa
 	if err != nil {
 		return nil, fmt.Errorf("encode scenario: %w", err)
 	}
-	lab, err := fabric.Deploy(ctx, topo.Build(s.Spec()), fabric.Options{Log: a.log, Progress: a.progress, Source: src, Scenario: raw})
+	lab, err := fabric.Deploy(ctx, topo.Build(s.Spec()), fabric.Options{Log: a.log, Progress: a.progress, Source: src, Scenario: raw, QuietCC: a.ccWarned})
 	if err != nil {
 		return nil, err
 	}
+	a.ccWarned = true // a host setting: the next deploy of this command would say the same
 	if s.Fabric.HasOCS() {
 		if err := a.startOCSProcess(ctx, lab); err != nil {
 			lab.Close()

@@ -70,10 +70,9 @@ func delayOf(cmd *cobra.Command, delay time.Duration) *units.Duration {
 // serveCmd runs the OCS process of a lab.
 func (o *ocsCLI) serveCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:         "serve",
-		Annotations: map[string]string{serverCommand: "yes"},
-		Short:       "Run the OCS process of a lab in its ocs0 namespace (deploy starts it; this restarts a dead one)",
-		Args:        cobra.NoArgs,
+		Use:   "serve",
+		Short: "Run the OCS process of a lab in its ocs0 namespace (deploy starts it; this restarts a dead one)",
+		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if o.labName == "" {
 				return errors.New("serve needs --lab")

@@ -23,9 +23,8 @@ func (a *app) uiCmd() *cobra.Command {
 	var allow bool
 	var interval time.Duration
 	cmd := &cobra.Command{
-		Use:         "ui [lab]",
-		Annotations: map[string]string{serverCommand: "yes"},
-		Short:       "Serve a live view of a lab in the browser: circuits, port counters, job timeline",
+		Use:   "ui [lab]",
+		Short: "Serve a live view of a lab in the browser: circuits, port counters, job timeline",
 		Long: `ui serves a page (on 127.0.0.1 only, unless --listen names another address)
 that draws the lab's racks, ToRs and OCS switches with their current
 circuits, charts every OCS port's throughput and its packets dropped while

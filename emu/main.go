@@ -29,6 +29,10 @@ type app struct {
 	start   time.Time
 	incBand bool // emu run --inc-band: INC gets its own band at every shaper
 	incCC   bool // emu run --inc-cc: INC workers run congestion control
+	// ccWarned: deploy has warned that the scenario's congestion control
+	// cannot be the namespaces' default; later deploys of the command
+	// (emu run --repeat) need not say it again.
+	ccWarned bool
 	// tcpInfoEvery is how often each rank samples its connections'
 	// TCP_INFO (emu run --tcpinfo-every, which checks and defaults it).
 	tcpInfoEvery time.Duration
@@ -66,13 +70,7 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 			if a.verbose {
 				level = slog.LevelDebug
 			}
-			var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
-			if cmd.Annotations[serverCommand] == "" {
-				// A one-shot command says a warning once; a server's log
-				// (emu ocs serve, emu agg serve, emu ui) keeps every line.
-				h = newOnceHandler(h)
-			}
-			a.log = slog.New(h)
+			a.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 		},
 	}
 	root.Version = buildVersion()
@@ -151,7 +149,3 @@ func (a *app) scenariosCmd() *cobra.Command {
 		},
 	}
 }
-
-// serverCommand annotates the commands that run as servers (emu ocs
-// serve, emu agg serve, emu ui): their logs keep every line.
-const serverCommand = "emu-server"

@@ -109,6 +109,19 @@ func once[T any](e *Env, key string, f func() (T, error)) (T, error) {
 	return m.v.(T), nil
 }
 
+// studentFile reads the student's file name once and parses it with
+// emu's own parser for it.
+func studentFile[T any](e *Env, name string, parse func(data []byte, source string) (T, error)) (T, error) {
+	return once(e, "file:"+name, func() (T, error) {
+		data, err := e.ReadFile(name)
+		if err != nil {
+			var zero T
+			return zero, err
+		}
+		return parse(data, name)
+	})
+}
+
 // Answers reads the student's answers.yaml into a map.
 func (e *Env) Answers() (map[string]any, error) {
 	return once(e, "answers", func() (map[string]any, error) {

@@ -19,13 +19,7 @@ import (
 
 // circuitsFile parses an `emu ocs apply` file of the student's.
 func circuitsFile(e *Env, name string) (ocs.ConfigRequest, error) {
-	return once(e, "apply:"+name, func() (ocs.ConfigRequest, error) {
-		data, err := e.ReadFile(name)
-		if err != nil {
-			return ocs.ConfigRequest{}, err
-		}
-		return ocs.ParseApplyFile(data, name)
-	})
+	return studentFile(e, name, ocs.ParseApplyFile)
 }
 
 // layout is the lab fabric's OCS layout.

@@ -18,13 +18,7 @@ import (
 // them, predicts it with the flow model, and runs it.
 
 func studentPlan(e *Env) (*plan.Plan, error) {
-	return once(e, "plan", func() (*plan.Plan, error) {
-		data, err := e.ReadFile("plan.json")
-		if err != nil {
-			return nil, err
-		}
-		return plan.Parse(data, "plan.json")
-	})
+	return studentFile(e, "plan.json", plan.Parse)
 }
 
 // predicted simulates the student's plan with the flow model.

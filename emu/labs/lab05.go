@@ -18,13 +18,7 @@ import (
 // measures TCP's throughput under short and long slots.
 
 func studentSchedule(e *Env) (ocs.Schedule, error) {
-	return once(e, "schedule", func() (ocs.Schedule, error) {
-		data, err := e.ReadFile("schedule.yaml")
-		if err != nil {
-			return ocs.Schedule{}, err
-		}
-		return ocs.ParseScheduleFile(data, "schedule.yaml")
-	})
+	return studentFile(e, "schedule.yaml", ocs.ParseScheduleFile)
 }
 
 // rotorPairs lists the rack pairs no slot of the schedule connects directly.

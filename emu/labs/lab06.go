@@ -26,13 +26,7 @@ import (
 
 // studentFair is the student's fair.yaml.
 func studentFair(e *Env) (*scenario.Scenario, error) {
-	return once(e, "fair", func() (*scenario.Scenario, error) {
-		data, err := e.ReadFile("fair.yaml")
-		if err != nil {
-			return nil, err
-		}
-		return scenario.Parse(data, "fair.yaml")
-	})
+	return studentFile(e, "fair.yaml", scenario.Parse)
 }
 
 // labPlan is the lab's plan.json (the student does not edit it).
