@@ -21,9 +21,9 @@ const AttributeAbove = 0.05
 // The parts of a phase's time beyond the ideal model's, in the order
 // they are assigned: the models' own figures (framing, ranks, tcp,
 // drift), then measured figures, each capped so that the parts never
-// claim more than the difference (inc_round alone may be negative: a
-// round trip shorter than the model's); what no part explains is the
-// residual.
+// claim more than the difference (inc_round and beside may be negative:
+// a round trip shorter than the model's, link time left by a phase
+// beside that was held back); what no part explains is the residual.
 const (
 	PartFraming   = "framing"    // the calibrated model's time - the ideal's (TCP headers), ranks in lockstep in both
 	PartRanks     = "ranks"      // the calibrated model's time with all-to-all and ring ranks on their own - in lockstep
@@ -38,11 +38,12 @@ const (
 	PartLoss      = "loss"       // retransmitted bytes at the link's payload rate (reconfiguration loss and recovery included)
 	PartGC        = "gc"         // the longest a rank's garbage collector held it inside the phase (assists and pauses: the ranks' own stall)
 	PartCPU       = "cpu"        // wall time x the share of all CPUs other processes held
+	PartBeside    = "beside"     // a faster phase: the link time others left on its busiest link while phases beside it were held back by their own measured parts (beside.go); never positive
 	PartResidual  = "residual"
 )
 
 // Parts lists the parts in order.
-var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartINCRound, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartGC, PartCPU, PartResidual}
+var Parts = []string{PartFraming, PartRanks, PartTCP, PartDrift, PartINCRound, PartLateness, PartSkew, PartRTO, PartINCStall, PartLoss, PartEarlyExit, PartGC, PartCPU, PartBeside, PartResidual}
 
 // Attribution is one phase's decomposition: measured - ideal = the sum of
 // Parts (ns). DataWaitNs and VerifyNs are outside the measured time (a
@@ -93,6 +94,7 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 	}
 	ideal, tcp, replay, lock := byKey(in.Ideal), byKey(in.TCPAware), byKey(in.Replay), byKey(in.CalibratedLockstep)
 	var out []Attribution
+	var windows []window
 	for _, c := range in.Calibrated {
 		k := job.Key{Job: c.Job, Iteration: c.Iteration, Phase: c.Phase}
 		id, ok := ideal[k]
@@ -181,7 +183,9 @@ func Attribute(in *Inputs, t0 int64) []Attribution {
 		}
 		a.Parts[PartResidual] = left
 		out = append(out, a)
+		windows = append(windows, window{from, to})
 	}
+	in.beside(out, windows)
 	return out
 }
 
@@ -374,8 +378,8 @@ type Tally struct {
 	// Explained phases have a residual within ExplainedWithin of the
 	// prediction. Of the others, Under took less time than the models and
 	// the measured parts give them (a negative residual: the phase beat
-	// the model by more than inc_round, the one signed measured part,
-	// says), Over more.
+	// the model by more than inc_round and beside, the measured parts
+	// that can be negative, say), Over more.
 	Explained int `json:"explained"`
 	Under     int `json:"under"`
 	Over      int `json:"over"`
@@ -442,7 +446,7 @@ func (t Tally) Lines() []string {
 	out := []string{fmt.Sprintf("%s more than %.0f%% off the TCP-aware model in %s; the parts explain all but <= %.0f points of %d",
 		phases, 100*JudgedAbove, runs, 100*ExplainedWithin, t.Explained)}
 	if left := t.Under + t.Over; left > 0 {
-		out = append(out, fmt.Sprintf("%d left: %d faster than the models and the measured parts say (a negative residual: only inc_round, of the measured parts, can be negative), %d slower; worst %s, %+.1f points",
+		out = append(out, fmt.Sprintf("%d left: %d faster than the models and the measured parts say (a negative residual: only inc_round and beside, of the measured parts, can be negative), %d slower; worst %s, %+.1f points",
 			left, t.Under, t.Over, t.Worst, 100*t.WorstShare))
 		if t.Runs > 1 {
 			var by []string

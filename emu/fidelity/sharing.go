@@ -19,7 +19,8 @@ const AloneBelow = 0.05
 // the windows. It is a diagnosis beside the attribution's parts, not one
 // of them: on one link, others that took more and a phase that left room
 // for them look the same, and an all-to-all's slowest flow may cross
-// another link.
+// another link. Only where a phase beside it was held back by its own
+// measured parts does the others' deficit become a part (beside.go).
 type LinkUse struct {
 	Link          string `json:"link"`
 	OwnNs         int64  `json:"own_ns"`

@@ -255,7 +255,7 @@ func TestRepeatAttributionTally(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.Contains(txt.String(), "2 phases more than 10% off the TCP-aware model in 2 runs; the parts explain all but <= 5 points of 1") ||
-		!strings.Contains(txt.String(), "0 faster than the models and the measured parts say (a negative residual: only inc_round, of the measured parts, can be negative), 1 slower; worst j iteration 0 push, +16.7 points") ||
+		!strings.Contains(txt.String(), "0 faster than the models and the measured parts say (a negative residual: only inc_round and beside, of the measured parts, can be negative), 1 slower; worst j iteration 0 push, +16.7 points") ||
 		!strings.Contains(txt.String(), "   j 0 push on tor0:up0, 1 run: own 50% (40), others 50% (60), idle 0% (0)\n") {
 		t.Errorf("text:\n%s", txt.String())
 	}
