@@ -30,7 +30,7 @@ const (
 // dependency order. Errors name the stage, job and field.
 func Check(p *Plan, s *scenario.Scenario) error {
 	c := &checker{p: p, s: s, f: s.Fabric, jobs: map[string]*Job{}, scheduled: map[Key]int{},
-		firstStage: map[string]int{}, lastStage: map[string]int{}, incs: iterationINC{}, layout: circuit.LayoutOf(s.Spec())}
+		firstStage: map[string]int{}, lastStage: map[string]int{}, incs: iterationINC{}, broken: map[string]bool{}, layout: circuit.LayoutOf(s.Spec())}
 	c.checkHeader()
 	c.checkJobs()
 	for si := range p.Stages {
@@ -48,7 +48,9 @@ type checker struct {
 	f      scenario.Fabric
 	layout circuit.Layout
 	errs   []error
-	jobs   map[string]*Job
+	// problems counts every problem found, also past MaxErrors.
+	problems int
+	jobs     map[string]*Job
 	// scheduled maps each phase to the stage it starts in.
 	scheduled map[Key]int
 	// firstStage and lastStage bound the stages an INC job is active in.
@@ -56,10 +58,15 @@ type checker struct {
 	// incs holds each ps job iteration's INC decision: push and pull
 	// must agree.
 	incs iterationINC
+	// broken names the jobs that failed their own check: their stages
+	// are not checked further (their workers or ring cannot be trusted
+	// to build flows from).
+	broken map[string]bool
 }
 
 // bad records a problem; it reports whether more are still wanted.
 func (c *checker) bad(format string, a ...any) bool {
+	c.problems++
 	if len(c.errs) < MaxErrors {
 		c.errs = append(c.errs, fmt.Errorf(format, a...))
 	}
@@ -101,8 +108,12 @@ func (c *checker) checkJobs() {
 			c.bad("%s: duplicate job name", where)
 		}
 		c.jobs[j.Name] = j
+		before := c.problems
 		checkJob(j, c.s, where, c.bad)
 		c.checkV2Job(j, where)
+		if c.problems > before {
+			c.broken[j.Name] = true
+		}
 	}
 }
 
@@ -167,6 +178,9 @@ func (c *checker) checkActivity(si int, aw string, a Activity, paths *routing.Pa
 		return
 	}
 	c.scheduled[k] = si
+	if c.broken[a.Job] {
+		return // the job's own problems are reported; its flows cannot be built from it
+	}
 	if a.StartNs != nil && *a.StartNs < st.StartNs {
 		c.bad("%s: start_ns %d is before its stage starts (%d)", aw, *a.StartNs, st.StartNs)
 	}

@@ -121,6 +121,13 @@ func TestCheck(t *testing.T) {
 				p.Stages[i].Activities[0].Job = "../a"
 			}
 		}, `jobs[0] (../a): name: invalid job name: "../a" must start with a letter`},
+		// A job that fails its own check is not turned into flows: a ring
+		// shorter than the workers once indexed past its end.
+		{"ring shorter than the workers", func(p *Plan) {
+			p.Jobs[0] = Job{Name: "a", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Ring: []string{"r0s0", "r1s0"}, Bytes: 1e6, Iterations: 1}
+			p.Stages = p.Stages[:2]
+			p.Stages[1].Activities[0].Phase = "allreduce"
+		}, "jobs[0] (a): ring: must list every worker exactly once"},
 		{"flow cap on a flow that does not exist", func(p *Plan) {
 			p.Stages[1].Activities[0].Flows = []FlowCap{{Src: "r0s0", Dst: "r1s0", RateCapBps: 1e9}}
 		}, "flows[0]: r0s0 -> r1s0 is not a flow of push"},
