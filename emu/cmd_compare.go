@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/report"
 )
 
@@ -76,7 +76,7 @@ models be summarised as one set.`,
 			if err := text(cmd.OutOrStdout()); err != nil {
 				return err
 			}
-			if err := os.WriteFile(out, page, 0o644); err != nil {
+			if err := safefile.Write(out, page, 0o644); err != nil {
 				return fmt.Errorf("compare: %w", err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "\npage: %s\n", out)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/reproduce"
 )
 
@@ -90,7 +91,7 @@ study writes (the measured runs on namespaces) are always kept.`,
 					order = append(order, st.Name)
 				}
 				out := reproduce.Splice(string(old), reproduceHeader, order, fresh)
-				if err := os.WriteFile(write, []byte(out), 0o644); err != nil {
+				if err := safefile.Write(write, []byte(out), 0o644); err != nil {
 					return fmt.Errorf("write %s: %w", write, err)
 				}
 				a.progress("wrote %s", write)

@@ -19,6 +19,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/probe"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/report"
@@ -311,10 +312,10 @@ func (a *app) runRepeated(ctx context.Context, s *scenario.Scenario, src string,
 		return err
 	}
 	if err := errors.Join(
-		os.WriteFile(filepath.Join(set, "repeat.txt"), txt.Bytes(), 0o644),
-		os.WriteFile(filepath.Join(set, report.RepeatCSV), csvb.Bytes(), 0o644),
+		safefile.Write(filepath.Join(set, "repeat.txt"), txt.Bytes(), 0o644),
+		safefile.Write(filepath.Join(set, report.RepeatCSV), csvb.Bytes(), 0o644),
 		writeJSONFile(filepath.Join(set, report.RepeatFile), tab),
-		os.WriteFile(filepath.Join(set, report.RepeatPage), page, 0o644),
+		safefile.Write(filepath.Join(set, report.RepeatPage), page, 0o644),
 	); err != nil {
 		return fmt.Errorf("write the set's summary: %w", err)
 	}
@@ -415,7 +416,7 @@ func writeJSONFile(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+	if err := safefile.Write(path, append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -426,7 +427,7 @@ func writeSummary(dir string, s *runSummary) error {
 		return fmt.Errorf("results dir: %w", err)
 	}
 	data, _ := json.MarshalIndent(s, "", "  ")
-	if err := os.WriteFile(filepath.Join(dir, "summary.json"), append(data, '\n'), 0o644); err != nil {
+	if err := safefile.Write(filepath.Join(dir, "summary.json"), append(data, '\n'), 0o644); err != nil {
 		return fmt.Errorf("write summary: %w", err)
 	}
 	return nil

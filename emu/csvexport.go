@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strconv"
 
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/workers"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
@@ -60,7 +60,7 @@ func writePhasesCSV(w io.Writer, stats []workers.PhaseStat) error {
 
 // writeCSVFile creates path and fills it with write.
 func writeCSVFile(path string, write func(io.Writer) error) error {
-	f, err := os.Create(path)
+	f, err := safefile.Create(path)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}

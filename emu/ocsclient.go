@@ -21,6 +21,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 )
 
 // delayValue is the --delay flag: a duration within the reconfiguration
@@ -53,7 +54,7 @@ func (v delayValue) Type() string { return "duration" }
 // `emu ocs schedule` file into a Schedule; errors give file:line and the
 // expected form.
 func readStrict(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, ocs.MaxBodyBytes)
 	if err != nil {
 		return err
 	}

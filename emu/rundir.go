@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
@@ -116,7 +117,7 @@ func writeScenario(dir string, s *scenario.Scenario) error {
 		return fmt.Errorf("results: encode scenario: %w", err)
 	}
 	p := filepath.Join(dir, "scenario.yaml")
-	if err := os.WriteFile(p, data, 0o644); err != nil {
+	if err := safefile.Write(p, data, 0o644); err != nil {
 		return fmt.Errorf("results: write %s: %w", p, err)
 	}
 	return nil

@@ -22,6 +22,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/workers/job"
 )
 
@@ -340,10 +341,10 @@ func logPath(s *Spec) string { return s.Out[:len(s.Out)-len(".jsonl")] + ".log" 
 func startProcess(o *Options, s *Spec, fk *forker) (*exec.Cmd, error) {
 	specPath := s.Out[:len(s.Out)-len(".jsonl")] + ".spec.json"
 	data, _ := json.MarshalIndent(s, "", " ")
-	if err := os.WriteFile(specPath, data, 0o644); err != nil {
+	if err := safefile.Write(specPath, data, 0o644); err != nil {
 		return nil, err
 	}
-	logf, err := os.Create(logPath(s))
+	logf, err := safefile.Create(logPath(s))
 	if err != nil {
 		return nil, err
 	}

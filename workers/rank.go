@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"strconv"
 	"sync"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/monoclock"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/workers/collective"
 	"github.com/ocsemu/ocsemu/workers/job"
 )
@@ -209,7 +209,7 @@ func Run(ctx context.Context, spec *Spec, log *slog.Logger) (err error) {
 	if spec.Job.UsesPS() {
 		r.ps = r.n
 	}
-	f, err := os.Create(spec.Out)
+	f, err := safefile.Create(spec.Out)
 	if err != nil {
 		return fmt.Errorf("%s: records: %w", spec.Name(), err)
 	}

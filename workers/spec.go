@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/taskgraph"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 )
 
 // Validate checks a rank spec before anything is allocated or connected,
@@ -151,9 +151,12 @@ func (s *Spec) Validate() error {
 	return errors.Join(errs...)
 }
 
+// MaxSpecBytes bounds a rank spec file.
+const MaxSpecBytes = 64 << 20
+
 // ReadSpec reads and validates a rank spec file (`emu worker --spec`).
 func ReadSpec(path string) (*Spec, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, MaxSpecBytes)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 )
 
@@ -77,9 +78,14 @@ func (e *Env) File(name string) string {
 	return filepath.Join(e.Work, name)
 }
 
-// ReadFile reads a student's file, saying which file is missing.
+// MaxStudentFileBytes bounds a student's file.
+const MaxStudentFileBytes = 1 << 20
+
+// ReadFile reads a student's file, saying which file is missing. Root
+// reads it from the student's directory: a symbolic link there is
+// refused, not followed.
 func (e *Env) ReadFile(name string) ([]byte, error) {
-	data, err := os.ReadFile(e.File(name))
+	data, err := safefile.ReadNoLink(e.File(name), MaxStudentFileBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("%s is missing from %s", name, e.Work)
 	}

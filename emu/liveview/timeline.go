@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ocsemu/ocsemu/workers/record"
 )
 
 // Timeline is the "timeline" event: the phases a run's ranks have
@@ -85,7 +87,7 @@ func (t *timeline) read() Timeline {
 	if dir != t.dir { // a new run: start over
 		t.dir, t.offsets, t.spans = dir, map[string]int64{}, map[spanKey]*spanNs{}
 	}
-	files, _ := filepath.Glob(filepath.Join(dir, "records", "*.jsonl"))
+	files, _ := record.Files(filepath.Join(dir, "records"))
 	for _, f := range files {
 		if err := t.follow(f); err != nil {
 			return Timeline{Dir: dir, Message: err.Error(), Jobs: []TimelineJob{}}

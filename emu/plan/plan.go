@@ -13,10 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/workers/job"
@@ -141,9 +141,12 @@ type Predicted struct {
 // Key names one phase of one iteration of one job.
 type Key = job.Key
 
+// MaxFileBytes bounds a plan file (paper004's, 4,000 stages, is 0.3 MB).
+const MaxFileBytes = 64 << 20
+
 // Load reads and decodes a plan file (Check it against its scenario).
 func Load(path string) (*Plan, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read plan: %w", err)
 	}
@@ -284,7 +287,7 @@ func (p *Plan) Write(path string) error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, append(data, '\n'), 0o644)
+	return safefile.Write(path, append(data, '\n'), 0o644)
 }
 
 // JobsFromScenario turns scenario jobs into plan jobs.

@@ -8,9 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/workers/record"
@@ -95,7 +95,7 @@ func Load(dir string) (*Run, error) {
 		return nil, fmt.Errorf("%s is not a complete run directory: missing %s (an `emu run` writes them all)", dir, strings.Join(missing, ", "))
 	}
 	r := &Run{Dir: dir}
-	data, err := os.ReadFile(filepath.Join(dir, "scenario.yaml"))
+	data, err := safefile.Read(filepath.Join(dir, "scenario.yaml"), scenario.MaxFileBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -137,8 +137,11 @@ func Load(dir string) (*Run, error) {
 	return r, nil
 }
 
+// MaxFileBytes bounds each JSON file of a run directory read whole.
+const MaxFileBytes = 64 << 20
+
 func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, MaxFileBytes)
 	if err != nil {
 		return err
 	}
@@ -151,14 +154,13 @@ func readJSON(path string, v any) error {
 // readRecords reads every records/*.jsonl: TCP samples into r.Samples,
 // phase records returned. Lines of other types are skipped.
 func (r *Run) readRecords(dir string) ([]rankPhase, error) {
-	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	files, err := record.Files(dir)
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(files)
 	var phases []rankPhase
 	for _, f := range files {
-		fh, err := os.Open(f)
+		fh, err := safefile.Open(f)
 		if err != nil {
 			return nil, err
 		}
@@ -219,3 +221,4 @@ func timeZero(measured []record.Phase, recs []rankPhase) (int64, bool) {
 	}
 	return 0, false
 }
+

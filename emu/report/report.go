@@ -12,12 +12,12 @@ import (
 	"fmt"
 	"html/template"
 	"math"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/plural"
@@ -46,7 +46,7 @@ func Write(dir string) (string, error) {
 		return "", err
 	}
 	p := filepath.Join(dir, File)
-	if err := os.WriteFile(p, html, 0o644); err != nil {
+	if err := safefile.Write(p, html, 0o644); err != nil {
 		return "", fmt.Errorf("report: %w", err)
 	}
 	return p, nil

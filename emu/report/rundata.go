@@ -1,13 +1,14 @@
 package report
 
 import (
+	"bytes"
 	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/hoststat"
 	"github.com/ocsemu/ocsemu/workers/record"
@@ -78,9 +79,9 @@ type Series struct {
 	Shapers []ShaperSeries `json:"shapers"`
 	// TCP and RankPhases are the ranks' records as written (JSON
 	// objects), times moved to the axis.
-	TCP        []json.RawMessage `json:"tcp"`
-	RankPhases []json.RawMessage `json:"rank_phases"`
-	OCSEvents  []json.RawMessage `json:"ocs_events,omitempty"`
+	TCP        Objects `json:"tcp"`
+	RankPhases Objects `json:"rank_phases"`
+	OCSEvents  Objects `json:"ocs_events,omitempty"`
 	// Aggregators: one per ToR aggregator of a plan with INC, its hold
 	// counters (inc.Stats.Holds and HoldNs) every 100 ms.
 	Aggregators []AggregatorSeries `json:"aggregators,omitempty"`
@@ -109,7 +110,7 @@ type ShaperSeries struct {
 func WriteRunData(dir string, d *RunData) error {
 	d.Format, d.Axis = DataFormat, "ns from time zero"
 	path := filepath.Join(dir, DataFile)
-	f, err := os.Create(path)
+	f, err := safefile.Create(path)
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
@@ -127,11 +128,15 @@ func WriteRunData(dir string, d *RunData) error {
 	return nil
 }
 
+// MaxDataBytes bounds a data file uncompressed: the largest recorded, a
+// 20 s paper004 run's, is 10.3 MiB.
+const MaxDataBytes = 64 << 20
+
 // ReadRunData reads dir's data file; os.ErrNotExist when the run has
 // none (runs before it existed).
 func ReadRunData(dir string) (*RunData, error) {
 	path := filepath.Join(dir, DataFile)
-	f, err := os.Open(path)
+	f, err := safefile.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -140,8 +145,12 @@ func ReadRunData(dir string) (*RunData, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	lr := &io.LimitedReader{R: zr, N: MaxDataBytes + 1}
 	var d RunData
-	if err := json.NewDecoder(io.LimitReader(zr, 1<<30)).Decode(&d); err != nil {
+	if err := json.NewDecoder(lr).Decode(&d); err != nil {
+		if lr.N <= 0 {
+			return nil, fmt.Errorf("%s: more than %d MiB uncompressed (a 20 s run's is about 10 MiB): not a run's data file", path, MaxDataBytes>>20)
+		}
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if d.Format != DataFormat && d.Format != DataFormatV1 {
@@ -149,4 +158,38 @@ func ReadRunData(dir string) (*RunData, error) {
 	}
 	fidelity.RenameOldParts(d.Attribution)
 	return &d, nil
+}
+
+// Objects is a list of JSON objects kept as written. Decoding refuses
+// any other element at once: a data file of a million bare zeros would
+// otherwise cost a slice header each before its format was ever checked.
+type Objects []json.RawMessage
+
+// UnmarshalJSON decodes a list of objects, or null.
+func (o *Objects) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if tok == nil {
+		*o = nil
+		return nil
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '[' {
+		return fmt.Errorf("want a list of objects, got %v", tok)
+	}
+	out := Objects{}
+	for i := 0; dec.More(); i++ {
+		var m json.RawMessage
+		if err := dec.Decode(&m); err != nil {
+			return err
+		}
+		if len(m) == 0 || m[0] != '{' {
+			return fmt.Errorf("element %d is not an object", i)
+		}
+		out = append(out, m)
+	}
+	*o = out
+	return nil
 }

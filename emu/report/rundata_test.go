@@ -1,6 +1,8 @@
 package report
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
 	"errors"
 	"io/fs"
@@ -79,5 +81,55 @@ func TestRunDataRefusesOtherFormats(t *testing.T) {
 	}
 	if _, err := ReadRunData(dir); err == nil || !strings.Contains(err.Error(), DataFile) {
 		t.Errorf("a corrupt data file: %v", err)
+	}
+}
+
+// A small compressed file must not make the report take gigabytes: a
+// list of records holds objects only, and the data is bounded
+// uncompressed.
+func TestRunDataRefusesBombs(t *testing.T) {
+	write := func(dir string, parts ...[]byte) {
+		var b bytes.Buffer
+		zw := gzip.NewWriter(&b)
+		for _, p := range parts {
+			zw.Write(p)
+		}
+		zw.Close()
+		if err := os.WriteFile(filepath.Join(dir, DataFile), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name  string
+		parts [][]byte
+		want  string
+	}{
+		{"a list of zeros", [][]byte{[]byte(`{"format":"x","series":{"tcp":[0`), bytes.Repeat([]byte(",0"), 1<<20), []byte(`]}}`)}, "element 0 is not an object"},
+		{"too much uncompressed", [][]byte{[]byte(`{"format": `), bytes.Repeat([]byte(" "), MaxDataBytes), []byte(`"x"}`)}, "more than 64 MiB uncompressed"},
+		{"a list that is no list", [][]byte{[]byte(`{"format":"x","series":{"rank_phases":{"a":1}}}`)}, "want a list of objects"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(dir, tt.parts...)
+			if _, err := ReadRunData(dir); err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ReadRunData: %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestObjectsRoundTrip(t *testing.T) {
+	var s Series
+	in := `{"host_cpu":null,"shapers":null,"tcp":[{"a":1},{"b":[2]}],"rank_phases":null}`
+	if err := json.Unmarshal([]byte(in), &s); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.TCP) != 2 || string(s.TCP[1]) != `{"b":[2]}` || s.RankPhases != nil {
+		t.Errorf("decoded %q, %v", s.TCP, s.RankPhases)
+	}
+	out, err := json.Marshal(s)
+	if err != nil || string(out) != in {
+		t.Errorf("encoded %s, %v; want %s", out, err, in)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"reflect"
 	"regexp"
 	"sort"
@@ -26,6 +25,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 )
 
 // Version is the scenario format version this code reads.
@@ -180,9 +180,12 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// MaxFileBytes bounds a scenario file (the papers' are under 4 KiB).
+const MaxFileBytes = 4 << 20
+
 // Load reads and validates a scenario file.
 func Load(path string) (*Scenario, error) {
-	data, err := os.ReadFile(path)
+	data, err := safefile.Read(path, MaxFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("read scenario: %w", err)
 	}

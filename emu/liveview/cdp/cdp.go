@@ -18,6 +18,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 )
 
 // Browser is one headless Chromium with one page attached.
@@ -228,7 +230,7 @@ func (b *Browser) Screenshot(ctx context.Context, path string) error {
 	if err != nil {
 		return fmt.Errorf("screenshot: %w", err)
 	}
-	return os.WriteFile(path, png, 0o644)
+	return safefile.Write(path, png, 0o644)
 }
 
 // Close ends the browser and waits for it: it asks Chromium to close,
