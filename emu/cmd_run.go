@@ -193,7 +193,15 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 	var prepared *preparedRun
 	if len(s.Jobs) > 0 || planFile != "" {
 		if prepared, err = a.preparePlan(s, planFile, dir); err != nil {
-			return dir, err
+			if out != "" {
+				// A refused plan makes no run: its directory (made above,
+				// only a scenario.yaml in it) goes, and latest goes back
+				// (the deferred restoreLatest).
+				if rerr := os.RemoveAll(dir); rerr != nil {
+					a.log.Warn("results: remove the refused run's directory", "dir", dir, "err", rerr)
+				}
+			}
+			return "", err
 		}
 		prepared.temp = out == ""
 	}

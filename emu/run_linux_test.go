@@ -98,6 +98,11 @@ func TestCLIRunBadPlanTouchesNoKernel(t *testing.T) {
 			if _, err := fabric.ReadState(lab); err == nil {
 				t.Errorf("lab %s has a state file", lab)
 			}
+			// A refused plan makes no run: no run directory is left (it
+			// would break a later `compare --repeat results/<lab>/2026*`).
+			if runs, _ := filepath.Glob(filepath.Join(results, lab, "2*")); len(runs) > 0 {
+				t.Errorf("a refused run left its directory: %v", runs)
+			}
 		})
 	}
 }
