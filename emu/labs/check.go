@@ -16,6 +16,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -257,7 +258,7 @@ func (e *Env) deploy(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("encode the lab's scenario: %w", err)
 	}
-	dir, err := os.MkdirTemp("", "emu-lab-")
+	dir, err := os.MkdirTemp("", checkDirPattern)
 	if err != nil {
 		return err
 	}
@@ -266,7 +267,11 @@ func (e *Env) deploy(ctx context.Context) error {
 	if err := os.WriteFile(f, data, 0o644); err != nil {
 		return err
 	}
-	// A copy left by an interrupted check is this checker's own: remove it.
+	// A copy left by an interrupted check is this checker's own: remove
+	// it. A lab of that name deployed from anything else is not.
+	if st, err := fabric.ReadState(e.LabName); err == nil && !madeByCheck(st.Source, e.LabName) {
+		return fmt.Errorf("a lab named %s is up, deployed from %s, not by a check: choose another --lab-name, or destroy it yourself (emu destroy %s)", e.LabName, st.Source, e.LabName)
+	}
 	if out, err := e.Emu(ctx, "", "destroy", e.LabName); err != nil {
 		return fmt.Errorf("remove an earlier copy %s: %v\n%s", e.LabName, err, out)
 	}
@@ -280,6 +285,18 @@ func (e *Env) deploy(ctx context.Context) error {
 	}
 	return nil
 }
+
+// madeByCheck says whether a lab was deployed from a check's private
+// scenario file (deploy below: <temp>/emu-lab-*/<lab>.yaml).
+func madeByCheck(source, lab string) bool {
+	dir, file := filepath.Split(source)
+	ok, _ := filepath.Match(filepath.Join(os.TempDir(), checkDirPattern)+"/", dir)
+	return ok && file == lab+".yaml"
+}
+
+// checkDirPattern names the temporary directory deploy writes the
+// private scenario into.
+const checkDirPattern = "emu-lab-*"
 
 // Cleanup registers f to run when the checks end.
 func (e *Env) Cleanup(f func()) {

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 )
@@ -21,17 +23,55 @@ var lab01Nodes = []string{"h0", "h1", "tor0", "tor1"}
 func lab01NS(e *Env, node string) string { return e.LabName + "-" + node }
 
 func lab01Script(ctx context.Context, e *Env, verb string) (string, error) {
+	if _, err := os.Stat(lab01Marker(e)); err != nil {
+		// lab01Prepare refused: the namespaces of these names are someone
+		// else's, and the script's "down" would delete them.
+		return "", fmt.Errorf("not run: the namespaces named %s* are not the checker's", e.LabName+"-")
+	}
 	env := append(os.Environ(), "P="+e.LabName+"-")
 	return command(ctx, 30*time.Second, env, "bash", e.File("fabric.sh"), verb)
 }
 
-// lab01Remove deletes what the student's script may have left.
+// lab01Marker records that a check is about to run the student's
+// script under the lab name: only namespaces made under that mark are
+// the checker's to delete.
+func lab01Marker(e *Env) string { return filepath.Join(fabric.StateDir, e.LabName+".lab01-check") }
+
+// lab01Remove deletes what the student's script may have left, and the
+// mark.
 func lab01Remove(e *Env) {
 	for _, n := range lab01Nodes {
 		if ns := lab01NS(e, n); netns.Exists(ns) {
 			_ = netns.Delete(ns)
 		}
 	}
+	_ = os.Remove(lab01Marker(e))
+}
+
+// lab01Prepare clears what an earlier, interrupted check left and marks
+// the namespaces about to be made as the checker's. Namespaces of those
+// names without the mark belong to someone else: refused, not deleted.
+func lab01Prepare(e *Env) error {
+	if _, err := os.Stat(lab01Marker(e)); err == nil {
+		lab01Remove(e)
+	}
+	var theirs []string
+	for _, n := range lab01Nodes {
+		if ns := lab01NS(e, n); netns.Exists(ns) {
+			theirs = append(theirs, ns)
+		}
+	}
+	if len(theirs) > 0 {
+		what, it := "namespaces "+strings.Join(theirs, ", ")+" exist", "them"
+		if len(theirs) == 1 {
+			what, it = "namespace "+theirs[0]+" exists", "it"
+		}
+		return fmt.Errorf("%s, not made by a check: choose another --lab-name, or remove %s yourself (ip netns delete %s)", what, it, strings.Join(theirs, "; ip netns delete "))
+	}
+	if err := os.MkdirAll(fabric.StateDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(lab01Marker(e), nil, 0o644)
 }
 
 func lab01Ping(ctx context.Context, e *Env, from, to string) (string, error) {
@@ -54,7 +94,9 @@ func init() {
 			return "bash -n finds no error", nil
 		}},
 		{Name: "`fabric.sh up` runs to the end", Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
-			lab01Remove(e) // leftovers of an earlier, interrupted check
+			if err := lab01Prepare(e); err != nil {
+				return "", err
+			}
 			e.Cleanup(func() { lab01Remove(e) })
 			out, err := lab01Script(ctx, e, "up")
 			if err != nil {
