@@ -141,6 +141,15 @@ func TestCLIOCSLifecycle(t *testing.T) {
 	if out, err := run(t, bin, "ocs", "show", "--lab", lab); err != nil {
 		t.Errorf("OCS unreachable after a refused second serve: %v\n%s", err, out)
 	}
+	// Serving a lab that does not exist is refused, and leaves no lock file.
+	gone := fabrictest.UniqueLab("nolab")
+	out, err = run(t, bin, "ocs", "serve", "--lab", gone)
+	if err == nil || !strings.Contains(out, "no such lab") {
+		t.Errorf("ocs serve a missing lab: want a refusal, got %v: %s", err, out)
+	}
+	if _, err := os.Stat(fabric.LabFile(gone, "ocs.lock")); err == nil {
+		t.Errorf("ocs serve of a missing lab left %s", fabric.LabFile(gone, "ocs.lock"))
+	}
 	// A name with --all is refused, and the lab is still there.
 	out, err = run(t, bin, "destroy", lab, "--all")
 	if err == nil || !strings.Contains(out, "not both") {

@@ -77,6 +77,11 @@ func (o *ocsCLI) serveCmd() *cobra.Command {
 			if o.labName == "" {
 				return errors.New("serve needs --lab")
 			}
+			// The lab must exist before its lock file is made (a lock for
+			// a lab that does not exist would stay behind).
+			if _, err := fabric.ReadState(o.labName); err != nil {
+				return err
+			}
 			// One OCS process per lab: two would share the fast-path maps,
 			// and the first to exit would remove the other's socket.
 			lock, err := fabric.Lock(o.labName, "ocs")
