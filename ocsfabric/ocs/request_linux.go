@@ -217,6 +217,21 @@ var (
 // maxDepth bounds nesting: no valid document is deeper than 6.
 const maxDepth = 32
 
+// maxSeparators bounds a document's commas and line breaks, and with them
+// the values its tree can hold (each takes one, bar the first at each
+// level): a schedule of 1,000 slots of 256 circuits needs about 512k.
+// A body of bare zeros within MaxBodyBytes would otherwise build 8
+// million values, gigabytes, before any check.
+const maxSeparators = 1 << 20
+
+// tooMany refuses a document with more than maxSeparators separators.
+func tooMany(data []byte) error {
+	if n := bytes.Count(data, []byte{','}) + bytes.Count(data, []byte{'\n'}); n > maxSeparators {
+		return &lineError{0, fmt.Sprintf("holds %d commas and lines, more than the %d any circuit configuration or schedule needs", n, maxSeparators)}
+	}
+	return nil
+}
+
 type kind int
 
 const (
@@ -267,6 +282,9 @@ func parseFile(data []byte, source string, top form, fn func(*decoder, *value)) 
 		source = "-"
 	}
 	d := &decoder{source: source}
+	if err := tooMany(data); err != nil {
+		return d.wrap(err)
+	}
 	v, jerr := fromJSON(data)
 	if jerr == nil {
 		d.json = true
@@ -297,6 +315,9 @@ func looksJSON(data []byte) bool {
 // numbers are given only for bodies of several lines.
 func parseBody(body []byte, top form, fn func(*decoder, *value)) error {
 	d := &decoder{json: true, noLines: !bytes.ContainsRune(bytes.TrimSpace(body), '\n')}
+	if err := tooMany(body); err != nil {
+		return d.wrap(err)
+	}
 	v, err := fromJSON(body)
 	if err != nil {
 		return d.wrap(err)
