@@ -115,6 +115,14 @@ func (c *checker) checkJobs() {
 			c.broken[j.Name] = true
 		}
 	}
+	var flows job.Flows
+	for i := range c.p.Jobs {
+		j := &c.p.Jobs[i]
+		flows.Add(j.Name, j.Pattern, len(j.Workers), j.Iterations)
+	}
+	if err := flows.Check(); err != nil {
+		c.bad("jobs: %v", err)
+	}
 }
 
 // checkStage checks stage si's timing and circuits, and each activity in it.

@@ -128,6 +128,9 @@ func TestCheck(t *testing.T) {
 			p.Stages = p.Stages[:2]
 			p.Stages[1].Activities[0].Phase = "allreduce"
 		}, "jobs[0] (a): ring: must list every worker exactly once"},
+		{"more flows than the model holds", func(p *Plan) {
+			p.Jobs[0] = Job{Name: "a", Pattern: "alltoall", Workers: []string{"r0s0", "r0s1", "r1s0", "r1s1", "r2s0", "r2s1", "r3s0", "r3s1"}, Bytes: 1e6, Iterations: 20_000}
+		}, "jobs: the jobs make 1120000 flows over their iterations (a: 1120000), more than the 1000000"},
 		{"flow cap on a flow that does not exist", func(p *Plan) {
 			p.Stages[1].Activities[0].Flows = []FlowCap{{Src: "r0s0", Dst: "r1s0", RateCapBps: 1e9}}
 		}, "flows[0]: r0s0 -> r1s0 is not a flow of push"},

@@ -281,6 +281,13 @@ func (s *Scenario) validateJobs(bad func(field, format string, a ...any)) {
 			bad(p+".workers", "%v", err)
 		}
 	}
+	var flows job.Flows
+	for _, j := range s.Jobs {
+		flows.Add(j.Name, j.Pattern, len(j.Workers), j.Iterations)
+	}
+	if err := flows.Check(); err != nil {
+		bad("jobs", "%v", err)
+	}
 	if n := s.Scheduler.Name; n != "" && !slices.Contains(SchedulerNames, n) {
 		bad("scheduler.name", "unknown scheduler %q (built in: %s)", n, strings.Join(SchedulerNames, ", "))
 	}

@@ -172,6 +172,8 @@ func TestScenarioLimits(t *testing.T) {
 		{"ports per OCS uneven round-robin", ocs(4096, 9, 2, "round-robin"), "OCS switch 0 would carry 20480 ports (4096 racks x 5 uplinks each)"},
 		{"ports per OCS block", ocs(4096, 8, 1, "block"), "OCS switch 0 would carry 32768 ports"},
 		{"workers at the limit", jobs("{name: a, pattern: ring, workers: " + workers(limits.MaxWorkers) + ", bytes: 1MiB, iterations: 1}"), ""},
+		{"flows at the limit", jobs("{name: a, pattern: alltoall, workers: " + workers(1000) + ", bytes: 1MiB, iterations: 1}"), ""},
+		{"flows past it", jobs("{name: a, pattern: alltoall, workers: " + workers(1001) + ", bytes: 1MiB, iterations: 1}"), "jobs: the jobs make 1001000 flows over their iterations (a: 1001000), more than the 1000000 the flow model holds"},
 		{"workers past it", jobs("{name: a, pattern: ring, workers: " + workers(limits.MaxWorkers+1) + ", bytes: 1MiB, iterations: 1}"), "jobs[0].workers: a job needs between 2 and 4096 workers, got 4097"},
 		{"bytes at the limit", jobs("{name: a, pattern: ring, workers: [r0s0, r1s0], bytes: 1TiB, iterations: 1}"), ""},
 		{"bytes past it", jobs("{name: a, pattern: ring, workers: [r0s0, r1s0], bytes: 1.001TiB, iterations: 1}"), `jobs[0].bytes: size "1.001TiB" out of range (1B to 1TiB)`},

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -92,5 +93,37 @@ func TestSteps(t *testing.T) {
 		if k, ok := ParseStep(tt.phase); k != tt.k || ok != tt.ok {
 			t.Errorf("ParseStep(%q) = %d, %v; want %d, %v", tt.phase, k, ok, tt.k, tt.ok)
 		}
+	}
+}
+
+func TestFlows(t *testing.T) {
+	type j struct {
+		pattern        string
+		workers, iters int
+	}
+	for _, tt := range []struct {
+		name string
+		jobs []j
+		want string // "" fits
+	}{
+		{"the papers' sizes", []j{{PatternAllToAll, 16, 100}, {PatternRing, 64, 1000}, {PatternPS, 32, 500}}, ""},
+		{"all-to-all at the limit", []j{{PatternAllToAll, 1000, 1}}, ""}, // 999,000
+		{"all-to-all past it", []j{{PatternAllToAll, 1001, 1}}, "the jobs make 1001000 flows over their iterations (j1: 1001000), more than the 1000000"},
+		{"iterations add up", []j{{PatternAllToAll, 256, 30}}, "the jobs make 1958400 flows"},
+		{"jobs add up, the largest named", []j{{PatternRing, 4096, 100}, {PatternHD, 1024, 50}}, "(j2: 1024000)"},
+		{"a ring of the most workers", []j{{PatternRing, 4096, 1}}, ""},
+		{"dag flows are its tasks'", []j{{PatternDAG, 4096, 100000}}, ""},
+		{"counts past the limits are clamped", []j{{PatternPS, 1 << 40, 1 << 40}}, "(j1: 819200000)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var f Flows
+			for i, jb := range tt.jobs {
+				f.Add(fmt.Sprintf("j%d", i+1), jb.pattern, jb.workers, jb.iters)
+			}
+			err := f.Check()
+			if tt.want == "" && err != nil || tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)) {
+				t.Errorf("Check() = %v, want %q", err, tt.want)
+			}
+		})
 	}
 }
