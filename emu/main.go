@@ -50,6 +50,10 @@ func (a *app) stdout() io.Writer {
 	return a.out
 }
 
+// offline annotates the commands that touch no kernel state (plan,
+// simulate, report, compare, scenarios): an interrupt ends them at once.
+const offline = "offline"
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -71,14 +75,28 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 				level = slog.LevelDebug
 			}
 			a.log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+			if cmd.Annotations[offline] != "" {
+				// Nothing to tear down, and outputs are written whole or
+				// not at all: Ctrl-C stops it at once, not when its model
+				// next looks at the context.
+				go func() {
+					<-cmd.Context().Done()
+					fmt.Fprintln(os.Stderr, "emu: interrupted")
+					os.Exit(130)
+				}()
+			}
 		},
+	}
+	for _, c := range []*cobra.Command{a.planCmd(), a.simulateCmd(), a.reportCmd(), a.compareCmd(), a.scenariosCmd()} {
+		c.Annotations = map[string]string{offline: "true"}
+		root.AddCommand(c)
 	}
 	root.Version = buildVersion()
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.PersistentFlags().BoolVarP(&a.verbose, "verbose", "v", false, "log debug details")
 	root.AddCommand(
 		a.deployCmd(), a.destroyCmd(), a.inspectCmd(), a.execCmd(), a.captureCmd(), a.lossCmd(),
-		a.doctorCmd(), a.runCmd(), a.scenariosCmd(), a.ocsCmd(), a.planCmd(), a.simulateCmd(), a.workerCmd(), a.collectiveCmd(), a.reportCmd(), a.compareCmd(), a.reproduceCmd(), a.uiCmd(), a.labCmd(), a.aggCmd(),
+		a.doctorCmd(), a.runCmd(), a.ocsCmd(), a.workerCmd(), a.collectiveCmd(), a.reproduceCmd(), a.uiCmd(), a.labCmd(), a.aggCmd(),
 	)
 	if err := root.ExecuteContext(ctx); err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
