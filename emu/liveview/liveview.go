@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -134,15 +135,33 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 
 // hostOnly refuses requests whose Host header is not the address served
 // (a page of another site resolving its name to 127.0.0.1 must not reach
-// the API). "localhost:<port>" is accepted for a loopback address.
+// the API). "localhost:<port>" is accepted for a loopback address. On
+// every address (--listen 0.0.0.0:PORT, which listens on [::]) the Host
+// may be any IP address with the port, localhost or this machine's name:
+// a rebinding page names its own host, never an address.
 func hostOnly(addr string, next http.Handler) http.Handler {
 	host, port, _ := net.SplitHostPort(addr)
 	ok := map[string]bool{addr: true}
-	if ip := net.ParseIP(host); ip != nil && ip.IsLoopback() {
+	ip := net.ParseIP(host)
+	if ip != nil && ip.IsLoopback() {
 		ok["localhost:"+port] = true
 	}
+	anyAddr := ip != nil && ip.IsUnspecified()
+	if anyAddr {
+		ok["localhost:"+port] = true
+		if name, err := os.Hostname(); err == nil {
+			ok[name+":"+port] = true
+		}
+	}
+	allowed := func(h string) bool {
+		if ok[h] {
+			return true
+		}
+		hh, hp, err := net.SplitHostPort(h)
+		return anyAddr && err == nil && hp == port && net.ParseIP(hh) != nil
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !ok[r.Host] {
+		if !allowed(r.Host) {
 			http.Error(w, fmt.Sprintf("host %q is not the address emu ui serves (%s)", r.Host, addr), http.StatusMisdirectedRequest)
 			return
 		}

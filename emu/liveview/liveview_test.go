@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -398,4 +399,40 @@ func TestServerPushesOCSEvents(t *testing.T) {
 		json.Unmarshal([]byte(data), &l)
 		return len(l.Recent) == 1 && l.Recent[0].Seq == 4 && strings.Contains(l.Recent[0].Text, "1 port dark for 1ms (tor0:0)")
 	})
+}
+
+func TestHostOnly(t *testing.T) {
+	name, _ := os.Hostname()
+	for _, tc := range []struct {
+		listen, host string
+		ok           bool
+	}{
+		{"127.0.0.1:8088", "127.0.0.1:8088", true},
+		{"127.0.0.1:8088", "localhost:8088", true},
+		{"127.0.0.1:8088", "10.0.0.5:8088", false},
+		{"127.0.0.1:8088", "evil.example:8088", false},
+		{"10.0.0.5:8088", "10.0.0.5:8088", true},
+		{"10.0.0.5:8088", "localhost:8088", false},
+		// --listen 0.0.0.0:8088 listens on [::]: any address of the
+		// machine with the port, localhost and its name; never another
+		// name (DNS rebinding) or another port.
+		{"[::]:8088", "127.0.0.1:8088", true},
+		{"[::]:8088", "192.168.1.20:8088", true},
+		{"[::]:8088", "[fe80::1]:8088", true},
+		{"[::]:8088", "localhost:8088", true},
+		{"[::]:8088", name + ":8088", true},
+		{"[::]:8088", "evil.example:8088", false},
+		{"[::]:8088", "192.168.1.20:9999", false},
+		{"[::]:8088", "192.168.1.20", false},
+		{"0.0.0.0:8088", "192.168.1.20:8088", true},
+	} {
+		h := hostOnly(tc.listen, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+		req := httptest.NewRequest("GET", "/", nil)
+		req.Host = tc.host
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if got := rec.Code == http.StatusOK; got != tc.ok {
+			t.Errorf("listen %s, Host %s: %d, want allowed %v", tc.listen, tc.host, rec.Code, tc.ok)
+		}
+	}
 }
