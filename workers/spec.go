@@ -8,12 +8,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"path/filepath"
+	"strings"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/workers/job"
 	"github.com/ocsemu/ocsemu/workers/taskgraph"
-	"github.com/ocsemu/ocsemu/dataplane/safefile"
 )
 
 // Validate checks a rank spec before anything is allocated or connected,
@@ -142,11 +144,20 @@ func (s *Spec) Validate() error {
 	if s.TCPInfoEvery < 0 {
 		bad("tcpinfo_every", "%v, must not be negative (0: off)", s.TCPInfoEvery)
 	}
-	if s.Coordinator == "" {
+	switch {
+	case s.Coordinator == "":
 		bad("coordinator", "the coordinator's socket is required")
+	case !filepath.IsAbs(s.Coordinator) || strings.ContainsRune(s.Coordinator, 0):
+		bad("coordinator", "%q: want the absolute path of a unix socket", s.Coordinator)
 	}
-	if s.Out == "" {
+	switch {
+	case s.Out == "":
 		bad("out", "the records file is required")
+	case strings.ContainsRune(s.Out, 0) || strings.HasSuffix(s.Out, "/"):
+		bad("out", "%q: want a file path", s.Out)
+	}
+	if s.NS != "" && (strings.ContainsAny(s.NS, "/\x00") || s.NS == "." || s.NS == "..") {
+		bad("netns", "%q: want a namespace name, no '/'", s.NS)
 	}
 	return errors.Join(errs...)
 }

@@ -65,6 +65,10 @@ func TestSpecValidate(t *testing.T) {
 		{"hostile job name", func(s *workers.Spec) { s.Job.Name = "../x" }, []string{"job.name"}},
 		{"no coordinator", func(s *workers.Spec) { s.Coordinator = "" }, []string{"coordinator"}},
 		{"no records file", func(s *workers.Spec) { s.Out = "" }, []string{"out: the records file is required"}},
+		{"records file that is a directory", func(s *workers.Spec) { s.Out = "/tmp/" }, []string{`out: "/tmp/": want a file path`}},
+		{"relative coordinator", func(s *workers.Spec) { s.Coordinator = "x.sock" }, []string{`coordinator: "x.sock": want the absolute path of a unix socket`}},
+		{"namespace that is a path", func(s *workers.Spec) { s.NS = "../../proc/1/ns/net" }, []string{`netns: "../../proc/1/ns/net": want a namespace name`}},
+		{"valid namespace", func(s *workers.Spec) { s.NS = "emu-t.r1s0" }, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

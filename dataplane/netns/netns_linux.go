@@ -56,6 +56,18 @@ func prepareRunDir() error {
 // Path is the bind-mount path of a named namespace.
 func Path(name string) string { return filepath.Join(RunDir, name) }
 
+// ErrBadName is wrapped when a namespace name is no plain file name.
+var ErrBadName = errors.New("not a namespace name: want a plain name, no '/'")
+
+// checkName refuses a name that is not a plain file name under RunDir:
+// "../../proc/1/ns/net" would open any namespace file.
+func checkName(name string) error {
+	if name == "" || name == "." || name == ".." || len(name) > 255 || strings.ContainsAny(name, "/\x00") {
+		return fmt.Errorf("netns %q: %w", name, ErrBadName)
+	}
+	return nil
+}
+
 // Create makes a new named network namespace and runs setup inside it
 // before returning (for sysctls and other per-namespace settings). On any
 // error the namespace is removed again.
@@ -88,6 +100,14 @@ func CreateLinked(name, anchor string, setup func() error) error {
 }
 
 func create(name, anchor string, setup func() error) (err error) {
+	if err := checkName(name); err != nil {
+		return err
+	}
+	if anchor != "" {
+		if err := checkName(anchor); err != nil {
+			return err
+		}
+	}
 	if err := prepareRunDir(); err != nil {
 		return err
 	}
@@ -149,6 +169,9 @@ func create(name, anchor string, setup func() error) (err error) {
 // exist counts as deleted. The kernel frees the namespace, and the links
 // inside it, once no process holds it.
 func Delete(name string) error {
+	if err := checkName(name); err != nil {
+		return err
+	}
 	p := Path(name)
 	if err := unix.Unmount(p, unix.MNT_DETACH); err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return fmt.Errorf("unmount netns %q: %w", name, err)
@@ -161,6 +184,9 @@ func Delete(name string) error {
 
 // Exists reports whether a named namespace is mounted.
 func Exists(name string) bool {
+	if checkName(name) != nil {
+		return false
+	}
 	var st unix.Statfs_t
 	if err := unix.Statfs(Path(name), &st); err != nil {
 		return false
@@ -189,6 +215,9 @@ func List(prefix string) ([]string, error) {
 
 // Open returns a file descriptor of the named namespace. The caller closes it.
 func Open(name string) (int, error) {
+	if err := checkName(name); err != nil {
+		return -1, err
+	}
 	fd, err := unix.Open(Path(name), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -217,6 +246,9 @@ func Handle(name string) (*netlink.Handle, error) {
 // Inode identifies a namespace; processes inside it show the same inode
 // on /proc/<pid>/ns/net.
 func Inode(name string) (uint64, error) {
+	if err := checkName(name); err != nil {
+		return 0, err
+	}
 	var st unix.Stat_t
 	if err := unix.Stat(Path(name), &st); err != nil {
 		return 0, fmt.Errorf("stat netns %q: %w", name, err)
