@@ -105,6 +105,7 @@ type Controller struct {
 	evMu    sync.Mutex
 	evFile  *os.File
 	evErr   error // the first failed write to the event log
+	evBytes int64 // written to it so far
 	subs    map[chan Event]bool
 	schedMu sync.Mutex
 	sched   context.CancelFunc
@@ -593,7 +594,12 @@ func (c *Controller) emit(ev *Event) {
 	ev.Seq = c.seq
 	if c.evFile != nil && c.evErr == nil {
 		b, _ := json.Marshal(ev)
-		if _, err := c.evFile.Write(append(b, '\n')); err != nil {
+		if c.evBytes += int64(len(b) + 1); c.evBytes > MaxEventLogBytes {
+			// The log lives in /run, in memory: a schedule cycling with
+			// short slots for hours must not fill it.
+			c.evErr = fmt.Errorf("OCS event log %s reached its limit of %d MiB: events from seq %d on are not written", c.evFile.Name(), MaxEventLogBytes>>20, ev.Seq)
+			c.log.Error("event log full", "err", c.evErr)
+		} else if _, err := c.evFile.Write(append(b, '\n')); err != nil {
 			// Events are the measurement of a run: say so once, loudly,
 			// and keep the OCS switching.
 			c.evErr = fmt.Errorf("OCS event log %s: %w (events from seq %d on are lost)", c.evFile.Name(), err, ev.Seq)
@@ -607,6 +613,11 @@ func (c *Controller) emit(ev *Event) {
 		}
 	}
 }
+
+// MaxEventLogBytes bounds the OCS event log (in /run, so in memory): a
+// plan's run writes a few hundred events; a 1 ms rotor cycling for an
+// hour, about 3.6 million. A variable for the tests.
+var MaxEventLogBytes int64 = 256 << 20
 
 // EventLogErr returns the first failed write to the event log, if any.
 func (c *Controller) EventLogErr() error {

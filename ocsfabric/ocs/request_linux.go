@@ -715,6 +715,8 @@ func (d *decoder) slot(v *value, field string) Slot {
 			d.bad(du.line, f, "%v", err)
 		} else if dur <= 0 {
 			d.bad(du.line, f, "must be positive, e.g. %s", d.example(durationForm))
+		} else if dur.D() > MaxSlot {
+			d.bad(du.line, f, "must be at most %v, got %v", MaxSlot, dur.D())
 		} else {
 			s.Duration = dur
 		}

@@ -3,8 +3,11 @@ package ocs
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"regexp"
 	"strings"
@@ -104,6 +107,7 @@ func TestParseScheduleFile(t *testing.T) {
 		{"empty slots", "slots: []\n", []string{"s.yaml:1: slots: the list is empty; want at least one slot"}},
 		{"slots as a mapping", "slots: {duration: 1ms}\n", []string{"s.yaml:1: slots: got a mapping, want a list of slots"}},
 		{"zero duration", "slots:\n  - {duration: 0s}\n", []string{"s.yaml:2: slots[0].duration: must be positive"}},
+		{"duration over an hour", "slots:\n  - {duration: 2h}\n", []string{"s.yaml:2: slots[0].duration: must be at most 1h0m0s, got 2h0m0s"}},
 		{"no duration", "slots:\n  - {circuits: []}\n", []string{"s.yaml:2: slots[0]: missing duration, e.g. {duration: 1ms"}},
 		{"duration without unit", "slots:\n  - duration: 5\n", []string{`s.yaml:2: slots[0].duration: duration "5" has no unit`}},
 		{"negative cycles", "slots: [{duration: 1ms}]\ncycles: -1\n", []string{"s.yaml:2: cycles: -1 is negative"}},
@@ -409,4 +413,28 @@ func FuzzDecodeSchedule(f *testing.F) {
 			t.Fatalf("accepted an invalid schedule: %+v", s)
 		}
 	})
+}
+
+// The event log stops at its limit, says so once, and the OCS goes on.
+func TestEventLogBounded(t *testing.T) {
+	defer func(old int64) { MaxEventLogBytes = old }(MaxEventLogBytes)
+	MaxEventLogBytes = 4 << 10
+	f, err := os.CreateTemp(t.TempDir(), "ocs-events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Controller{evFile: f, log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	for i := 0; i < 1000; i++ {
+		c.emit(&Event{Kind: "slot", Slot: i})
+	}
+	fi, _ := f.Stat()
+	if fi.Size() > MaxEventLogBytes || fi.Size() < MaxEventLogBytes/2 {
+		t.Errorf("the log holds %d bytes, want at most %d (and most of it used)", fi.Size(), MaxEventLogBytes)
+	}
+	if err := c.EventLogErr(); err == nil || !strings.Contains(err.Error(), "reached its limit") {
+		t.Errorf("EventLogErr() = %v", err)
+	}
+	if c.seq != 1000 {
+		t.Errorf("%d events numbered, want 1000: the OCS must go on", c.seq)
+	}
 }

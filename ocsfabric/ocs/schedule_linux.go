@@ -33,6 +33,10 @@ type Schedule struct {
 	StartNs int64 `json:"start_ns,omitempty" yaml:"start_ns,omitempty"`
 }
 
+// MaxSlot bounds a slot's duration: the instants of a long schedule
+// stay far from int64's end.
+const MaxSlot = time.Hour
+
 // ErrScheduleRunning refuses manual changes while a schedule owns the OCS.
 var ErrScheduleRunning = errors.New("a schedule is running: stop it first (emu ocs schedule --stop)")
 
@@ -43,8 +47,8 @@ func (s Schedule) Validate(l circuit.Layout) error {
 	}
 	var errs []error
 	for i, sl := range s.Slots {
-		if sl.Duration.D() <= 0 {
-			errs = append(errs, fmt.Errorf("slot %d: duration must be positive", i))
+		if d := sl.Duration.D(); d <= 0 || d > MaxSlot {
+			errs = append(errs, fmt.Errorf("slot %d: duration must be positive and at most %v, got %v", i, MaxSlot, d))
 		}
 		if err := l.Validate(circuit.Config{Circuits: sl.Circuits}); err != nil {
 			errs = append(errs, fmt.Errorf("slot %d: %w", i, capJoined(err)))
