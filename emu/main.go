@@ -122,6 +122,8 @@ func loadScenario(arg string) (*scenario.Scenario, string, error) {
 	if _, err := os.Stat(arg); err == nil {
 		s, err := scenario.Load(arg)
 		return s, arg, err
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, "", fmt.Errorf("scenario %q: %w", arg, err) // a file we may not read is not "no such file"
 	}
 	name := arg
 	if !strings.HasSuffix(name, ".yaml") {

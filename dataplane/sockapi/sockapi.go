@@ -7,10 +7,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"time"
 )
 
@@ -84,7 +86,13 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader) 
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, &UnreachableError{err}
+		// Not `Get "http://api/stats": dial unix ...`: the URL is a
+		// placeholder, the socket is what was tried.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return nil, &UnreachableError{fmt.Errorf("%s %s on %s: %w", method, path, c.Socket, err)}
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()

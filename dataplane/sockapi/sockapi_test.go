@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func serve(t *testing.T) string {
@@ -57,5 +58,16 @@ func TestDo(t *testing.T) {
 	}
 	if _, err := c.Stream(ctx, "/full"); !errors.As(err, &se) {
 		t.Fatalf("stream refusal: %v", err)
+	}
+}
+
+// A request that reaches nobody names the socket it tried, not the
+// placeholder URL.
+func TestUnreachableNamesTheSocket(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "none.sock")
+	err := New(sock, time.Second).Do(context.Background(), http.MethodGet, "/stats", nil, nil)
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "GET /stats on "+sock+": dial unix") || strings.Contains(err.Error(), "http://api") {
+		t.Errorf("error %v", err)
 	}
 }

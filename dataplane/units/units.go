@@ -61,7 +61,7 @@ func ParseRate(s string) (Rate, error) {
 		}
 		return Rate(math.Round(bps)), nil
 	}
-	if _, err := strconv.ParseFloat(t, 64); err == nil {
+	if isNumber(t) {
 		return 0, fmt.Errorf("rate %q has no unit: write e.g. %q or %q", s, s+"Mbit", s+"Gbit")
 	}
 	return 0, fmt.Errorf("rate %q: unknown unit (use bit, kbit, Mbit, Gbit, Tbit or \"unlimited\")", s)
@@ -130,11 +130,14 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // ParseDuration reads "50ms", "10us" (or "10µs") or "1.5s"; a bare
 // number other than 0 is refused for lack of a unit.
 func ParseDuration(s string) (Duration, error) {
-	if _, err := strconv.ParseFloat(s, 64); err == nil && s != "0" {
+	if isNumber(s) && s != "0" {
 		return 0, fmt.Errorf("duration %q has no unit: write e.g. %q", s, s+"ms")
 	}
 	v, err := time.ParseDuration(strings.ReplaceAll(s, "µ", "u"))
-	if err != nil {
+	switch {
+	case err != nil && durationRE.MatchString(s):
+		return 0, fmt.Errorf("duration %q: want a plain number and a unit, at most %v (e.g. 1.5s)", s, time.Duration(math.MaxInt64).Truncate(time.Hour))
+	case err != nil:
 		return 0, fmt.Errorf("duration %q: use a unit such as ns, us, ms or s", s)
 	}
 	if v < 0 {
@@ -159,6 +162,16 @@ func (d *Duration) UnmarshalText(b []byte) error {
 	return err
 }
 
+// durationRE is a number with a duration's unit, which time.ParseDuration
+// refused: an exponent, or too long for int64 nanoseconds.
+var durationRE = regexp.MustCompile(`^[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?(?:ns|us|µs|ms|s|m|h)$`)
+
+// isNumber is a finite number written alone (NaN and Inf are words here).
+func isNumber(s string) bool {
+	v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	return err == nil && !math.IsNaN(v) && !math.IsInf(v, 0)
+}
+
 // ByteSize is a byte count written with a unit: "552MB", "64MiB", "4GB".
 type ByteSize int64
 
@@ -168,7 +181,7 @@ var byteRE = regexp.MustCompile(`^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT
 func ParseByteSize(s string) (ByteSize, error) {
 	m := byteRE.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
-		if v, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+		if v, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && isNumber(s) {
 			if v <= 0 {
 				return 0, fmt.Errorf("size %q: must be at least 1B", s)
 			}

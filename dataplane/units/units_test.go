@@ -106,3 +106,26 @@ func TestYAMLErrors(t *testing.T) {
 		t.Errorf("marshal: %s", out)
 	}
 }
+
+// Errors say what is wrong: NaN and Inf are not numbers missing a unit,
+// and a duration too long for int64 is out of range, not unit-less.
+func TestParseMessages(t *testing.T) {
+	for _, tt := range []struct {
+		parse func(string) error
+		in    string
+		want  string
+	}{
+		{func(s string) error { _, err := ParseRate(s); return err }, "NaN", `rate "NaN": unknown unit`},
+		{func(s string) error { _, err := ParseRate(s); return err }, "Inf", `rate "Inf": unknown unit`},
+		{func(s string) error { _, err := ParseRate(s); return err }, "100", `rate "100" has no unit: write e.g. "100Mbit"`},
+		{func(s string) error { _, err := ParseDuration(s); return err }, "NaN", `duration "NaN": use a unit such as ns`},
+		{func(s string) error { _, err := ParseDuration(s); return err }, "1e300h", `duration "1e300h": want a plain number and a unit, at most 2562047h0m0s`},
+		{func(s string) error { _, err := ParseDuration(s); return err }, "3000000h", `at most 2562047h0m0s`},
+		{func(s string) error { _, err := ParseDuration(s); return err }, "5", `duration "5" has no unit`},
+		{func(s string) error { _, err := ParseByteSize(s); return err }, "NaN", `size "NaN": want a number and a unit`},
+	} {
+		if err := tt.parse(tt.in); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%q: %v, want %q", tt.in, err, tt.want)
+		}
+	}
+}

@@ -71,7 +71,7 @@ func ODDL(s *scenario.Scenario) (*plan.Plan, error) {
 	var prev circuit.Config
 	for left > 0 {
 		if len(p.Stages) >= MaxSlots {
-			return nil, fmt.Errorf("oddl: plan exceeds %d stages", MaxSlots)
+			return nil, fmt.Errorf("oddl: the jobs need more than %d stages: fewer iterations", MaxSlots)
 		}
 		st := plan.Stage{StartNs: 0}
 		pa := g.start(prev)

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
@@ -112,7 +113,7 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 	reserved := map[string]bool{} // servers of waiting jobs, per slot (kept to reuse its storage)
 	for k := 0; ; k++ {
 		if k >= MaxSlots {
-			return nil, fmt.Errorf("plan exceeds %d slots of %v", MaxSlots, s.Scheduler.Slot)
+			return nil, fmt.Errorf("scheduler %s: the jobs need more than %d slots of %v (%v of schedule): fewer or shorter iterations, or a longer scheduler.slot", s.Scheduler.Name, MaxSlots, s.Scheduler.Slot, time.Duration(MaxSlots)*s.Scheduler.Slot.D())
 		}
 		t := int64(k) * slot
 		l.now = t

@@ -114,7 +114,7 @@ func TopoXJobs(s *scenario.Scenario, jobs []plan.Job, slotNs, coalesceNs int64) 
 	var cfgs []circuit.Config
 	for k := 0; !sim.Done(); k++ {
 		if k >= MaxSlots {
-			return nil, fmt.Errorf("topox: plan exceeds %d slots of %v", MaxSlots, time.Duration(slotNs))
+			return nil, fmt.Errorf("topox: the jobs need more than %d slots of %v (%v of schedule): fewer or shorter iterations, or a longer scheduler.slot", MaxSlots, time.Duration(slotNs), time.Duration(MaxSlots)*time.Duration(slotNs))
 		}
 		t := int64(k) * slotNs
 		sim.RunUntil(t)
