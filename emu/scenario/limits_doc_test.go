@@ -26,6 +26,7 @@ func TestLimitsTable(t *testing.T) {
 		"bytes per worker per iteration": {limits.MaxBytes},
 		"bytes alignment in `emu run`":   {limits.ByteAlign},
 		"iterations per job":             {limits.MaxIterations},
+		"flows of all jobs":              {limits.MaxFlows},
 		"reconfiguration delay":          {limits.MinReconfigDelayNs, limits.MaxReconfigDelayNs},
 		"lab and job name length":        {limits.MaxLabName},
 		"loss per port and direction":    {0, limits.MaxLossPPM},

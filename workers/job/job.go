@@ -225,12 +225,8 @@ type Activity struct {
 	StartNs *int64
 }
 
-// MaxFlows bounds the flows of all the iterations of all the jobs of a
-// scenario or plan together (FlowsPerIteration x iterations). The flow
-// model holds each all-to-all flow of each iteration: 512 ranks over 10
-// iterations (2.6 million) took 86 s and 3.3 GB, and 4,096 ranks make
-// 16.8 million an iteration.
-const MaxFlows = 1_000_000
+// MaxFlows bounds the flows of a scenario's or plan's jobs together.
+const MaxFlows = limits.MaxFlows
 
 // FlowsPerIteration is how many flows one iteration of a pattern with n
 // workers puts into the flow model: ps 2n (push and pull), ring n (each
