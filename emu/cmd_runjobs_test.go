@@ -26,8 +26,8 @@ func TestWriteResultsFailsLoudly(t *testing.T) {
 	}
 
 	dir = t.TempDir()
-	// A full disk (writes to /dev/full fail with ENOSPC) and a path that is
-	// a directory.
+	// A symbolic link (to a full disk: refused, not written through) and
+	// a path that is a directory.
 	if err := os.Symlink("/dev/full", filepath.Join(dir, "measurement.json")); err != nil {
 		t.Fatal(err)
 	}
@@ -39,8 +39,8 @@ func TestWriteResultsFailsLoudly(t *testing.T) {
 		t.Fatal("results written to a full disk and to a directory without an error")
 	}
 	for _, want := range []string{
-		filepath.Join(dir, "measurement.json") + ": no space left on device",
-		filepath.Join(dir, "comparison.json") + ": is a directory",
+		filepath.Join(dir, "measurement.json") + " is a symbolic link",
+		filepath.Join(dir, "comparison.json") + " is not a regular file (a directory)",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/scenarios"
 )
@@ -78,9 +79,13 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 			if cmd.Annotations[offline] != "" {
 				// Nothing to tear down, and outputs are written whole or
 				// not at all: Ctrl-C stops it at once, not when its model
-				// next looks at the context.
+				// next looks at the context. A signal of its own, not the
+				// context, which main also cancels when the command ends.
+				sig := make(chan os.Signal, 1)
+				signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 				go func() {
-					<-cmd.Context().Done()
+					<-sig
+					safefile.RemovePending()
 					fmt.Fprintln(os.Stderr, "emu: interrupted")
 					os.Exit(130)
 				}()

@@ -18,10 +18,10 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
-	"github.com/ocsemu/ocsemu/dataplane/safefile"
 )
 
 // delayValue is the --delay flag: a duration within the reconfiguration

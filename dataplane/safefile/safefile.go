@@ -12,18 +12,29 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"syscall"
 )
 
 // Write writes data to path atomically: into a new file beside it, then
-// renamed over it. A symbolic link at path is replaced, not followed, and
-// a reader never sees half a file.
+// renamed over it, so a reader never sees half a file. What is at path
+// must be a regular file or nothing: a symbolic link (report.html ->
+// /etc/passwd in a run directory someone handed over), a directory or a
+// device (-o /dev/null) is refused, neither followed nor replaced.
 func Write(path string, data []byte, perm os.FileMode) (err error) {
+	if fi, err := os.Lstat(path); err == nil && !fi.Mode().IsRegular() {
+		if fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("%s is a symbolic link: emu does not write through one, nor over it", path)
+		}
+		return fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
+	}
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
 	}
+	pending.Store(tmp.Name(), true)
 	defer func() {
+		pending.Delete(tmp.Name())
 		if err != nil {
 			tmp.Close()
 			os.Remove(tmp.Name())
@@ -38,10 +49,20 @@ func Write(path string, data []byte, perm os.FileMode) (err error) {
 	if err = tmp.Close(); err != nil {
 		return err
 	}
-	if err = os.Rename(tmp.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return os.Rename(tmp.Name(), path)
+}
+
+// pending holds the temporary files of writes under way.
+var pending sync.Map
+
+// RemovePending removes the temporary files of writes under way: a
+// command that exits at an interrupt calls it, so that no half-written
+// ".<name>.tmp*" stays beside an output.
+func RemovePending() {
+	pending.Range(func(k, _ any) bool {
+		os.Remove(k.(string))
+		return true
+	})
 }
 
 // Create creates or truncates path for writing, refusing a symbolic link

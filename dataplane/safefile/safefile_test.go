@@ -9,7 +9,9 @@ import (
 	"testing"
 )
 
-func TestWriteReplacesALinkWithoutFollowingIt(t *testing.T) {
+// Write refuses anything but a regular file at its destination: a link is
+// neither followed nor replaced, a device or a pipe is left alone.
+func TestWriteRefusesWhatIsNoRegularFile(t *testing.T) {
 	dir := t.TempDir()
 	victim, link := filepath.Join(dir, "victim"), filepath.Join(dir, "report.html")
 	if err := os.WriteFile(victim, []byte("keep"), 0o600); err != nil {
@@ -18,21 +20,46 @@ func TestWriteReplacesALinkWithoutFollowingIt(t *testing.T) {
 	if err := os.Symlink(victim, link); err != nil {
 		t.Fatal(err)
 	}
-	if err := Write(link, []byte("<html>"), 0o644); err != nil {
+	fifo := filepath.Join(dir, "null")
+	if err := syscall.Mkfifo(fifo, 0o644); err != nil {
 		t.Fatal(err)
+	}
+	for _, tt := range []struct{ path, want string }{
+		{link, "is a symbolic link: emu does not write through one, nor over it"},
+		{fifo, "is not a regular file (a named pipe)"},
+		{"/dev/null", "is not a regular file (a character device)"},
+	} {
+		if err := Write(tt.path, []byte("<html>"), 0o644); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("Write(%s): %v, want %q", tt.path, err, tt.want)
+		}
 	}
 	if b, _ := os.ReadFile(victim); string(b) != "keep" {
 		t.Errorf("the link's target now holds %q", b)
 	}
-	fi, err := os.Lstat(link)
-	if err != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o644 {
-		t.Errorf("report.html: %v, %v; want a regular file, mode 0644", fi.Mode(), err)
+	if fi, err := os.Lstat(link); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("the link was replaced: %v, %v", fi.Mode(), err)
 	}
-	if b, _ := os.ReadFile(link); string(b) != "<html>" {
-		t.Errorf("report.html holds %q", b)
+	if fi, err := os.Lstat(fifo); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		t.Errorf("the pipe was replaced: %v, %v", fi.Mode(), err)
 	}
-	left, _ := filepath.Glob(filepath.Join(dir, ".*tmp*"))
-	if len(left) > 0 {
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*tmp*")); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+// A regular file is replaced whole, with the mode asked for.
+func TestWriteReplacesAFile(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "report.html")
+	os.WriteFile(p, []byte("old, longer content"), 0o600)
+	if err := Write(p, []byte("<html>"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Lstat(p)
+	if b, _ := os.ReadFile(p); err != nil || string(b) != "<html>" || fi.Mode().Perm() != 0o644 {
+		t.Errorf("report.html: %q, mode %v, %v", b, fi.Mode(), err)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, ".*tmp*")); len(left) > 0 {
 		t.Errorf("temporary files left: %v", left)
 	}
 }

@@ -87,12 +87,12 @@ func (c *Client) send(ctx context.Context, method, path string, body io.Reader) 
 	resp, err := c.http.Do(req)
 	if err != nil {
 		// Not `Get "http://api/stats": dial unix ...`: the URL is a
-		// placeholder, the socket is what was tried.
+		// placeholder; the dial error names the socket tried.
 		var ue *url.Error
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, &UnreachableError{fmt.Errorf("%s %s on %s: %w", method, path, c.Socket, err)}
+		return nil, &UnreachableError{fmt.Errorf("%s %s: %w", method, path, err)} // err names the socket
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()

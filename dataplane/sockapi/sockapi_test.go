@@ -67,7 +67,7 @@ func TestUnreachableNamesTheSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "none.sock")
 	err := New(sock, time.Second).Do(context.Background(), http.MethodGet, "/stats", nil, nil)
 	var ue *UnreachableError
-	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "GET /stats on "+sock+": dial unix") || strings.Contains(err.Error(), "http://api") {
+	if !errors.As(err, &ue) || !strings.Contains(err.Error(), "GET /stats: dial unix "+sock) || strings.Contains(err.Error(), "http://api") {
 		t.Errorf("error %v", err)
 	}
 }

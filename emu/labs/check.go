@@ -269,8 +269,11 @@ func (e *Env) deploy(ctx context.Context) error {
 	}
 	// A copy left by an interrupted check is this checker's own: remove
 	// it. A lab of that name deployed from anything else is not.
-	if st, err := fabric.ReadState(e.LabName); err == nil && !madeByCheck(st.Source, e.LabName) {
+	switch st, err := fabric.ReadState(e.LabName); {
+	case err == nil && !madeByCheck(st.Source, e.LabName):
 		return fmt.Errorf("a lab named %s is up, deployed from %s, not by a check: choose another --lab-name, or destroy it yourself (emu destroy %s)", e.LabName, st.Source, e.LabName)
+	case err != nil && !errors.Is(err, fabric.ErrNoLab):
+		return fmt.Errorf("lab %s: %w (not destroyed: it may not be a check's)", e.LabName, err)
 	}
 	if out, err := e.Emu(ctx, "", "destroy", e.LabName); err != nil {
 		return fmt.Errorf("remove an earlier copy %s: %v\n%s", e.LabName, err, out)
@@ -290,8 +293,8 @@ func (e *Env) deploy(ctx context.Context) error {
 // scenario file (deploy below: <temp>/emu-lab-*/<lab>.yaml).
 func madeByCheck(source, lab string) bool {
 	dir, file := filepath.Split(source)
-	ok, _ := filepath.Match(filepath.Join(os.TempDir(), checkDirPattern)+"/", dir)
-	return ok && file == lab+".yaml"
+	ok, _ := filepath.Match(checkDirPattern, filepath.Base(dir))
+	return ok && file == lab+".yaml" && filepath.IsAbs(dir)
 }
 
 // checkDirPattern names the temporary directory deploy writes the

@@ -18,6 +18,8 @@ func TestMadeByCheck(t *testing.T) {
 		{"quickstart", "quickstart", false},
 		{filepath.Join(tmp, "emu-lab-1", "deeper", "qs-check.yaml"), "qs-check", false},
 		{filepath.Join(tmp, "mine", "qs-check.yaml"), "qs-check", false},
+		{"/var/tmp/emu-lab-99/qs-check.yaml", "qs-check", true}, // TMPDIR changed since
+		{"emu-lab-1/qs-check.yaml", "qs-check", false},
 	} {
 		if got := madeByCheck(tt.source, tt.lab); got != tt.want {
 			t.Errorf("madeByCheck(%q, %q) = %v, want %v", tt.source, tt.lab, got, tt.want)

@@ -22,11 +22,20 @@ var lab01Nodes = []string{"h0", "h1", "tor0", "tor1"}
 
 func lab01NS(e *Env, node string) string { return e.LabName + "-" + node }
 
-func lab01Script(ctx context.Context, e *Env, verb string) (string, error) {
+// lab01Mine refuses to look at, or run the script over, namespaces that
+// lab01Prepare did not mark as the checker's: someone else's would make
+// the checks pass on work the student never did, and the script's
+// "down" would delete them.
+func lab01Mine(e *Env) error {
 	if _, err := os.Stat(lab01Marker(e)); err != nil {
-		// lab01Prepare refused: the namespaces of these names are someone
-		// else's, and the script's "down" would delete them.
-		return "", fmt.Errorf("not run: the namespaces named %s* are not the checker's", e.LabName+"-")
+		return fmt.Errorf("not run: the namespaces named %s* are not the checker's", e.LabName+"-")
+	}
+	return nil
+}
+
+func lab01Script(ctx context.Context, e *Env, verb string) (string, error) {
+	if err := lab01Mine(e); err != nil {
+		return "", err
 	}
 	env := append(os.Environ(), "P="+e.LabName+"-")
 	return command(ctx, 30*time.Second, env, "bash", e.File("fabric.sh"), verb)
@@ -105,6 +114,9 @@ func init() {
 			return "P=" + e.LabName + "- fabric.sh up: exit 0", nil
 		}},
 		{Name: "one namespace per node (h0 h1 tor0 tor1)", Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
+			if err := lab01Mine(e); err != nil {
+				return "", err
+			}
 			var missing []string
 			for _, n := range lab01Nodes {
 				if !netns.Exists(lab01NS(e, n)) {
@@ -117,6 +129,9 @@ func init() {
 			return "ip netns list shows all four", nil
 		}},
 		{Name: "h0 has 10.1.0.2/24 on eth0", Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
+			if err := lab01Mine(e); err != nil {
+				return "", err
+			}
 			out, err := command(ctx, 10*time.Second, nil, "ip", "-n", lab01NS(e, "h0"), "-br", "addr", "show", "dev", "eth0")
 			if err != nil {
 				return "", fmt.Errorf("%v\n%s", err, tail(out, 2))
@@ -127,9 +142,15 @@ func init() {
 			return strings.Join(strings.Fields(out), " "), nil
 		}},
 		{Name: "h0 reaches its ToR (10.1.0.1)", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
+			if err := lab01Mine(e); err != nil {
+				return "", err
+			}
 			return lab01Ping(ctx, e, "h0", "10.1.0.1")
 		}},
 		{Name: "tor0 routes rack 1 (10.1.1.0/24) over its uplink up0", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
+			if err := lab01Mine(e); err != nil {
+				return "", err
+			}
 			out, err := command(ctx, 10*time.Second, nil, "ip", "-n", lab01NS(e, "tor0"), "route", "get", "10.1.1.2")
 			if err != nil {
 				return "", fmt.Errorf("tor0 has no route to 10.1.1.2: %v %s", err, strings.TrimSpace(out))
@@ -140,6 +161,9 @@ func init() {
 			return strings.Join(strings.Fields(strings.Split(out, "\n")[0]), " "), nil
 		}},
 		{Name: "both ToRs forward (net.ipv4.ip_forward = 1)", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
+			if err := lab01Mine(e); err != nil {
+				return "", err
+			}
 			for _, n := range []string{"tor0", "tor1"} {
 				out, err := inNS(ctx, lab01NS(e, n), "sysctl", "-n", "net.ipv4.ip_forward")
 				if err != nil {
@@ -152,6 +176,9 @@ func init() {
 			return "tor0 and tor1: 1", nil
 		}},
 		{Name: "h0 reaches h1 across both ToRs", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
+			if err := lab01Mine(e); err != nil {
+				return "", err
+			}
 			return lab01Ping(ctx, e, "h0", "10.1.1.2")
 		}},
 		{Name: "`fabric.sh down` removes every namespace", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -86,7 +88,22 @@ func applyLive(ctx context.Context, e *Env, file string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	out, err := e.Emu(ctx, "", "ocs", "apply", "--lab", lab, e.File(file))
+	// Apply the bytes just checked, from a copy of the checker's own: the
+	// student's path could be swapped for a link between check and use.
+	data, err := e.ReadFile(file)
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "emu-lab-apply-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(dir)
+	copyPath := filepath.Join(dir, file)
+	if err := os.WriteFile(copyPath, data, 0o600); err != nil {
+		return "", err
+	}
+	out, err := e.Emu(ctx, "", "ocs", "apply", "--lab", lab, copyPath)
 	if err != nil {
 		return "", fmt.Errorf("emu ocs apply %s: %v\n%s", file, err, out)
 	}

@@ -1,6 +1,7 @@
 package labs
 
 import (
+	"bytes"
 	"context"
 	"encoding/csv"
 	"encoding/json"
@@ -13,6 +14,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/flowmodel"
 	"github.com/ocsemu/ocsemu/emu/plan"
@@ -95,7 +97,7 @@ func latestRun(e *Env, queue string) (labRun, error) {
 		sort.Sort(sort.Reverse(sort.StringSlice(dirs))) // named by time
 		for _, d := range dirs {
 			run := filepath.Join(e.Work, rel, d)
-			data, err := os.ReadFile(filepath.Join(run, "scenario.yaml"))
+			data, err := safefile.ReadNoLink(filepath.Join(run, "scenario.yaml"), scenario.MaxFileBytes)
 			if err != nil {
 				continue
 			}
@@ -120,12 +122,11 @@ func latestRun(e *Env, queue string) (labRun, error) {
 // measuredPushes reads every job's measured first push from a run's
 // comparison.csv.
 func measuredPushes(path string) (map[string]float64, error) {
-	f, err := os.Open(path)
+	data, err := safefile.ReadNoLink(path, MaxStudentFileBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	rows, err := csv.NewReader(f).ReadAll()
+	rows, err := csv.NewReader(bytes.NewReader(data)).ReadAll()
 	if err != nil || len(rows) == 0 {
 		return nil, fmt.Errorf("%s: %v", path, err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
+	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
 	"github.com/ocsemu/ocsemu/ocsfabric/routing"
 	"github.com/ocsemu/ocsemu/workers/job"
 )
@@ -144,6 +145,20 @@ func (c *checker) checkStage(si int) {
 	}
 	if p.Mode == ModeClock && st.DurationNs <= 0 {
 		c.bad("%s: duration_ns is required and positive in clock mode", where)
+	}
+	if p.Mode == ModeClock && f.HasOCS() && si >= 1 && len(p.Stages) >= 2 {
+		// The OCS runs stages 1.. as one schedule's slots, each until
+		// the next stage starts, the schedule starting with stage 1.
+		slot := st.DurationNs
+		if si+1 < len(p.Stages) {
+			slot = p.Stages[si+1].StartNs - st.StartNs
+		}
+		if time.Duration(slot) > reconfig.MaxSlot {
+			c.bad("%s: its circuits hold for %v until the next stage, but the OCS holds a slot at most %v: add a stage in between", where, time.Duration(slot), reconfig.MaxSlot)
+		}
+		if si == 1 && time.Duration(st.StartNs) > reconfig.MaxAhead {
+			c.bad("%s: start_ns %v is more than the %v ahead an OCS schedule may start", where, time.Duration(st.StartNs), reconfig.MaxAhead)
+		}
 	}
 	if len(st.Circuits) > 0 && !f.HasOCS() {
 		c.bad("%s: circuits given, but the scenario's %s fabric has no OCS", where, f.Kind)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -105,6 +106,20 @@ func TestCheck(t *testing.T) {
 				p.Stages[i].StartNs, p.Stages[i].DurationNs = int64(i)*10, 20
 			}
 		}, "stage 1: start_ns 10 overlaps stage 0, which runs until 20"},
+		{"clock stage longer than an OCS slot", func(p *Plan) {
+			p.Mode = ModeClock
+			starts := []int64{0, 10, 10 + int64(2*time.Hour)}
+			for i := range p.Stages {
+				p.Stages[i].StartNs, p.Stages[i].DurationNs = starts[i], 10
+			}
+		}, "stage 1: its circuits hold for 2h0m0s until the next stage, but the OCS holds a slot at most 1h0m0s"},
+		{"clock schedule starting too far ahead", func(p *Plan) {
+			p.Mode = ModeClock
+			starts := []int64{0, int64(2 * time.Hour), int64(2*time.Hour) + 10}
+			for i := range p.Stages {
+				p.Stages[i].StartNs, p.Stages[i].DurationNs = starts[i], 10
+			}
+		}, "stage 1: start_ns 2h0m0s is more than the 1h0m0s ahead an OCS schedule may start"},
 		{"negative arrival", func(p *Plan) { p.Jobs[0].ArrivalNs = -1 }, "jobs[0] (a): arrival_ns: must not be negative"},
 		{"bytes at the limit", func(p *Plan) { p.Jobs[0].Bytes = limits.MaxBytes }, ""},
 		{"bytes past the limit", func(p *Plan) { p.Jobs[0].Bytes = 1 << 62 },

@@ -221,4 +221,3 @@ func timeZero(measured []record.Phase, recs []rankPhase) (int64, bool) {
 	}
 	return 0, false
 }
-

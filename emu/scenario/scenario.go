@@ -23,9 +23,9 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/loss"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
-	"github.com/ocsemu/ocsemu/dataplane/safefile"
 )
 
 // Version is the scenario format version this code reads.

@@ -138,6 +138,11 @@ func New(ctx context.Context, lab *fabric.Lab, o Options) (*Controller, error) {
 			return nil, fmt.Errorf("open event log: %w", err)
 		}
 		c.evFile = fh
+		// The log is appended to across OCS restarts: its limit counts
+		// what is already there.
+		if fi, err := fh.Stat(); err == nil {
+			c.evBytes = fi.Size()
+		}
 	}
 	if err := c.attach(); err != nil {
 		c.Close()

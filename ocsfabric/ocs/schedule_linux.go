@@ -10,6 +10,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/units"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/fastpath"
+	"github.com/ocsemu/ocsemu/ocsfabric/reconfig"
 )
 
 // Slot is one configuration of a time-slotted schedule.
@@ -33,9 +34,8 @@ type Schedule struct {
 	StartNs int64 `json:"start_ns,omitempty" yaml:"start_ns,omitempty"`
 }
 
-// MaxSlot bounds a slot's duration: the instants of a long schedule
-// stay far from int64's end.
-const MaxSlot = time.Hour
+// MaxSlot bounds a slot's duration (reconfig.MaxSlot).
+const MaxSlot = reconfig.MaxSlot
 
 // ErrScheduleRunning refuses manual changes while a schedule owns the OCS.
 var ErrScheduleRunning = errors.New("a schedule is running: stop it first (emu ocs schedule --stop)")

@@ -29,6 +29,10 @@ const (
 	// clock (wall-clock ns are decades ahead of CLOCK_MONOTONIC) or unit.
 	// A change waits for its instant while holding the OCS.
 	MaxAhead = time.Hour
+	// MaxSlot is the longest slot of a schedule (a clock plan's stage,
+	// until the next one starts): the instants of a long schedule stay
+	// far from int64's end.
+	MaxSlot = time.Hour
 )
 
 // CheckDelay refuses a delay outside [MinDelay, MaxDelay]. The message
