@@ -362,8 +362,11 @@ func checkKeys(n *yaml.Node, t reflect.Type, path, source string, lines map[stri
 			kept = append(kept, k, v)
 			f, ok := fields[k.Value]
 			if !ok {
-				*errs = append(*errs, &Error{Source: source, Line: k.Line, Field: p,
-					Msg: fmt.Sprintf("unknown key %q%s (known keys: %s)", k.Value, suggest(k.Value, fields), strings.Join(sortedKeys(fields), ", "))})
+				// A long key is no misspelt one (a file that is no
+				// scenario at all): its start is enough to find it.
+				key := shortKey(k.Value)
+				*errs = append(*errs, &Error{Source: source, Line: k.Line, Field: join(path, key),
+					Msg: fmt.Sprintf("unknown key %q%s (known keys: %s)", key, suggest(k.Value, fields), strings.Join(sortedKeys(fields), ", "))})
 				continue
 			}
 			lines[p] = k.Line
@@ -842,4 +845,12 @@ func jobIndex(sec string) int {
 		return -1
 	}
 	return i
+}
+
+// shortKey cuts a key longer than 24 characters to its first 20 and "...".
+func shortKey(k string) string {
+	if r := []rune(k); len(r) > 24 {
+		return string(r[:20]) + "..."
+	}
+	return k
 }
