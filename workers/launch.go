@@ -190,6 +190,11 @@ func gatesFor(p *job.Schedule, j *job.Job) ([]Gate, string, error) {
 			if a.StartNs != nil {
 				g.NotBeforeNs = max(g.NotBeforeNs, *a.StartNs)
 			}
+			if j.ArrivalNs > 0 {
+				// A job does nothing before it arrives, in a barrier
+				// stage too (the flow model holds it back the same way).
+				g.NotBeforeNs = max(g.NotBeforeNs, j.ArrivalNs)
+			}
 			where[a.Key] = g
 		}
 	}
