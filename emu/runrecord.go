@@ -244,6 +244,7 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 			fr.Problems = append(fr.Problems, err.Error())
 		}
 		in.OCS, events = o, evs
+		countReconfigurations(res.Measurement, evs)
 	}
 	fr.Verdict = fidelity.Judge(in)
 	fr.Attribution = fidelity.Attribute(in, t0)
@@ -493,4 +494,21 @@ func verdictLine(v fidelity.Verdict) string {
 		line += ": " + strings.Join(bad, ", ")
 	}
 	return line
+}
+
+// countReconfigurations puts the OCS's reconfigurations during the run
+// into the measurement, as the flow model counts them: each change that
+// darkened ports (a reconfiguration, or a schedule's slot), and the ports
+// it darkened, summed.
+func countReconfigurations(m *record.Run, evs []ocs.Event) {
+	if m == nil {
+		return
+	}
+	m.Reconfigurations, m.PortsReconfigured = 0, 0
+	for _, ev := range evs {
+		if (ev.Kind == "reconfigure" || ev.Kind == "slot") && len(ev.Dark) > 0 && ev.Error == "" {
+			m.Reconfigurations++
+			m.PortsReconfigured += len(ev.Dark)
+		}
+	}
 }

@@ -204,7 +204,8 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 		}
 	}
 	meas.Scenario, meas.Scheduler, meas.Mode = p.Scenario, p.Scheduler, p.Mode
-	meas.Reconfigurations = pred.Reconfigurations
+	// meas.Reconfigurations and PortsReconfigured are the OCS's: the
+	// caller counts them from its events (emu's recorder); 0 without one.
 	res := &Result{Prediction: pred, Measurement: meas, Stats: stats, Jobs: jstats, Compare: Compare(pred, meas), INC: adm, Outcome: out,
 		Calibrated: cal, CompareCalibrated: Compare(cal, meas), TCPAware: tcp, CompareTCPAware: Compare(tcp, meas)}
 	// Two more predictions for the attribution; the run stands without them.
