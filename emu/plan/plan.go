@@ -13,6 +13,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/ocsemu/ocsemu/dataplane/names"
@@ -156,6 +159,11 @@ func Load(path string) (*Plan, error) {
 // Parse decodes plan JSON strictly: unknown fields and trailing data are
 // refused, and errors carry line and column.
 func Parse(data []byte, source string) (*Plan, error) {
+	// Keys first: the decoder would report an unknown one only at the end
+	// of the value it is in, and match one of another case.
+	if err := checkKeys(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var p Plan
@@ -164,9 +172,6 @@ func Parse(data []byte, source string) (*Plan, error) {
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, fmt.Errorf("%s: trailing data after the plan object", source)
-	}
-	if err := duplicateKeys(data); err != nil {
-		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	if p.Version < MinVersion || p.Version > Version {
 		return nil, fmt.Errorf("%s: plan_version %d is not supported (this emu reads versions %d to %d)", source, p.Version, MinVersion, Version)
@@ -195,15 +200,21 @@ func jsonErr(data []byte, dec *json.Decoder, err error) string {
 	return fmt.Sprintf("%s: %s", lineCol(data, off), msg)
 }
 
-// duplicateKeys refuses an object that gives a key twice, which
-// encoding/json would accept, keeping the last value. It walks the
-// tokens; syntax errors are left to the decoder, which reports them.
-func duplicateKeys(data []byte) error {
+// checkKeys refuses, at its line and column, an object that gives a key
+// twice (encoding/json would keep the last value) and a key the plan
+// format does not have, or has in another case (encoding/json would match
+// "B" to "b", and reports an unknown key only at the end of the value it
+// is in). It walks the tokens along the Go types of the plan; values of a
+// type that decodes itself, and maps' keys, are not checked. Syntax
+// errors are left to the decoder, which reports them.
+func checkKeys(data []byte) error {
 	type frame struct {
 		obj       bool
+		t         reflect.Type // the container's type; nil: not checked
 		expectKey bool
 		key       string
 		idx       int
+		next      reflect.Type     // the type of the value that comes next
 		keys      map[string]int64 // key -> offset of its first use
 	}
 	var stack []*frame
@@ -231,6 +242,20 @@ func duplicateKeys(data []byte) error {
 		}
 		return b.String()
 	}
+	// valueType is the type the next value of the innermost container has.
+	valueType := func() reflect.Type {
+		if len(stack) == 0 {
+			return reflect.TypeOf(Plan{})
+		}
+		f := stack[len(stack)-1]
+		if f.obj {
+			return f.next
+		}
+		if f.t != nil && (f.t.Kind() == reflect.Slice || f.t.Kind() == reflect.Array) {
+			return checkedType(f.t.Elem())
+		}
+		return nil
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	for {
@@ -248,7 +273,7 @@ func duplicateKeys(data []byte) error {
 			for off < int64(len(data)) && strings.IndexByte(" \t\r\n,:", data[off]) >= 0 {
 				off++
 			}
-			top.key, top.expectKey = k, false
+			top.key, top.expectKey, top.next = k, false, nil
 			if first, dup := top.keys[k]; dup {
 				return fmt.Errorf("%s: duplicate key %q (%s, first given at %s)", lineCol(data, off), k, path(), lineCol(data, first))
 			}
@@ -256,13 +281,29 @@ func duplicateKeys(data []byte) error {
 				top.keys = map[string]int64{}
 			}
 			top.keys[k] = off
+			switch {
+			case top.t == nil:
+			case top.t.Kind() == reflect.Map:
+				top.next = checkedType(top.t.Elem())
+			case top.t.Kind() == reflect.Struct:
+				fields := jsonFields(top.t)
+				ft, ok := fields[k]
+				if !ok {
+					where := ""
+					if full := path(); full != k {
+						where = " (" + full + ")"
+					}
+					return fmt.Errorf("%s: unknown key %q%s%s", lineCol(data, off), k, where, suggestKey(k, fields))
+				}
+				top.next = checkedType(ft)
+			}
 			continue
 		}
 		switch tok {
 		case json.Delim('{'):
-			stack = append(stack, &frame{obj: true, expectKey: true})
+			stack = append(stack, &frame{obj: true, t: valueType(), expectKey: true})
 		case json.Delim('['):
-			stack = append(stack, &frame{})
+			stack = append(stack, &frame{t: valueType()})
 		case json.Delim('}'), json.Delim(']'):
 			stack = stack[:len(stack)-1]
 			done()
@@ -270,6 +311,61 @@ func duplicateKeys(data []byte) error {
 			done()
 		}
 	}
+}
+
+var jsonUnmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+
+// checkedType is t with pointers taken off, or nil where checkKeys does
+// not look inside: a type that decodes itself, an interface.
+func checkedType(t reflect.Type) reflect.Type {
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil || t.Kind() == reflect.Interface || t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+		return nil
+	}
+	return t
+}
+
+// jsonFields maps a struct's JSON keys to their types, embedded structs'
+// keys included.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	m := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case name == "-" || !f.IsExported() && !f.Anonymous:
+		case f.Anonymous && name == "" && checkedType(f.Type) != nil && checkedType(f.Type).Kind() == reflect.Struct:
+			maps.Copy(m, jsonFields(checkedType(f.Type)))
+		case name == "":
+			m[f.Name] = f.Type
+		default:
+			m[name] = f.Type
+		}
+	}
+	return m
+}
+
+// suggestKey names the key meant: the same in another case, or one a
+// typo away; else the keys there are.
+func suggestKey(k string, fields map[string]reflect.Type) string {
+	names := slices.Sorted(maps.Keys(fields))
+	for _, n := range names {
+		if strings.EqualFold(n, k) {
+			return fmt.Sprintf(": keys are lower case, did you mean %q?", n)
+		}
+	}
+	best, bestD := "", 3
+	for _, n := range names {
+		if d := scenario.EditDistance(strings.ToLower(k), n); d < bestD {
+			best, bestD = n, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf(", did you mean %q?", best)
+	}
+	return " (known keys: " + strings.Join(names, ", ") + ")"
 }
 
 func lineCol(data []byte, off int64) string {

@@ -168,7 +168,12 @@ func TestCheck(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	tests := []struct{ in, want string }{
-		{`{"plan_version": 1, "mode": "clock", "stagez": []}`, `line 1 col 51: unknown field "stagez"`},
+		{`{"plan_version": 1, "mode": "clock", "stagez": []}`, `line 1 col 38: unknown key "stagez", did you mean "stages"?`},
+		{"{\"plan_version\": 1,\n \"mdoe\": \"clock\",\n \"jobs\": []}", `line 2 col 2: unknown key "mdoe", did you mean "mode"?`},
+		{"{\"plan_version\": 1,\n \"jobs\": [{\"name\": \"a\",\n  \"iteraton\": 2}],\n \"stages\": []}", `line 3 col 3: unknown key "iteraton" (jobs[0].iteraton), did you mean "iterations"?`},
+		{`{"plan_version": 1, "stages": [{"circuits": [{"A": "tor0:0", "b": "tor1:0"}]}]}`, `unknown key "A" (stages[0].circuits[0].A): keys are lower case, did you mean "a"?`},
+		{`{"plan_version": 1, "Mode": "clock"}`, `line 1 col 21: unknown key "Mode": keys are lower case, did you mean "mode"?`},
+		{`{"plan_version": 1, "zzzzzz": 1}`, `unknown key "zzzzzz" (known keys: `},
 		{"{\"plan_version\": 1,\n \"jobs\": [{\"name\": 5}]}", `line 2 col 21: field "jobs.name": number is not a valid string`},
 		{`{"plan_version": 3}`, "plan_version 3 is not supported (this emu reads versions 1 to 2)"},
 		{`{"plan_version": 0}`, "plan_version 0 is not supported"},
