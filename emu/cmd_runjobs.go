@@ -156,6 +156,9 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 			calMs, tcpMs, float64(c.MeasuredNs)/1e6, errCell(c), calErr, tcpErr, float64(c.MeasEndNs)/1e6)
 	}
 	w.Flush()
+	if note := verifyNote(res.Compare, res.Measurement); note != "" {
+		fmt.Fprintln(o, note)
+	}
 	if pm, mm := res.Prediction.MakespanNs, res.Measurement.MakespanNs; pm > 0 {
 		fmt.Fprintf(o, "makespan: predicted %.3f s, measured %.3f s (%+.1f%%)\n", float64(pm)/1e9, float64(mm)/1e9, 100*float64(mm-pm)/float64(pm))
 	} else {
@@ -211,4 +214,27 @@ func planUsesINC(p *plan.Plan) bool {
 		}
 	}
 	return false
+}
+
+// verifyNote says why compute phases ran long when the results' checks
+// did it: a rank checks the phase before while the next compute waits, and
+// a check longer than the compute holds it over the plan.
+func verifyNote(cmp []orchestrate.Comparison, m *record.Run) string {
+	if m == nil {
+		return ""
+	}
+	var over, verify int64
+	for _, c := range cmp {
+		if c.Phase == job.PhaseCompute && c.PredictedNs > 0 && c.MeasuredNs-c.PredictedNs > max(c.PredictedNs/10, 1e6) {
+			over = max(over, c.MeasuredNs-c.PredictedNs)
+		}
+	}
+	for _, p := range m.Phases {
+		verify = max(verify, p.VerifyNs)
+	}
+	if over == 0 || 2*verify < over {
+		return ""
+	}
+	return fmt.Sprintf("   compute phases ran up to %.2f ms over the plan: each rank checks the results of the phase before while the next compute waits, and the checks took up to %.2f ms (`emu run --verify=false` skips them)",
+		float64(over)/1e6, float64(verify)/1e6)
 }

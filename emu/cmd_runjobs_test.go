@@ -50,3 +50,29 @@ func TestWriteResultsFailsLoudly(t *testing.T) {
 		t.Errorf("prediction.json was writable: %v", err)
 	}
 }
+
+func TestVerifyNote(t *testing.T) {
+	cmp := func(pred, meas int64) []orchestrate.Comparison {
+		return []orchestrate.Comparison{{Job: "rec", Phase: "compute", PredictedNs: pred, MeasuredNs: meas}, {Job: "rec", Phase: "push", PredictedNs: 40e6, MeasuredNs: 60e6}}
+	}
+	run := func(verify int64) *record.Run {
+		return &record.Run{Phases: []record.Phase{{Job: "rec", Phase: "pull", Measured: record.Measured{VerifyNs: verify}}}}
+	}
+	for _, tt := range []struct {
+		name string
+		cmp  []orchestrate.Comparison
+		m    *record.Run
+		want string
+	}{
+		{"a check longer than the compute", cmp(5e6, 10.8e6), run(9.6e6), "compute phases ran up to 5.80 ms over the plan: each rank checks the results of the phase before while the next compute waits, and the checks took up to 9.60 ms"},
+		{"compute on time", cmp(5e6, 5.3e6), run(9.6e6), ""},
+		{"a late compute the checks do not explain", cmp(5e6, 30e6), run(2e6), ""},
+		{"no checks", cmp(5e6, 10e6), run(0), ""},
+		{"no measurement", cmp(5e6, 10e6), nil, ""},
+	} {
+		got := verifyNote(tt.cmp, tt.m)
+		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+}
