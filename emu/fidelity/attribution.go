@@ -443,8 +443,8 @@ func (t Tally) Lines() []string {
 	if t.Phases == 1 {
 		phases = "1 phase"
 	}
-	out := []string{fmt.Sprintf("%s more than %.0f%% off the TCP-aware model in %s; the parts explain all but <= %.0f points of %d",
-		phases, 100*JudgedAbove, runs, 100*ExplainedWithin, t.Explained)}
+	out := []string{fmt.Sprintf("%s more than %.0f%% off the TCP-aware model in %s; the parts explain %d of them to within %.0f points",
+		phases, 100*JudgedAbove, runs, t.Explained, 100*ExplainedWithin)}
 	if left := t.Under + t.Over; left > 0 {
 		out = append(out, fmt.Sprintf("%d left: %d faster than the models and the measured parts say (a negative residual: only inc_round and beside, of the measured parts, can be negative), %d slower; worst %s, %+.1f points",
 			left, t.Under, t.Over, t.Worst, 100*t.WorstShare))

@@ -393,8 +393,8 @@ func (m MedianAttribution) Lines() []string {
 	if m.Phases == 1 {
 		phases = "1 phase"
 	}
-	out := []string{fmt.Sprintf("against the medians: %s more than %.0f%% off the TCP-aware model; the median run's parts explain all but <= %.0f points of %d",
-		phases, 100*fidelity.JudgedAbove, 100*fidelity.ExplainedWithin, m.Explained)}
+	out := []string{fmt.Sprintf("against the medians: %s more than %.0f%% off the TCP-aware model; the median run's parts explain %d of them to within %.0f points",
+		phases, 100*fidelity.JudgedAbove, m.Explained, 100*fidelity.ExplainedWithin)}
 	for _, l := range m.Left[:min(len(m.Left), fidelity.LeftByPhaseShown)] {
 		out = append(out, "Left: "+l)
 	}

@@ -254,7 +254,7 @@ func TestRepeatAttributionTally(t *testing.T) {
 	if err := tab.WriteText(&txt); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(txt.String(), "2 phases more than 10% off the TCP-aware model in 2 runs; the parts explain all but <= 5 points of 1") ||
+	if !strings.Contains(txt.String(), "2 phases more than 10% off the TCP-aware model in 2 runs; the parts explain 1 of them to within 5 points") ||
 		!strings.Contains(txt.String(), "0 faster than the models and the measured parts say (a negative residual: only inc_round and beside, of the measured parts, can be negative), 1 slower; worst j iteration 0 push, +16.7 points") ||
 		!strings.Contains(txt.String(), "   j 0 push on tor0:up0, 1 run: own 50% (40), others 50% (60), idle 0% (0)\n") {
 		t.Errorf("text:\n%s", txt.String())
@@ -269,7 +269,7 @@ func TestRepeatAttributionTally(t *testing.T) {
 	if !strings.Contains(string(page), `id="attribution-tally"`) || !strings.Contains(string(page), "1 slower; worst j iteration 0 push, &#43;16.7 points.") {
 		t.Errorf("page lacks the tally: %s", regexp.MustCompile(`<p id="attribution-tally">[^<]*`).FindString(string(page)))
 	}
-	if !strings.Contains(string(page), `<p id="attribution-medians">Attribution, against the medians: 1 phase more than 10% off the TCP-aware model; the median run&#39;s parts explain all but &lt;= 5 points of 0. Left: j iteration 0 push, &#43;9.2 points (median runs runa and runb). </p>`) {
+	if !strings.Contains(string(page), `<p id="attribution-medians">Attribution, against the medians: 1 phase more than 10% off the TCP-aware model; the median run&#39;s parts explain 0 of them to within 5 points. Left: j iteration 0 push, &#43;9.2 points (median runs runa and runb). </p>`) {
 		t.Errorf("page lacks the check against the medians: %s", regexp.MustCompile(`<p id="attribution-medians">[^\n]*`).FindString(string(page)))
 	}
 	// Runs without a data file have no tally.
@@ -297,12 +297,12 @@ func TestMedianAttribution(t *testing.T) {
 		{"median within 10%: nothing to judge", []run{{100, 0}, {125, 0}, {150, 30}}, false, 0, 0,
 			"against the medians: no phase more than 10% off the TCP-aware model"},
 		{"odd: the median run explains it", []run{{100, 0}, {150, 4}, {160, 40}}, false, 1, 1,
-			"against the medians: 1 phase more than 10% off the TCP-aware model; the median run's parts explain all but <= 5 points of 1"},
+			"against the medians: 1 phase more than 10% off the TCP-aware model; the median run's parts explain 1 of them to within 5 points"},
 		{"odd: the median run leaves 10 points", []run{{100, 0}, {150, 12}, {160, 1}}, false, 1, 0,
-			"against the medians: 1 phase more than 10% off the TCP-aware model; the median run's parts explain all but <= 5 points of 0\n   Left: j iteration 0 push, +10.0 points (median run runb)"},
+			"against the medians: 1 phase more than 10% off the TCP-aware model; the median run's parts explain 0 of them to within 5 points\n   Left: j iteration 0 push, +10.0 points (median run runb)"},
 		{"faster: a negative residual", []run{{100, -18}, {90, -25}, {125, 0}}, false, 1, 0,
 			"Left: j iteration 0 push, -15.0 points (median run runa)"},
-		{"even: the mean of the middle two", []run{{150, 10}, {140, 0}, {100, 0}, {160, 0}}, false, 1, 1, "explain all but <= 5 points of 1"},
+		{"even: the mean of the middle two", []run{{150, 10}, {140, 0}, {100, 0}, {160, 0}}, false, 1, 1, "explain 1 of them to within 5 points"},
 		// (14.4 + 3.6) / 120 / 2 = 7.5 points.
 		{"even: the mean leaves too much", []run{{150, 14.4}, {140, 3.6}, {100, 0}, {160, 0}}, false, 1, 0,
 			"Left: j iteration 0 push, +7.5 points (median runs runb and runa)"},
@@ -314,7 +314,7 @@ func TestMedianAttribution(t *testing.T) {
 		// push at 150 is 42.9% over, and it is not attributed here (the
 		// attribution rows name the TCP-aware model): its error stays.
 		{"judged by the calibrated model", []run{{100, 0}, {150, 0}, {160, 0}}, true, 1, 0,
-			"against the medians: 1 phase more than 10% off the TCP-aware model; the median run's parts explain all but <= 5 points of 0\n   Left: j iteration 0 push, +42.9 points (median run runb)"},
+			"against the medians: 1 phase more than 10% off the TCP-aware model; the median run's parts explain 0 of them to within 5 points\n   Left: j iteration 0 push, +42.9 points (median run runb)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var runs []*Run

@@ -64,7 +64,7 @@ func TestReportShowsVerdictAndAttribution(t *testing.T) {
 	html := render(t, dir)
 	for _, want := range []string{"Fidelity verdict: <span class=\"v-fail\">fail", "other processes took 48.0% of all CPUs", "a &lt;hog&gt; competed",
 		"<th>calibrated ms</th>", "<th>TCP-aware ms</th>", "<table id=\"attribution\">", ">ring TCP-aware</text>", "ring TCP-aware: iteration 0 allreduce", "<tr class=\"attr\"><td class=\"l\">ring</td><td>1</td>", "<td>25.00</td>", `<ul id="attribution-links"><li>ring 1 allreduce on tor1:up0: own 42% (43), others 50% (51), idle 8% (7)</li></ul>`,
-		"<p id=\"attribution-tally\" class=\"note\">1 phase more than 10% off the TCP-aware model in the run; the parts explain all but &lt;= 5 points of 1."} {
+		"<p id=\"attribution-tally\" class=\"note\">1 phase more than 10% off the TCP-aware model in the run; the parts explain 1 of them to within 5 points."} {
 		if !strings.Contains(html, want) {
 			t.Errorf("report lacks %q: %s", want, regexp.MustCompile(`<tr class="attr">.*`).FindString(html))
 		}
