@@ -579,9 +579,8 @@ func (t *RepeatTable) WriteText(w io.Writer) error {
 				fmt.Fprintf(w, "   %s\n", l)
 			}
 		}
-		if len(t.Diagnoses) > 0 {
+		if shown, more := t.ShownDiagnoses(); len(shown) > 0 || more > 0 {
 			fmt.Fprintln(w, "   busiest links, INC round trips and slow-start exits of the attributed phases, measured (the model's): where residuals went, not parts")
-			shown, more := t.ShownDiagnoses()
 			for _, d := range shown {
 				fmt.Fprintf(w, "   %s\n", d)
 			}
