@@ -19,6 +19,7 @@ import (
 	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/emu/scheduler"
+	"github.com/ocsemu/ocsemu/workers"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
@@ -130,6 +131,18 @@ measurements.`,
 			}
 			if w := flowmodel.UnlimitedLinks(s.Fabric); w != "" {
 				a.log.Warn(w)
+			}
+			for _, w := range plan.Warnings(p, s) {
+				a.log.Warn(w)
+			}
+			// The flow model takes any byte count; the workers exchange
+			// int32 elements. Say it now, not at `emu run`.
+			for _, j := range p.Jobs {
+				if j.Pattern != scenario.PatternDAG {
+					if err := workers.CheckBytes(j.Bytes, len(j.Workers)); err != nil {
+						a.log.Warn(fmt.Sprintf("job %s: `emu run` will refuse it: %v", j.Name, err))
+					}
+				}
 			}
 			t0 := time.Now()
 			run, err := flowmodel.Simulate(p, s)

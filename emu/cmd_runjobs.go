@@ -54,6 +54,11 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 	if err := plan.Check(p, s); err != nil {
 		return nil, fmt.Errorf("plan does not fit scenario %s:\n%w", s.Name, err)
 	}
+	if planFile != "" {
+		for _, w := range plan.Warnings(p, s) {
+			a.log.Warn(w)
+		}
+	}
 	// What the workers refuse (rank counts, byte alignment, INC), they
 	// refuse from the topology alone, without a deployed lab.
 	jobs, err := orchestrate.WorkerJobs(p)
