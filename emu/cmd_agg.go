@@ -112,6 +112,13 @@ func (a *app) aggStatsCmd() *cobra.Command {
 			if err := checkToR(args[0], args[1]); err != nil {
 				return err
 			}
+			state, err := fabric.ReadState(args[0])
+			if err != nil {
+				return err
+			}
+			if r, _ := names.ParseToR(args[1]); r >= state.Spec.Racks {
+				return fmt.Errorf("lab %s has no %s: its ToRs are tor0 to tor%d", args[0], args[1], state.Spec.Racks-1)
+			}
 			cl := inc.NewClient(aggSocket(args[0], args[1]))
 			st, err := cl.Stats(cmd.Context())
 			if err != nil {

@@ -101,5 +101,5 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	case errors.As(err, &se):
 		return fmt.Errorf("aggregator at %s: %s %s: %s", c.api.Socket, method, path, se.Body)
 	}
-	return fmt.Errorf("aggregator at %s: %w", c.api.Socket, err)
+	return fmt.Errorf("aggregator: %w", err) // the dial error names the socket
 }

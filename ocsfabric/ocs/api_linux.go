@@ -309,7 +309,7 @@ func (cl *Client) unreachable(ctx context.Context, err error) error {
 	if cl.down != nil && ctx.Err() == nil {
 		return cl.down(err)
 	}
-	return fmt.Errorf("OCS at %s: %w", cl.api.Socket, err)
+	return fmt.Errorf("OCS: %w", err) // the dial error names the socket
 }
 
 func (cl *Client) do(ctx context.Context, method, path string, in, out any) error {
