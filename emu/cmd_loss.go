@@ -38,6 +38,13 @@ loss at deploy with fabric.loss (docs/scenario.md).`,
 		Example: "  sudo emu loss ocs-lab tor0:up0 both 1\n  sudo emu loss ocs-lab\n  sudo emu loss ocs-lab --clear tor0:up0\n  sudo emu loss ocs-lab --clear",
 		Args:    cobra.RangeArgs(1, 4),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if strings.Contains(args[0], ":") {
+				hint := "emu loss LAB " + strings.Join(args, " ")
+				if labs, err := fabric.Labs(); err == nil && len(labs) == 1 {
+					hint = "emu loss " + labs[0] + " " + strings.Join(args, " ")
+				}
+				return fmt.Errorf("%q is a port, not a lab: loss takes the lab first (%s)", args[0], hint)
+			}
 			if err := names.ValidLab(args[0]); err != nil {
 				return err
 			}

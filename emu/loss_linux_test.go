@@ -61,6 +61,7 @@ func TestCLILoss(t *testing.T) {
 		{[]string{"loss", lab, "tor0:s0", "both", "101"}, "loss 101%: want 0 to 100"},
 		{[]string{"loss", lab, "tor0:s0", "both"}, "want LAB PORT DIRECTION PERCENT"},
 		{[]string{"loss", "../etc", "tor0:s0", "both", "1"}, "invalid lab name"},
+		{[]string{"loss", "tor0:s0", "both", "1"}, `"tor0:s0" is a port, not a lab: loss takes the lab first`},
 		{[]string{"loss", lab, "--clear", "tor0:s0", "both"}, "--clear takes the lab and at most one port"},
 	} {
 		if out, err := run(t, bin, c.args...); err == nil || !strings.Contains(out, c.want) {
