@@ -78,7 +78,9 @@ and, if the scenario has jobs, it plans them with its scheduler (or runs
 gated by the plan, and prints measured beside predicted. Each run's results
 go to a directory of its own, results/<lab>/<date-time>/ (results/<lab>/latest
 points at the run in progress, then stays on the newest complete one). The lab
-is destroyed again, also on Ctrl-C or failure.
+is destroyed again, also on Ctrl-C or failure. While a plan runs, a line
+names the stage it is in and its circuits, at most every 0.5 s (every
+stage with -v); every reconfiguration is in the run's data and report.
 
 TCP shares links differently from run to run: --repeat N runs the scenario N
 times and summarises the set (each phase's median and range against the

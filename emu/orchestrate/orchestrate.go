@@ -181,7 +181,11 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 	// The stage reporter stops with the workers, however they end.
 	repCtx, stopReport := context.WithCancel(ctx)
 	defer stopReport()
-	reportStages(repCtx, wo, p, s.Fabric.HasOCS(), progress)
+	every := 500 * time.Millisecond // a rotor plan may switch every millisecond
+	if o.Log != nil && o.Log.Enabled(ctx, slog.LevelDebug) {
+		every = 0 // emu -v: every stage
+	}
+	reportStages(repCtx, wo, p, s.Fabric.HasOCS(), every, progress)
 	launch := o.Launch
 	if launch == nil {
 		launch = workers.Launch
@@ -227,11 +231,11 @@ func Run(ctx context.Context, o *Options) (*Result, error) {
 
 // reportStages makes the run tell the user which stage it is in: barrier
 // stages as the coordinator starts them, clock stages at their instants.
-func reportStages(ctx context.Context, wo *workers.Options, p *plan.Plan, circuits bool, progress func(string, ...any)) {
+func reportStages(ctx context.Context, wo *workers.Options, p *plan.Plan, circuits bool, every time.Duration, progress func(string, ...any)) {
 	if len(p.Stages) == 0 {
 		return
 	}
-	rep := newStageReporter(p, circuits, progress)
+	rep := newStageReporter(p, circuits, every, progress)
 	onStart, onStage := wo.OnStart, wo.OnStage
 	var t0 int64
 	wo.OnStart = func(zero int64) error {

@@ -14,7 +14,8 @@ import (
 // stageReporter prints, while a plan runs, which stage it is in: stage k
 // of n, time since time zero, and the stage's circuit map in one line. A
 // time-slotted plan can switch every millisecond, so lines come at most
-// every `every`, and always for the last stage.
+// every `every` (500 ms; 0 with emu -v: every stage), and always for the
+// first and the last stage.
 type stageReporter struct {
 	p        *plan.Plan
 	progress func(format string, args ...any)
@@ -24,8 +25,8 @@ type stageReporter struct {
 	circuits bool // the fabric has circuits to show
 }
 
-func newStageReporter(p *plan.Plan, circuits bool, progress func(string, ...any)) *stageReporter {
-	return &stageReporter{p: p, progress: progress, every: 500 * time.Millisecond, lastK: -1, circuits: circuits}
+func newStageReporter(p *plan.Plan, circuits bool, every time.Duration, progress func(string, ...any)) *stageReporter {
+	return &stageReporter{p: p, progress: progress, every: every, lastK: -1, circuits: circuits}
 }
 
 // stage reports that stage k starts `at` (monotonic ns), t0 being time zero.

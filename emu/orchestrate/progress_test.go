@@ -25,7 +25,7 @@ func TestStageReporter(t *testing.T) {
 		{StartNs: 3e6, Activities: []plan.Activity{{Job: "ring", Phase: "allreduce"}}},
 	}}
 	var lines []string
-	r := newStageReporter(p, true, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	r := newStageReporter(p, true, 500*time.Millisecond, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
 	t0 := time.Unix(100, 0)
 	r.stage(0, 5e6, 5e6, t0)
 	r.stage(1, 6e6, 5e6, t0.Add(time.Millisecond)) // too soon after the last line: skipped
@@ -39,6 +39,15 @@ func TestStageReporter(t *testing.T) {
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("lines:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+	// emu -v: every stage.
+	lines = nil
+	r = newStageReporter(p, true, 0, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	for k := range 4 {
+		r.stage(k, int64(5e6+k*1e6), 5e6, t0.Add(time.Duration(k)*time.Microsecond))
+	}
+	if len(lines) != 4 {
+		t.Errorf("with every stage asked for, %d lines: %q", len(lines), lines)
 	}
 	var many []circuit.Circuit
 	for i := range 8 {
@@ -57,7 +66,7 @@ func TestStageReporterFollows(t *testing.T) {
 		p.Stages = append(p.Stages, plan.Stage{StartNs: int64(k) * 5e6}) // 5 ms slots, 195 ms in all
 	}
 	var lines []string
-	r := newStageReporter(p, false, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	r := newStageReporter(p, false, 500*time.Millisecond, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
 	r.every = 50 * time.Millisecond
 	r.follow(context.Background(), monoclock.Now()+int64(10*time.Millisecond)) // time zero ahead: stage 1 is never already past
 	if len(lines) < 2 || len(lines) > 8 || !strings.HasPrefix(lines[0], "stage 1/40 ") || !strings.HasPrefix(lines[len(lines)-1], "stage 40/40 ") {
