@@ -44,7 +44,7 @@ func TestCLIRunBadPlanTouchesNoKernel(t *testing.T) {
 		want string
 	}{
 		{"missing plan file", []string{"--plan", "/nonexistent.json"}, "read plan: open /nonexistent.json"},
-		{"plan that does not parse", []string{"--plan", plan(`{"plan_version": 1, "modus": "clock"}`)}, `unknown field "modus"`},
+		{"plan that does not parse", []string{"--plan", plan(`{"plan_version": 1, "modus": "clock"}`)}, `unknown key "modus", did you mean "mode"?`},
 		{"plan with a key twice", []string{"--plan", plan(`{"plan_version": 1, "mode": "clock", "mode": "barrier"}`)}, `duplicate key "mode"`},
 		{"plan that does not fit", []string{"--plan", plan(strings.Replace(job("1048576"), "r1s0", "r7s0", 1))}, "no server r7s0"},
 		{"plan the workers cannot run", []string{"--plan", plan(job("1048575"))}, "must be a multiple of 4"},
