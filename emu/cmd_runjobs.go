@@ -176,7 +176,7 @@ func (a *app) runJobs(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario
 		fmt.Fprintln(o, more)
 	}
 	if len(worst) > 0 && p.Mode == plan.ModeBarrier {
-		fmt.Fprintln(o, "   a barrier plan: the model is not replayed at the measured starts, so these have no drift, busiest link, inc_round or INC round trip (docs/fidelity.md, Limits)")
+		fmt.Fprintln(o, "   a barrier plan: the model is not replayed at the measured starts, so these have no drift, busiest link, inc_round, beside or INC round trip (docs/fidelity.md, Limits)")
 	}
 	var tally fidelity.Tally // the bar: phases more than 10% off, explained to within 5 points
 	if tally.Add(fr.Attribution); tally.Phases > 0 {
