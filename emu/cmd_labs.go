@@ -175,7 +175,7 @@ func (a *app) labCheckCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&which, "against", "", "check start/, solution/ or this folder instead of your copy")
-	cmd.Flags().StringVar(&labName, "lab-name", "", "name of the private copy checks deploy, destroyed before and after them (default <lab scenario>-check)")
+	cmd.Flags().StringVar(&labName, "lab-name", "", "name of the private copy checks deploy, destroyed before and after them; a lab of that name a check did not deploy is refused, not destroyed (default <lab scenario>-check)")
 	return cmd
 }
 

@@ -80,6 +80,9 @@ func (r *stageReporter) follow(ctx context.Context, t0 int64) {
 		now := monoclock.Now()
 		for k+1 < len(st) && t0+st[k+1].StartNs <= now {
 			k++
+			if r.every == 0 && k < len(st)-1 && t0+st[k+1].StartNs <= now {
+				r.stage(k, t0+st[k].StartNs, t0, time.Now()) // emu -v: the stages a late wake-up passed too
+			}
 		}
 		if k >= 0 {
 			r.stage(k, t0+st[k].StartNs, t0, time.Now())

@@ -72,4 +72,21 @@ func TestStageReporterFollows(t *testing.T) {
 	if len(lines) < 2 || len(lines) > 8 || !strings.HasPrefix(lines[0], "stage 1/40 ") || !strings.HasPrefix(lines[len(lines)-1], "stage 40/40 ") {
 		t.Errorf("lines: %q", lines)
 	}
+	// emu -v: every stage, in order, also those a late wake-up passed
+	// (1 ms slots, shorter than a timer's overshoot under load).
+	q := &plan.Plan{}
+	for k := range 40 {
+		q.Stages = append(q.Stages, plan.Stage{StartNs: int64(k) * 1e6})
+	}
+	lines = nil
+	r = newStageReporter(q, false, 0, func(f string, a ...any) { lines = append(lines, fmt.Sprintf(f, a...)) })
+	r.follow(context.Background(), monoclock.Now()+int64(5*time.Millisecond))
+	if len(lines) != 40 {
+		t.Fatalf("%d lines with every stage asked for, want 40: %q", len(lines), lines)
+	}
+	for k, l := range lines {
+		if !strings.HasPrefix(l, fmt.Sprintf("stage %d/40 ", k+1)) {
+			t.Errorf("line %d: %q", k, l)
+		}
+	}
 }
