@@ -46,7 +46,7 @@ every (iteration, phase) when the plan allows, and writes JSONL records.`,
 }
 
 func (a *app) collectiveCmd() *cobra.Command {
-	var labName, ranks, bytes, ps string
+	var labName, ranks, bytes, ps, resultsRoot string
 	var iters int
 	var compute time.Duration
 	var verify, asJSON, realtime bool
@@ -68,6 +68,9 @@ JSON, for scripts.`,
 			j, err := collectiveJob(args[0], ranks, bytes, ps, iters, compute)
 			if err != nil {
 				return err
+			}
+			if resultsRoot == "" {
+				return errors.New("--results: want a directory")
 			}
 			lab, err := resolveLab(labName)
 			if err != nil && labName != "" {
@@ -108,7 +111,7 @@ JSON, for scripts.`,
 				return err
 			}
 			exe, _ := os.Executable()
-			dir, _ := filepath.Abs(filepath.Join("results", lab, "collective-"+time.Now().Format("150405.000")))
+			dir, _ := filepath.Abs(filepath.Join(resultsRoot, lab, "collective-"+time.Now().Format("150405.000")))
 			// The plan's barrier stages gate the phases, as nccl-tests' barrier
 			// does: every stage is set collectiveStageLead ahead, so that every
 			// rank has heard of it and all start each phase at one instant, and
@@ -131,6 +134,7 @@ JSON, for scripts.`,
 		},
 	}
 	cmd.Flags().StringVarP(&labName, "lab", "l", "", "lab (needed only when several are deployed)")
+	cmd.Flags().StringVar(&resultsRoot, "results", "results", "directory the ranks' records go under (<results>/<lab>/collective-<time>/)")
 	cmd.Flags().StringVar(&ranks, "ranks", "", "servers, one rank each, comma-separated (required)")
 	cmd.Flags().StringVar(&bytes, "bytes", "16MiB", "bytes per rank per iteration")
 	cmd.Flags().StringVar(&ps, "ps", "", "server of the parameter server (ps pattern)")
