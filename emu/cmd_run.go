@@ -116,6 +116,10 @@ results/<lab>/repeat-<date-time>/.`,
 				return err
 			}
 			o := runOpts{keep: keep, verify: verify, realtime: realtime, planFile: planFile, dur: dur, out: out, pcap: &pcap}
+			// emu run's own traffic sets its congestion control per socket:
+			// that the namespaces' default cannot be it matters only to
+			// programs run in a lab left up (--keep).
+			a.ccWarned = !keep
 			if repeat < 1 || repeat > maxRepeat {
 				return fmt.Errorf("--repeat %d: want 1 to %d runs", repeat, maxRepeat)
 			}
