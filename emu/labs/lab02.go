@@ -167,9 +167,9 @@ func init() {
 			dark := float64(e.Scenario.Spec().ReconfigDelay.D().Milliseconds())
 			switch {
 			case n < 200:
-				return "", fmt.Errorf("%v ms is shorter than Linux's minimum retransmission timeout (200 ms): measure again with `iperf3 -i 0.05` or `ss -ti`", n)
-			case n > 5000:
-				return "", fmt.Errorf("%v ms is longer than a few back-offs: did the circuit come back? (`emu ocs show`)", n)
+				return "", fmt.Errorf("%v ms is shorter than Linux's minimum retransmission timeout (200 ms): measure again with `iperf3 -i 0.1` (its shortest interval) or `ss -ti`", n)
+			case n >= 4000:
+				return "", fmt.Errorf("%v ms is as long as the whole iperf3 run (-t 4): read the stall from its 0.1 s intervals, from the move to the first interval that moves bytes again", n)
 			}
 			return fmt.Sprintf("%v ms: %.1f times the %v ms dark period", n, n/dark, dark), nil
 		}},
