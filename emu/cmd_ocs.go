@@ -288,7 +288,16 @@ func (o *ocsCLI) scheduleCmd() *cobra.Command {
 				return err
 			}
 			if stop {
-				return cl.StopSchedule(cmd.Context())
+				was, err := cl.StopScheduleStatus(cmd.Context())
+				switch {
+				case err != nil:
+					return err
+				case was:
+					fmt.Println("schedule stopped; the current slot's circuits stay")
+				default:
+					fmt.Println("no schedule was running")
+				}
+				return nil
 			}
 			if len(args) != 1 {
 				return errors.New("name a schedule file, or pass --stop")

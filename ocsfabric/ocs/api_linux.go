@@ -134,8 +134,12 @@ func (c *Controller) Handler() http.Handler {
 		writeJSON(w, http.StatusAccepted, map[string]string{"status": "started"})
 	})
 	mux.HandleFunc("DELETE /v1/schedule", func(w http.ResponseWriter, r *http.Request) {
+		status := "stopped"
+		if !c.ScheduleRunning() {
+			status = "none running"
+		}
 		c.StopSchedule()
-		writeJSON(w, http.StatusOK, map[string]string{"status": "stopped"})
+		writeJSON(w, http.StatusOK, map[string]string{"status": status})
 	})
 	mux.HandleFunc("GET /v1/counters", func(w http.ResponseWriter, r *http.Request) {
 		ctrs, err := c.Counters()
@@ -365,7 +369,18 @@ func (cl *Client) Schedule(ctx context.Context, s Schedule) error {
 
 // StopSchedule stops the running schedule.
 func (cl *Client) StopSchedule(ctx context.Context) error {
-	return cl.do(ctx, "DELETE", "/v1/schedule", nil, nil)
+	_, err := cl.StopScheduleStatus(ctx)
+	return err
+}
+
+// StopScheduleStatus stops the running schedule and says whether one was
+// running.
+func (cl *Client) StopScheduleStatus(ctx context.Context) (wasRunning bool, err error) {
+	var out struct{ Status string }
+	if err := cl.do(ctx, "DELETE", "/v1/schedule", nil, &out); err != nil {
+		return false, err
+	}
+	return out.Status != "none running", nil
 }
 
 // Counters reads per-port counters.

@@ -438,3 +438,13 @@ func TestEventLogBounded(t *testing.T) {
 		t.Errorf("%d events numbered, want 1000: the OCS must go on", c.seq)
 	}
 }
+
+// Stopping when no schedule runs says so (the CLI prints it).
+func TestAPIStopWithoutSchedule(t *testing.T) {
+	h := (&Controller{}).Handler()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1/schedule", nil))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), `"none running"`) {
+		t.Errorf("DELETE /v1/schedule with none running: %d %s", rec.Code, rec.Body.String())
+	}
+}
