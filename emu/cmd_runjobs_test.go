@@ -69,6 +69,8 @@ func TestVerifyNote(t *testing.T) {
 		{"a late compute the checks do not explain", cmp(5e6, 30e6), run(2e6), ""},
 		{"no checks", cmp(5e6, 10e6), run(0), ""},
 		{"no measurement", cmp(5e6, 10e6), nil, ""},
+		{"another job's check", cmp(5e6, 10.8e6), &record.Run{Phases: []record.Phase{{Job: "other", Phase: "pull", Measured: record.Measured{VerifyNs: 9.6e6}}}}, ""},
+		{"the parameter server's own check", cmp(5e6, 10.8e6), &record.Run{Phases: []record.Phase{{Job: "rec", Phase: "push", Measured: record.Measured{VerifyNs: 9.6e6}}}}, ""},
 	} {
 		got := verifyNote(tt.cmp, tt.m)
 		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {

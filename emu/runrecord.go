@@ -244,7 +244,9 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 			fr.Problems = append(fr.Problems, err.Error())
 		}
 		in.OCS, events = o, evs
-		countReconfigurations(res.Measurement, evs)
+		if err == nil { // without the events, 0 would read as measured
+			countReconfigurations(res.Measurement, evs)
+		}
 	}
 	fr.Verdict = fidelity.Judge(in)
 	fr.Attribution = fidelity.Attribute(in, t0)

@@ -303,6 +303,13 @@ func (r *rank) gate(ctx context.Context, t0 int64, q int) (int64, error) {
 // VerifyNs), so the check delays no worker.
 func (r *rank) servePS(ctx context.Context, t0 int64) error {
 	j := &r.spec.Job
+	// The server waits for its job to arrive, as its workers do (their
+	// gates): its first push's read deadline counts from then.
+	if j.ArrivalNs > 0 {
+		if err := monoclock.SleepUntil(ctx, t0+j.ArrivalNs); err != nil {
+			return err
+		}
+	}
 	sum := make([]int32, int(j.Bytes/4))
 	for it := 0; it < j.Iterations; it++ {
 		if j.INCAt(it) {

@@ -14,6 +14,9 @@ import (
 	"github.com/ocsemu/ocsemu/workers/job"
 )
 
+// MaxArrivalNs bounds a job's arrival: a week.
+const MaxArrivalNs = int64(7 * 24 * time.Hour)
+
 // MaxErrors bounds how many problems Check reports.
 const MaxErrors = 20
 
@@ -340,6 +343,8 @@ func checkJob(j *Job, s *scenario.Scenario, where string, bad func(string, ...an
 	}
 	if j.ArrivalNs < 0 {
 		bad("%s: arrival_ns: must not be negative", where)
+	} else if j.ArrivalNs > MaxArrivalNs {
+		bad("%s: arrival_ns: must be at most %d (%v): the ranks wait for it, and instants stay far from int64's end", where, int64(MaxArrivalNs), time.Duration(MaxArrivalNs))
 	}
 	if j.Iterations < 1 || j.Iterations > MaxIterations {
 		bad("%s: iterations: must be between 1 and %d", where, MaxIterations)

@@ -9,6 +9,7 @@ package plan
 
 import (
 	"bytes"
+	"encoding"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -256,6 +257,7 @@ func checkKeys(data []byte) error {
 		}
 		return nil
 	}
+	fieldsOf := map[reflect.Type]map[string]reflect.Type{} // built once per type
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	for {
@@ -286,7 +288,11 @@ func checkKeys(data []byte) error {
 			case top.t.Kind() == reflect.Map:
 				top.next = checkedType(top.t.Elem())
 			case top.t.Kind() == reflect.Struct:
-				fields := jsonFields(top.t)
+				fields, ok := fieldsOf[top.t]
+				if !ok {
+					fields = jsonFields(top.t)
+					fieldsOf[top.t] = fields
+				}
 				ft, ok := fields[k]
 				if !ok {
 					where := ""
@@ -313,7 +319,10 @@ func checkKeys(data []byte) error {
 	}
 }
 
-var jsonUnmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+var (
+	jsonUnmarshaler = reflect.TypeOf((*json.Unmarshaler)(nil)).Elem()
+	textUnmarshaler = reflect.TypeOf((*encoding.TextUnmarshaler)(nil)).Elem()
+)
 
 // checkedType is t with pointers taken off, or nil where checkKeys does
 // not look inside: a type that decodes itself, an interface.
@@ -321,7 +330,8 @@ func checkedType(t reflect.Type) reflect.Type {
 	for t != nil && t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == nil || t.Kind() == reflect.Interface || t.Implements(jsonUnmarshaler) || reflect.PointerTo(t).Implements(jsonUnmarshaler) {
+	decodesItself := func(u reflect.Type) bool { return t.Implements(u) || reflect.PointerTo(t).Implements(u) }
+	if t == nil || t.Kind() == reflect.Interface || decodesItself(jsonUnmarshaler) || decodesItself(textUnmarshaler) {
 		return nil
 	}
 	return t

@@ -121,6 +121,7 @@ func TestCheck(t *testing.T) {
 			}
 		}, "stage 1: start_ns 2h0m0s is more than the 1h0m0s ahead an OCS schedule may start"},
 		{"negative arrival", func(p *Plan) { p.Jobs[0].ArrivalNs = -1 }, "jobs[0] (a): arrival_ns: must not be negative"},
+		{"arrival past a week", func(p *Plan) { p.Jobs[0].ArrivalNs = 1 << 62 }, "jobs[0] (a): arrival_ns: must be at most 604800000000000 (168h0m0s)"},
 		{"bytes at the limit", func(p *Plan) { p.Jobs[0].Bytes = limits.MaxBytes }, ""},
 		{"bytes past the limit", func(p *Plan) { p.Jobs[0].Bytes = 1 << 62 },
 			"jobs[0] (a): bytes: must be between 1 and 1099511627776 (1 TiB, the most per worker per iteration the flow model's arithmetic allows), got 4611686018427387904"},
@@ -174,6 +175,9 @@ func TestParseErrors(t *testing.T) {
 		{`{"plan_version": 1, "stages": [{"circuits": [{"A": "tor0:0", "b": "tor1:0"}]}]}`, `unknown key "A" (stages[0].circuits[0].A): keys are lower case, did you mean "a"?`},
 		{`{"plan_version": 1, "Mode": "clock"}`, `line 1 col 21: unknown key "Mode": keys are lower case, did you mean "mode"?`},
 		{`{"plan_version": 1, "zzzzzz": 1}`, `unknown key "zzzzzz" (known keys: `},
+		// An uplink is written as text: an object there is the wrong type,
+		// not a key in the wrong case.
+		{`{"plan_version": 1, "stages": [{"circuits": [{"a": {"Rack": 0}, "b": "tor1:0"}]}]}`, `field "stages.circuits.a": object is not a valid circuit.Uplink`},
 		{"{\"plan_version\": 1,\n \"jobs\": [{\"name\": 5}]}", `line 2 col 21: field "jobs.name": number is not a valid string`},
 		{`{"plan_version": 3}`, "plan_version 3 is not supported (this emu reads versions 1 to 2)"},
 		{`{"plan_version": 0}`, "plan_version 0 is not supported"},

@@ -847,10 +847,11 @@ func jobIndex(sec string) int {
 	return i
 }
 
-// shortKey cuts a key longer than 24 characters to its first 20 and "...".
+// shortKey cuts a key longer than 24 characters to its first 8 and "...":
+// enough to find the line, too little to echo a secret in it.
 func shortKey(k string) string {
 	if r := []rune(k); len(r) > 24 {
-		return string(r[:20]) + "..."
+		return string(r[:8]) + "..."
 	}
 	return k
 }

@@ -29,7 +29,7 @@ func TestParseErrors(t *testing.T) {
 		{"unknown key with line", "name: t\nfabric:\n  kind: eps\n  rakcs: 4\n", []string{"x.yaml:4:", "fabric.rakcs", `did you mean "racks"`}},
 		{"unknown top key", "name: t\nfabrik: {}\n", []string{"x.yaml:2:", `unknown key "fabrik"`}},
 		// A file that is no scenario (/etc/shadow): its lines are shown cut.
-		{"unknown long key", "name: t\nroot:$6$abcdefghijklmnopqrstuvwxyz:19000:0:99999:7::: x\n", []string{`x.yaml:2: root:$6$abcdefghijkl...: unknown key "root:$6$abcdefghijkl..."`}},
+		{"unknown long key", "name: t\nroot:$6$abcdefghijklmnopqrstuvwxyz:19000:0:99999:7::: x\n", []string{`x.yaml:2: root:$6$...: unknown key "root:$6$..."`}},
 		{"rate without unit", strings.Replace(base, "1Gbit", "1000", 1), []string{"x.yaml:8: fabric.rates.server: rate \"1000\" has no unit"}},
 		{"rate bad unit", strings.Replace(base, "1Gbit", "1Gfoo", 1), []string{"unknown unit"}},
 		{"zero racks", strings.Replace(base, "racks: 4", "racks: 0", 1), []string{"x.yaml:5:", "fabric.racks", "between 1 and"}},
