@@ -101,7 +101,7 @@ JSON, for scripts.`,
 			// Check the job against the lab as a plan that runs its phases in order.
 			p := &plan.Plan{Version: 1, Mode: plan.ModeBarrier, Jobs: []plan.Job{j}, Stages: oneStagePerPhase(j, circuits)}
 			if err := plan.Check(p, s); err != nil {
-				if s.Fabric.Kind == scenario.KindOCS && strings.Contains(err.Error(), "give no path") {
+				if s.Fabric.Kind == scenario.KindOCS && errors.Is(err, plan.ErrNoPath) {
 					return fmt.Errorf("%w\nthe lab's current circuits (%d, see `emu ocs show`) must give every rack pair of the job a path: patch them with `emu ocs connect` or `emu ocs apply`", err, len(circuits))
 				}
 				return err

@@ -163,7 +163,7 @@ func (s *Spec) Validate() error {
 }
 
 // MaxSpecBytes bounds a rank spec file.
-const MaxSpecBytes = 64 << 20
+const MaxSpecBytes = limits.MaxFileBytes
 
 // ReadSpec reads and validates a rank spec file (`emu worker --spec`).
 func ReadSpec(path string) (*Spec, error) {

@@ -43,6 +43,17 @@ const (
 	// over 10 iterations (2.6 million) took 86 s and 3.3 GB, and 4,096
 	// ranks make 16.8 million an iteration.
 	MaxFlows = 1_000_000
+	// MaxArrivalNs bounds a job's arrival, a week: its ranks wait for it,
+	// and instants stay far from int64's end.
+	MaxArrivalNs = int64(7 * 24 * 3600e9)
+	// MaxFileBytes bounds a file emu reads whole (a plan, a rank spec, a
+	// run directory's JSON, a run's data uncompressed): the largest
+	// recorded, a 20 s paper004 run's data, is 10.3 MiB; paper004's plan,
+	// 4,000 stages, 0.3 MB.
+	MaxFileBytes = 64 << 20
+	// MaxScenarioFileBytes bounds a scenario file (the papers' are under
+	// 4 KiB).
+	MaxScenarioFileBytes = 4 << 20
 	// MinReconfigDelay and MaxReconfigDelay bound a dark period.
 	MinReconfigDelayNs = int64(0)
 	MaxReconfigDelayNs = int64(10e9)

@@ -83,30 +83,13 @@ var ErrTooLarge = errors.New("file too large")
 // directory, a device, or a named pipe, which would otherwise wait for a
 // writer forever.
 func Open(path string) (*os.File, error) {
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
-	}
-	return f, nil
+	f, _, err := openRegular(path, 0)
+	return f, err
 }
 
 // Read reads a regular file (Open) of at most max bytes.
 func Read(path string, max int64) ([]byte, error) {
-	f, err := Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readAll(f, path, max)
+	return readRegular(path, 0, max)
 }
 
 // ReadNoLink is Read refusing a symbolic link at path: for files root
@@ -114,32 +97,37 @@ func Read(path string, max int64) ([]byte, error) {
 // that links to /etc/shadow would otherwise be echoed in its parse
 // errors).
 func ReadNoLink(path string, max int64) ([]byte, error) {
-	if fi, err := os.Lstat(path); err == nil && fi.Mode()&os.ModeSymlink != 0 {
-		return nil, fmt.Errorf("%s is a symbolic link: emu reads only the file itself here", path)
-	}
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	return readRegular(path, syscall.O_NOFOLLOW, max)
+}
+
+// openRegular opens path read-only with flags (O_NONBLOCK always: opening
+// a FIFO would wait for a writer) and refuses what is not a regular file.
+func openRegular(path string, flags int) (*os.File, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|flags, 0)
 	if errors.Is(err, syscall.ELOOP) {
-		return nil, fmt.Errorf("%s is a symbolic link: emu reads only the file itself here", path)
+		return nil, nil, fmt.Errorf("%s is a symbolic link: emu reads only the file itself here", path)
 	}
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
+// readRegular reads a regular file (openRegular) of at most max bytes.
+func readRegular(path string, flags int, max int64) ([]byte, error) {
+	f, fi, err := openRegular(path, flags)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", path, kind(fi.Mode()))
-	}
-	return readAll(f, path, max)
-}
-
-func readAll(f *os.File, path string, max int64) ([]byte, error) {
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
 	if fi.Size() > max {
 		return nil, fmt.Errorf("%s: %w: %d bytes, the most emu reads is %d", path, ErrTooLarge, fi.Size(), max)
 	}

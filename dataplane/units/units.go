@@ -181,8 +181,8 @@ var byteRE = regexp.MustCompile(`^([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([KMGT
 func ParseByteSize(s string) (ByteSize, error) {
 	m := byteRE.FindStringSubmatch(strings.TrimSpace(s))
 	if m == nil {
-		if v, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil && isNumber(s) {
-			if v <= 0 {
+		if isNumber(s) {
+			if v, _ := strconv.ParseFloat(strings.TrimSpace(s), 64); v <= 0 {
 				return 0, fmt.Errorf("size %q: must be at least 1B", s)
 			}
 			return 0, fmt.Errorf("size %q has no unit: write e.g. %q or %q", s, s+"MB", s+"MiB")

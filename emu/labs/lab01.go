@@ -33,6 +33,17 @@ func lab01Mine(e *Env) error {
 	return nil
 }
 
+// lab01Own runs a check only over the namespaces the checker marked as
+// its own (lab01Mine).
+func lab01Own(run func(context.Context, *Env) (string, error)) func(context.Context, *Env) (string, error) {
+	return func(ctx context.Context, e *Env) (string, error) {
+		if err := lab01Mine(e); err != nil {
+			return "", err
+		}
+		return run(ctx, e)
+	}
+}
+
 func lab01Script(ctx context.Context, e *Env, verb string) (string, error) {
 	if err := lab01Mine(e); err != nil {
 		return "", err
@@ -113,10 +124,7 @@ func init() {
 			}
 			return "P=" + e.LabName + "- fabric.sh up: exit 0", nil
 		}},
-		{Name: "one namespace per node (h0 h1 tor0 tor1)", Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
-			if err := lab01Mine(e); err != nil {
-				return "", err
-			}
+		{Name: "one namespace per node (h0 h1 tor0 tor1)", Root: true, Run: lab01Own(func(ctx context.Context, e *Env) (string, error) {
 			var missing []string
 			for _, n := range lab01Nodes {
 				if !netns.Exists(lab01NS(e, n)) {
@@ -127,11 +135,8 @@ func init() {
 				return "", fmt.Errorf("no namespace %s (`ip netns list`)", strings.Join(missing, ", "))
 			}
 			return "ip netns list shows all four", nil
-		}},
-		{Name: "h0 has 10.1.0.2/24 on eth0", Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
-			if err := lab01Mine(e); err != nil {
-				return "", err
-			}
+		})},
+		{Name: "h0 has 10.1.0.2/24 on eth0", Root: true, Run: lab01Own(func(ctx context.Context, e *Env) (string, error) {
 			out, err := command(ctx, 10*time.Second, nil, "ip", "-n", lab01NS(e, "h0"), "-br", "addr", "show", "dev", "eth0")
 			if err != nil {
 				return "", fmt.Errorf("%v\n%s", err, tail(out, 2))
@@ -140,17 +145,11 @@ func init() {
 				return "", fmt.Errorf("h0's eth0 has %q, want 10.1.0.2/24", strings.TrimSpace(out))
 			}
 			return strings.Join(strings.Fields(out), " "), nil
-		}},
-		{Name: "h0 reaches its ToR (10.1.0.1)", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
-			if err := lab01Mine(e); err != nil {
-				return "", err
-			}
+		})},
+		{Name: "h0 reaches its ToR (10.1.0.1)", FailsOnStart: true, Root: true, Run: lab01Own(func(ctx context.Context, e *Env) (string, error) {
 			return lab01Ping(ctx, e, "h0", "10.1.0.1")
-		}},
-		{Name: "tor0 routes rack 1 (10.1.1.0/24) over its uplink up0", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
-			if err := lab01Mine(e); err != nil {
-				return "", err
-			}
+		})},
+		{Name: "tor0 routes rack 1 (10.1.1.0/24) over its uplink up0", FailsOnStart: true, Root: true, Run: lab01Own(func(ctx context.Context, e *Env) (string, error) {
 			out, err := command(ctx, 10*time.Second, nil, "ip", "-n", lab01NS(e, "tor0"), "route", "get", "10.1.1.2")
 			if err != nil {
 				return "", fmt.Errorf("tor0 has no route to 10.1.1.2: %v %s", err, strings.TrimSpace(out))
@@ -159,11 +158,8 @@ func init() {
 				return "", fmt.Errorf("tor0 sends 10.1.1.2 %q, want over up0", strings.TrimSpace(tail(out, 2)))
 			}
 			return strings.Join(strings.Fields(strings.Split(out, "\n")[0]), " "), nil
-		}},
-		{Name: "both ToRs forward (net.ipv4.ip_forward = 1)", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
-			if err := lab01Mine(e); err != nil {
-				return "", err
-			}
+		})},
+		{Name: "both ToRs forward (net.ipv4.ip_forward = 1)", FailsOnStart: true, Root: true, Run: lab01Own(func(ctx context.Context, e *Env) (string, error) {
 			for _, n := range []string{"tor0", "tor1"} {
 				out, err := inNS(ctx, lab01NS(e, n), "sysctl", "-n", "net.ipv4.ip_forward")
 				if err != nil {
@@ -174,13 +170,10 @@ func init() {
 				}
 			}
 			return "tor0 and tor1: 1", nil
-		}},
-		{Name: "h0 reaches h1 across both ToRs", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
-			if err := lab01Mine(e); err != nil {
-				return "", err
-			}
+		})},
+		{Name: "h0 reaches h1 across both ToRs", FailsOnStart: true, Root: true, Run: lab01Own(func(ctx context.Context, e *Env) (string, error) {
 			return lab01Ping(ctx, e, "h0", "10.1.1.2")
-		}},
+		})},
 		{Name: "`fabric.sh down` removes every namespace", FailsOnStart: true, Root: true, Run: func(ctx context.Context, e *Env) (string, error) {
 			out, err := lab01Script(ctx, e, "down")
 			if err != nil {

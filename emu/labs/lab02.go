@@ -2,6 +2,7 @@ package labs
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -81,16 +82,17 @@ func pingAll(ctx context.Context, e *Env, lab string) (string, error) {
 
 // applyLive applies an apply file of the student's on the private copy.
 func applyLive(ctx context.Context, e *Env, file string) (string, error) {
-	if _, err := circuitsFile(e, file); err != nil {
+	cfg, err := circuitsFile(e, file)
+	if err != nil {
 		return "", fmt.Errorf("%s did not parse (see above)", file)
 	}
 	lab, err := e.Live(ctx)
 	if err != nil {
 		return "", err
 	}
-	// Apply the bytes just checked, from a copy of the checker's own: the
+	// Apply what was checked, from a file of the checker's own: the
 	// student's path could be swapped for a link between check and use.
-	data, err := e.ReadFile(file)
+	data, err := json.Marshal(cfg)
 	if err != nil {
 		return "", err
 	}

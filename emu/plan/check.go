@@ -14,8 +14,12 @@ import (
 	"github.com/ocsemu/ocsemu/workers/job"
 )
 
-// MaxArrivalNs bounds a job's arrival: a week.
-const MaxArrivalNs = int64(7 * 24 * time.Hour)
+// ErrNoPath is wrapped when a stage's circuits connect not every rack
+// pair an activity needs.
+var ErrNoPath = errors.New("the stage's circuits give no path")
+
+// MaxArrivalNs bounds a job's arrival.
+const MaxArrivalNs = limits.MaxArrivalNs
 
 // MaxErrors bounds how many problems Check reports.
 const MaxErrors = 20
@@ -217,7 +221,7 @@ func (c *checker) checkActivity(si int, aw string, a Activity, paths *routing.Pa
 	if paths != nil {
 		for _, pr := range j.RackPairsINC(k.Phase, inc) {
 			if paths.Hops(pr[0], pr[1]) < 0 {
-				c.bad("%s: %s needs rack %d -> rack %d, but the stage's circuits give no path", aw, k.Phase, pr[0], pr[1])
+				c.bad("%s: %s needs rack %d -> rack %d, but %w", aw, k.Phase, pr[0], pr[1], ErrNoPath)
 				break
 			}
 		}

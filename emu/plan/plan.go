@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -145,8 +146,8 @@ type Predicted struct {
 // Key names one phase of one iteration of one job.
 type Key = job.Key
 
-// MaxFileBytes bounds a plan file (paper004's, 4,000 stages, is 0.3 MB).
-const MaxFileBytes = 64 << 20
+// MaxFileBytes bounds a plan file.
+const MaxFileBytes = limits.MaxFileBytes
 
 // Load reads and decodes a plan file (Check it against its scenario).
 func Load(path string) (*Plan, error) {

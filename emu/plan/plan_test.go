@@ -2,6 +2,7 @@ package plan
 
 import (
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -235,4 +236,20 @@ func FuzzParse(f *testing.F) {
 		// Check must never panic, whatever the plan says.
 		_ = Check(p, s)
 	})
+}
+
+// A missing path is told apart from other problems (emu collective then
+// says to patch circuits).
+func TestCheckNoPathIs(t *testing.T) {
+	s := testScenario(t)
+	p := valid()
+	p.Stages[1].Circuits = nil
+	if err := Check(p, s); !errors.Is(err, ErrNoPath) {
+		t.Errorf("no circuits: %v, want ErrNoPath", err)
+	}
+	p = valid()
+	p.Jobs[0].Workers[1] = "r7s0"
+	if err := Check(p, s); err == nil || errors.Is(err, ErrNoPath) {
+		t.Errorf("a missing server: %v, want an error that is not ErrNoPath", err)
+	}
 }

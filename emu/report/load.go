@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/plan"
 	"github.com/ocsemu/ocsemu/emu/scenario"
@@ -137,11 +138,8 @@ func Load(dir string) (*Run, error) {
 	return r, nil
 }
 
-// MaxFileBytes bounds each JSON file of a run directory read whole.
-const MaxFileBytes = 64 << 20
-
 func readJSON(path string, v any) error {
-	data, err := safefile.Read(path, MaxFileBytes)
+	data, err := safefile.Read(path, limits.MaxFileBytes)
 	if err != nil {
 		return err
 	}

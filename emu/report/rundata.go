@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 
+	"github.com/ocsemu/ocsemu/dataplane/limits"
 	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/emu/fidelity"
 	"github.com/ocsemu/ocsemu/emu/hoststat"
@@ -128,9 +129,8 @@ func WriteRunData(dir string, d *RunData) error {
 	return nil
 }
 
-// MaxDataBytes bounds a data file uncompressed: the largest recorded, a
-// 20 s paper004 run's, is 10.3 MiB.
-const MaxDataBytes = 64 << 20
+// MaxDataBytes bounds a data file uncompressed.
+const MaxDataBytes = limits.MaxFileBytes
 
 // ReadRunData reads dir's data file; os.ErrNotExist when the run has
 // none (runs before it existed).

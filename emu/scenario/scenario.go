@@ -180,8 +180,8 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
-// MaxFileBytes bounds a scenario file (the papers' are under 4 KiB).
-const MaxFileBytes = 4 << 20
+// MaxFileBytes bounds a scenario file.
+const MaxFileBytes = limits.MaxScenarioFileBytes
 
 // Load reads and validates a scenario file.
 func Load(path string) (*Scenario, error) {
