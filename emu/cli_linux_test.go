@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
@@ -125,6 +126,7 @@ func TestCLIOCSLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ocs show: %v\n%s", err, out)
 	}
+	checkEventsNew(t, bin, lab)
 	var v struct{ Circuits []json.RawMessage }
 	if err := json.Unmarshal([]byte(out), &v); err != nil || len(v.Circuits) != 1 {
 		t.Fatalf("ocs show --json: %v: %s", err, out)
@@ -297,5 +299,38 @@ func TestCLIExecFlagsNeedDash(t *testing.T) {
 	out, err := run(t, bin, "exec", "r0s0", "ip", "-br", "addr")
 	if err == nil || !strings.Contains(out, "unknown shorthand flag: 'b' in -br: put -- before the command") {
 		t.Errorf("emu exec r0s0 ip -br addr: %v\n%s", err, out)
+	}
+}
+
+// checkEventsNew: `ocs events` prints the logged connect (seq 1), and
+// `ocs events -f --new` skips it and prints only a later event.
+func checkEventsNew(t *testing.T, bin, lab string) {
+	t.Helper()
+	out, err := run(t, bin, "ocs", "events", "--lab", lab)
+	if err != nil || !strings.Contains(out, `"seq":1,`) {
+		t.Fatalf("ocs events: want the logged connect, got %v: %s", err, out)
+	}
+	if out, err := run(t, bin, "ocs", "events", "--new", "--lab", lab); err == nil || !strings.Contains(out, "use it with -f") {
+		t.Errorf("ocs events --new without -f: want a refusal, got %v: %s", err, out)
+	}
+	var buf strings.Builder
+	follow := exec.Command(bin, "ocs", "events", "-f", "--new", "--lab", lab)
+	follow.Stdout, follow.Stderr = &buf, &buf
+	if err := follow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond) // subscribed before the change
+	if out, err := run(t, bin, "ocs", "disconnect", "--lab", lab, "tor0:0"); err != nil {
+		t.Fatalf("ocs disconnect: %v\n%s", err, out)
+	}
+	time.Sleep(300 * time.Millisecond)
+	_ = follow.Process.Signal(syscall.SIGINT)
+	_ = follow.Wait()
+	got := buf.String()
+	if strings.Contains(got, `"seq":1,`) || !strings.Contains(got, `"seq":2,`) {
+		t.Errorf("ocs events -f --new: want only the disconnect (seq 2), got:\n%s", got)
+	}
+	if out, err := run(t, bin, "ocs", "connect", "--lab", lab, "tor0:0", "tor1:0"); err != nil {
+		t.Fatalf("ocs connect again: %v\n%s", err, out)
 	}
 }

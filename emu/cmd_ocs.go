@@ -363,21 +363,32 @@ func (o *ocsCLI) countersCmd() *cobra.Command {
 
 // eventsCmd prints (and follows) the OCS event log.
 func (o *ocsCLI) eventsCmd() *cobra.Command {
-	var follow bool
+	var follow, onlyNew bool
 	cmd := &cobra.Command{
 		Use:   "events",
 		Short: "Print the OCS event log (JSONL: scheduled and effective times), -f to follow",
-		Args:  cobra.NoArgs,
+		Long: `Print the OCS event log of a lab, one JSON object per reconfiguration
+(scheduled and effective times, circuits, dark ports, route skew).
+With -f it then keeps printing new events until interrupted; add --new
+to skip the log and print only events from now on.`,
+		Example: `  emu ocs events --lab ocs-lab
+  emu ocs events -f --new --lab ocs-lab`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if onlyNew && !follow {
+				return errors.New("--new prints only events from now on: use it with -f")
+			}
 			cl, lab, err := o.client()
 			if err != nil {
 				return err
 			}
-			data, err := os.ReadFile(fabric.LabFile(lab, "ocs-events.jsonl"))
-			if err != nil && !errors.Is(err, os.ErrNotExist) {
-				return err
+			if !onlyNew {
+				data, err := os.ReadFile(fabric.LabFile(lab, "ocs-events.jsonl"))
+				if err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("read the event log: %w", err)
+				}
+				os.Stdout.Write(data)
 			}
-			os.Stdout.Write(data)
 			if !follow {
 				return nil
 			}
@@ -388,6 +399,7 @@ func (o *ocsCLI) eventsCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events")
+	cmd.Flags().BoolVar(&onlyNew, "new", false, "with -f: skip the log, print only events from now on")
 	return cmd
 }
 
