@@ -28,18 +28,23 @@ import (
 )
 
 func (a *app) deployCmd() *cobra.Command {
-	return &cobra.Command{
+	var labName string
+	cmd := &cobra.Command{
 		Use:   "deploy <scenario.yaml | embedded-name>",
 		Short: "Bring a scenario's fabric up in network namespaces",
 		Long: `deploy validates the whole scenario, then creates one network namespace per
 server, ToR, OCS switch and packet core (named emu-<lab>.<node>, visible to
 ip netns), joins them with shaped veth pairs, and installs addresses,
-routes and permanent neighbours. OCS ports are created but left unpatched.`,
-		Example: "  sudo emu deploy scenarios/example-ocs.yaml\n  sudo emu deploy quickstart",
+routes and permanent neighbours. OCS ports are created but left unpatched.
+The lab is named after the scenario unless --lab-name gives it another name.`,
+		Example: "  sudo emu deploy scenarios/example-ocs.yaml\n  sudo emu deploy quickstart\n  sudo emu deploy ocs-lab --lab-name alice-ocs",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s, src, err := loadScenario(args[0])
 			if err != nil {
+				return err
+			}
+			if err := renameLab(s, labName); err != nil {
 				return err
 			}
 			lab, err := a.deploy(cmd.Context(), s, src)
@@ -47,11 +52,29 @@ routes and permanent neighbours. OCS ports are created but left unpatched.`,
 				return err
 			}
 			lab.Close()
-			a.progress("lab %q is up: %d nodes, %d links. Try `emu inspect %s`, `emu exec %s -- ip addr`, `emu destroy %s`.",
-				s.Name, len(lab.Topo.Nodes), len(lab.Topo.Links), s.Name, lab.Topo.Servers()[0].Name, s.Name)
+			a.progress("lab %q is up: %d nodes, %d links. Try `emu inspect %s`, `emu exec --lab %s %s -- ip addr`, `emu destroy %s`.",
+				s.Name, len(lab.Topo.Nodes), len(lab.Topo.Links), s.Name, s.Name, lab.Topo.Servers()[0].Name, s.Name)
 			return nil
 		},
 	}
+	addLabNameFlag(cmd, &labName)
+	return cmd
+}
+
+// addLabNameFlag adds --lab-name to a command that deploys a scenario.
+func addLabNameFlag(cmd *cobra.Command, labName *string) {
+	cmd.Flags().StringVar(labName, "lab-name", "", "name the lab this instead of after the scenario (a-z first, then a-z, 0-9, '-'; on a shared machine, a name of your own); plans made for the scenario still fit")
+}
+
+// renameLab applies --lab-name, if given.
+func renameLab(s *scenario.Scenario, labName string) error {
+	if labName == "" {
+		return nil
+	}
+	if err := s.Rename(labName); err != nil {
+		return fmt.Errorf("--lab-name %q: %w", labName, err)
+	}
+	return nil
 }
 
 // warnCapacity compares what the scenario's servers can send at once with

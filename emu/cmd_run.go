@@ -62,7 +62,7 @@ func (a *app) runCmd() *cobra.Command {
 	var planFile, sched string
 	var inc bool
 	var dur time.Duration
-	var out string
+	var out, labName string
 	var pcap pcapFlags
 	var repeat int
 	cmd := &cobra.Command{
@@ -86,7 +86,7 @@ TCP shares links differently from run to run: --repeat N runs the scenario N
 times and summarises the set (each phase's median and range against the
 models, and how many phases the runs' attributions explain) in
 results/<lab>/repeat-<date-time>/.`,
-		Example: "  sudo emu run\n  sudo emu run example-eps --duration 5s\n  sudo emu run plan-demo --repeat 5",
+		Example: "  sudo emu run\n  sudo emu run example-eps --duration 5s\n  sudo emu run plan-demo --repeat 5\n  sudo emu run plan-demo --lab-name alice-pd   (a lab of your own on a shared machine)",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			arg := ""
@@ -101,6 +101,9 @@ results/<lab>/repeat-<date-time>/.`,
 			}
 			s, src, err := loadScenario(arg)
 			if err != nil {
+				return err
+			}
+			if err := renameLab(s, labName); err != nil {
 				return err
 			}
 			if err := overrideScheduler(s, sched, cmd.Flags().Changed("inc"), inc); err != nil {
@@ -139,6 +142,7 @@ results/<lab>/repeat-<date-time>/.`,
 		},
 	}
 	cmd.Flags().BoolVar(&keep, "keep", false, "leave the lab up afterwards")
+	addLabNameFlag(cmd, &labName)
 	cmd.Flags().StringVar(&planFile, "plan", "", "run this plan instead of the scenario scheduler's")
 	cmd.Flags().StringVar(&sched, "scheduler", "", "plan with this scheduler instead of the scenario's: "+strings.Join(scheduler.Names, ", "))
 	cmd.Flags().BoolVar(&inc, "inc", true, "--inc=false turns in-network aggregation off for every job (scheduler.inc: false)")

@@ -46,6 +46,9 @@ func (a *app) preparePlan(s *scenario.Scenario, planFile, dir string) (*prepared
 		if p, err = plan.Load(planFile); err != nil {
 			return nil, err
 		}
+		if s.Fits(p.Scenario) {
+			p.Scenario = s.Name // a plan for the scenario, run under --lab-name
+		}
 	} else {
 		if p, err = scheduler.Plan(s); err != nil {
 			return nil, err

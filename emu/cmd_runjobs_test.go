@@ -1,12 +1,15 @@
 package main
 
 import (
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ocsemu/ocsemu/emu/orchestrate"
+	"github.com/ocsemu/ocsemu/emu/scheduler"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
@@ -76,5 +79,45 @@ func TestVerifyNote(t *testing.T) {
 		if tt.want == "" && got != "" || tt.want != "" && !strings.Contains(got, tt.want) {
 			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestPreparePlanUnderLabName: a plan made for a scenario runs under
+// --lab-name, and is recorded for the lab's name; a plan for another
+// scenario is still refused.
+func TestPreparePlanUnderLabName(t *testing.T) {
+	dir := t.TempDir()
+	s, _, err := loadScenario("quickstart")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := scheduler.Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "qs.plan.json")
+	if err := p.Write(file); err != nil {
+		t.Fatal(err)
+	}
+	if err := renameLab(s, "alice-qs"); err != nil {
+		t.Fatal(err)
+	}
+	a := &app{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	prepared, err := a.preparePlan(s, file, dir)
+	if err != nil {
+		t.Fatalf("a quickstart plan under --lab-name alice-qs: %v", err)
+	}
+	if got := prepared.plan.Scenario; got != "alice-qs" {
+		t.Errorf("plan recorded for scenario %q, want the lab's name alice-qs", got)
+	}
+	other, _, err := loadScenario("plan-demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := renameLab(other, "alice-pd"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.preparePlan(other, file, dir); err == nil || !strings.Contains(err.Error(), `plan is for scenario "quickstart", not "alice-pd"`) {
+		t.Errorf("a quickstart plan on plan-demo under another name: want a refusal, got %v", err)
 	}
 }

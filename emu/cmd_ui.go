@@ -49,7 +49,7 @@ follows it when it comes up. Ctrl-C stops the server.`,
 					return errors.New("no lab is deployed: name the lab to watch, e.g. `emu ui ocs-lab` (the page follows it once it is deployed)")
 				}
 				if len(labs) != 1 {
-					return fmt.Errorf("%d labs are deployed (%s): name the one to show, e.g. `emu ui ocs-lab`", len(labs), strings.Join(labs, ", "))
+					return fmt.Errorf("%d labs are deployed (%s): name the one to show, e.g. `emu ui %s`", len(labs), strings.Join(labs, ", "), labs[0])
 				}
 				lab = labs[0]
 			}

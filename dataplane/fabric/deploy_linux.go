@@ -176,7 +176,7 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 		return nil, err
 	}
 	if _, err := ReadState(t.Lab); err == nil {
-		return nil, fmt.Errorf("lab %q is already deployed: run `emu destroy %s` first", t.Lab, t.Lab)
+		return nil, fmt.Errorf("lab %q is already deployed: if it is yours, `emu destroy %s` first; otherwise deploy under a name of your own with --lab-name", t.Lab, t.Lab)
 	}
 	if left, _ := netns.List(names.LabPrefix(t.Lab)); len(left) > 0 {
 		return nil, fmt.Errorf("lab %q has %d leftover namespaces (e.g. %s): run `emu destroy %s` first", t.Lab, len(left), left[0], t.Lab)

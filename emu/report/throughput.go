@@ -27,28 +27,60 @@ type rateStep struct {
 // went down (the qdisc was replaced and its counter reset) gives no step,
 // so the line breaks there; an interval longer than the usual one
 // (samples missing) gives one step at its mean rate; samples whose time
-// does not advance are skipped. Extra entries of the longer slice are
-// ignored.
+// does not advance are skipped. An interval shorter than half the usual
+// one is merged with the longer of its neighbours: on a loaded machine a
+// sample's time can be taken milliseconds away from its counters' read,
+// which made a 2 ms interval after an 80 ms one read 24 times the port's
+// rate. Extra entries of the longer slice are ignored.
 func rateSteps(tNs []int64, bytes []uint64) []rateStep {
 	n := min(len(tNs), len(bytes))
-	var out []rateStep
-	prev := -1
+	var kept []int // samples whose time advances
 	for i := 0; i < n; i++ {
-		if prev < 0 {
-			prev = i
-			continue
+		if len(kept) == 0 || tNs[i] > tNs[kept[len(kept)-1]] {
+			kept = append(kept, i)
 		}
-		dt := tNs[i] - tNs[prev]
-		if dt <= 0 {
-			continue
-		}
-		if bytes[i] >= bytes[prev] {
+	}
+	kept = mergeShortIntervals(tNs, kept)
+	var out []rateStep
+	for k := 1; k < len(kept); k++ {
+		a, b := kept[k-1], kept[k]
+		if bytes[b] >= bytes[a] {
+			dt := tNs[b] - tNs[a]
 			// bits per ns × 1e3 = Mbit/s.
-			out = append(out, rateStep{T0: tNs[prev], T1: tNs[i], Bytes: bytes[i] - bytes[prev], Mbps: float64(bytes[i]-bytes[prev]) * 8 * 1e3 / float64(dt)})
+			out = append(out, rateStep{T0: tNs[a], T1: tNs[b], Bytes: bytes[b] - bytes[a], Mbps: float64(bytes[b]-bytes[a]) * 8 * 1e3 / float64(dt)})
 		}
-		prev = i
 	}
 	return out
+}
+
+// mergeShortIntervals drops, for every interval between kept samples
+// shorter than half their median interval, the sample it shares with its
+// longer neighbour, so that the two make one interval.
+func mergeShortIntervals(tNs []int64, kept []int) []int {
+	if len(kept) < 4 { // too few intervals to tell the usual one
+		return kept
+	}
+	d := make([]int64, 0, len(kept)-1)
+	for k := 1; k < len(kept); k++ {
+		d = append(d, tNs[kept[k]]-tNs[kept[k-1]])
+	}
+	slices.Sort(d)
+	short := d[(len(d)-1)/2] / 2
+	dt := func(k int) int64 { return tNs[kept[k+1]] - tNs[kept[k]] } // interval k: samples k, k+1
+	for k := 0; k+1 < len(kept) && len(kept) >= 3; {
+		if dt(k) >= short {
+			k++
+			continue
+		}
+		switch {
+		case k == 0 || (k+2 < len(kept) && dt(k+1) > dt(k-1)):
+			kept = slices.Delete(kept, k+1, k+2) // merge with the interval after
+		default:
+			kept = slices.Delete(kept, k, k+1) // merge with the interval before
+			k--
+		}
+	}
+	return kept
 }
 
 // darkPeriod is an OCS reconfiguration's dark time: its changed ports

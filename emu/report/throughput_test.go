@@ -30,6 +30,14 @@ func TestRateSteps(t *testing.T) {
 			[]rateStep{{0, 100 * ms, 1_250_000, 100}, {100 * ms, 400 * ms, 3_750_000, 100}}},
 		{"time not advancing is skipped", []int64{0, 0, 100 * ms}, []uint64{0, 7, 1_250_000},
 			[]rateStep{{0, 100 * ms, 1_250_000, 100}}},
+		{"a late stamp: the short interval merges with the long one before it", []int64{0, 20 * ms, 100 * ms, 102 * ms, 122 * ms},
+			// 20→100 read 0.1 MB, 100→102 read 3.9 MB (15.6 Gbit/s on a 1 Gbit/s port): one 82 ms step.
+			[]uint64{0, 2_500_000, 2_600_000, 6_500_000, 9_000_000},
+			[]rateStep{{0, 20 * ms, 2_500_000, 1000}, {20 * ms, 102 * ms, 4_000_000, 4_000_000 * 8e3 / float64(82*ms)}, {102 * ms, 122 * ms, 2_500_000, 1000}}},
+		{"a short first interval merges with the next", []int64{0, 2 * ms, 22 * ms, 42 * ms}, []uint64{0, 1_000_000, 2_500_000, 5_000_000},
+			[]rateStep{{0, 22 * ms, 2_500_000, 2_500_000 * 8e3 / float64(22*ms)}, {22 * ms, 42 * ms, 2_500_000, 1000}}},
+		{"a short last interval merges with the one before", []int64{0, 20 * ms, 40 * ms, 41 * ms}, []uint64{0, 2_500_000, 5_000_000, 5_500_000},
+			[]rateStep{{0, 20 * ms, 2_500_000, 1000}, {20 * ms, 41 * ms, 3_000_000, 3_000_000 * 8e3 / float64(21*ms)}}},
 		{"unequal lengths use the shorter", []int64{0, 100 * ms, 200 * ms}, []uint64{0, 1_250_000},
 			[]rateStep{{0, 100 * ms, 1_250_000, 100}}},
 	} {

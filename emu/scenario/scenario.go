@@ -65,6 +65,10 @@ type Scenario struct {
 	// Scheduler turns the scenario into a plan (`emu plan`).
 	Scheduler Scheduler `yaml:"scheduler,omitempty" json:"scheduler,omitempty"`
 
+	// RenamedFrom is the name the scenario was written with, when
+	// Rename gave its lab another one (emu run/deploy --lab-name).
+	RenamedFrom string `yaml:"-" json:"-"`
+
 	// lines maps a dotted field path ("fabric.racks") to its line in the
 	// source, for error messages. Empty for scenarios built in code.
 	lines map[string]int
@@ -854,4 +858,27 @@ func shortKey(k string) string {
 		return string(r[:8]) + "..."
 	}
 	return k
+}
+
+// Rename deploys the scenario as a lab of another name (several people
+// on one machine, or two copies of one scenario). The scenario's own name
+// stays in RenamedFrom, so that plans made for it still fit.
+func (s *Scenario) Rename(lab string) error {
+	if err := names.ValidLab(lab); err != nil {
+		return fmt.Errorf("lab name: %w", err)
+	}
+	if lab == s.Name {
+		return nil
+	}
+	if s.RenamedFrom == "" {
+		s.RenamedFrom = s.Name
+	}
+	s.Name = lab
+	return nil
+}
+
+// Fits says whether a plan made for the named scenario fits this one:
+// its own name, or the name it was written with before Rename.
+func (s *Scenario) Fits(planScenario string) bool {
+	return planScenario == s.Name || (s.RenamedFrom != "" && planScenario == s.RenamedFrom)
 }
