@@ -138,6 +138,10 @@ type OCS struct {
 // DuplexHalfStrict is the strict half-duplex mode of fabric.ocs.duplex.
 const DuplexHalfStrict = "half-strict"
 
+// HalfDuplex says whether circuits are simplex: duplex "half" or
+// "half-strict".
+func (o OCS) HalfDuplex() bool { return o.Duplex == "half" || o.Duplex == DuplexHalfStrict }
+
 // EPS configures the electrical packet-switched core.
 type EPS struct {
 	// Oversubscription is the ratio of a rack's server bandwidth to its
@@ -813,7 +817,7 @@ func (f *Fabric) CoreRate() Rate {
 func (f *Fabric) Spec(lab string) topo.Spec {
 	return topo.Spec{
 		Lab: lab, Kind: f.Kind, Racks: f.Racks, ServersPerRack: f.ServersPerRack, UplinksPerToR: f.UplinksPerToR,
-		OCSSwitches: f.OCS.Switches, Spread: f.OCS.Spread, HalfDuplex: f.OCS.Duplex == "half" || f.OCS.Duplex == DuplexHalfStrict,
+		OCSSwitches: f.OCS.Switches, Spread: f.OCS.Spread, HalfDuplex: f.OCS.HalfDuplex(),
 		StrictHalfDuplex: f.OCS.Duplex == DuplexHalfStrict,
 		ReconfigDelay:    f.OCS.ReconfigDelay, ServerRate: f.Rates.Server, UplinkRate: f.Rates.Uplink, CoreRate: f.CoreRate(),
 		MTU: f.MTU, CongestionControl: f.TCP.CongestionControl, ServerQueue: f.ServerQueue, SwitchQueue: f.SwitchQueue,

@@ -23,7 +23,7 @@ func TDMBench(n, pods int, seed int64, ratio float64, duplex string) *scenario.S
 	rng := rand.New(rand.NewSource(seed))
 	const perPod = 32
 	uplinks := pods - 1
-	if duplex == "half" {
+	if duplex != "full" {
 		uplinks *= 2
 	}
 	s := &scenario.Scenario{Name: fmt.Sprintf("tdm-%d-%d", n, pods),

@@ -125,7 +125,7 @@ func newTDM(s *scenario.Scenario) (*tdmPlanner, error) {
 	}
 	t := &tdmPlanner{s: s, jobs: plan.JobsFromScenario(s), layout: circuit.LayoutOf(s.Spec()),
 		par: oxcParams{Pods: f.Racks, Ports: f.UplinksPerToR, LinkBps: float64(f.Rates.Uplink) / 8,
-			ServerBps: float64(f.Rates.Server) / 8, HalfDuplex: f.OCS.Duplex == "half"},
+			ServerBps: float64(f.Rates.Server) / 8, HalfDuplex: f.OCS.HalfDuplex()},
 		delay: float64(f.OCS.ReconfigDelay), rings: map[string]sparseDemand{}, nicIdx: map[string]int{}}
 	t.four = t.par.HalfDuplex
 	for i := range t.jobs {

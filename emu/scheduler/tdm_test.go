@@ -212,7 +212,7 @@ func TestStrictPorts(t *testing.T) {
 // every plan checks (in half duplex with simplex circuits, each port in at
 // most one circuit per stage) and the flow model runs it to the end.
 func TestTDMPlansCheck(t *testing.T) {
-	for _, duplex := range []string{"full", "half"} {
+	for _, duplex := range []string{"full", "half", scenario.DuplexHalfStrict} {
 		for _, sched := range []string{"tdm", "notdm"} {
 			s := TDMBench(24, 4, 7, 1, duplex)
 			s.Scheduler.Name = sched
@@ -228,7 +228,7 @@ func TestTDMPlansCheck(t *testing.T) {
 					t.Errorf("%s %s stage %d: %v", duplex, sched, si, err)
 				}
 				for _, c := range st.Circuits {
-					if c.Simplex != (duplex == "half") {
+					if c.Simplex != (duplex != "full") {
 						t.Fatalf("%s %s stage %d: circuit %s", duplex, sched, si, c)
 					}
 				}
