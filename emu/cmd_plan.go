@@ -40,7 +40,7 @@ written. Your own scheduler, in any language, writes the same JSON.`,
 			if err != nil {
 				return err
 			}
-			if err := overrideScheduler(s, sched, cmd.Flags().Changed("inc"), inc); err != nil {
+			if err := a.overrideScheduler(s, sched, cmd.Flags().Changed("inc"), inc); err != nil {
 				return err
 			}
 			t0 := time.Now()
@@ -81,10 +81,16 @@ written. Your own scheduler, in any language, writes the same JSON.`,
 }
 
 // overrideScheduler applies --scheduler and --inc to a loaded scenario.
-func overrideScheduler(s *scenario.Scenario, sched string, incSet, inc bool) error {
+// Settings only ljf reads (a scenario written for ljf, run against its
+// baseline with --scheduler fcfs) are left out, and it says so.
+func (a *app) overrideScheduler(s *scenario.Scenario, sched string, incSet, inc bool) error {
 	if sched != "" {
 		if !slices.Contains(scheduler.Names, sched) {
 			return fmt.Errorf("--scheduler %q: unknown scheduler (built in: %s)", sched, strings.Join(scheduler.Names, ", "))
+		}
+		if sched != "ljf" && (s.Scheduler.BaseUplinks != 0 || s.Scheduler.Order != "") {
+			a.log.Info(fmt.Sprintf("--scheduler %s: the scenario's scheduler.base_uplinks and scheduler.order are ljf's, left out", sched))
+			s.Scheduler.BaseUplinks, s.Scheduler.Order = 0, ""
 		}
 		s.Scheduler.Name = sched
 	}

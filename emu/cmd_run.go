@@ -106,7 +106,7 @@ results/<lab>/repeat-<date-time>/.`,
 			if err := renameLab(s, labName); err != nil {
 				return err
 			}
-			if err := overrideScheduler(s, sched, cmd.Flags().Changed("inc"), inc); err != nil {
+			if err := a.overrideScheduler(s, sched, cmd.Flags().Changed("inc"), inc); err != nil {
 				return err
 			}
 			if a.incBand && (s.Fabric.ServerQueue == topo.QueueFair || s.Fabric.SwitchQueue == topo.QueueFair) {

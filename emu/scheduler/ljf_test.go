@@ -87,7 +87,8 @@ func TestLJFReconfiguresLessThanFCFS(t *testing.T) {
 
 // With one INC slot per ToR and two jobs arriving in the same slot on the
 // same rack, fcfs gives INC to the first to arrive, ljf to the larger;
-// ljf gives none to a 2-worker job (INC moves the same bytes as its PS).
+// alone, a 2-worker job gets INC from ljf too (paper 000's CPU PS is for
+// the jobs left when INC is exhausted).
 func TestINCOrder(t *testing.T) {
 	s, err := scenario.Parse([]byte(`name: inc-order
 fabric: {kind: ocs, racks: 2, servers_per_rack: 8, uplinks_per_tor: 2, inc: {capacity: 1}, rates: {server: 1Gbit, uplink: 1Gbit}}
@@ -118,6 +119,15 @@ scheduler: {name: fcfs, slot: 100ms}
 		if len(got) != 1 || got[0] != want {
 			t.Errorf("%s gave INC to %v, want [%s]", sched, got, want)
 		}
+	}
+	s.Jobs = s.Jobs[:1]
+	s.Scheduler.Name = "ljf"
+	p, err := Plan(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.Jobs[0].INC {
+		t.Errorf("ljf gave no INC to a lone 2-worker job with a free INC slot")
 	}
 }
 

@@ -16,10 +16,11 @@ import (
 type policy struct {
 	name string
 	// largeINC grants INC, among the jobs admitted in a slot, largest
-	// first (more workers, then more bytes), and only to jobs INC helps
-	// (three workers or more: with two, a CPU PS on one of them moves the
-	// same bytes over the same links as INC); otherwise INC goes in
-	// arrival order to every job that asks.
+	// first (more workers, then more bytes), while the ToRs have room;
+	// the rest get a CPU PS (paper 000's step 2: "allocate CPU resources
+	// as PS aggregators for the remaining jobs when INC resources
+	// exhaust"). Otherwise INC goes in arrival order to every job that
+	// asks.
 	largeINC bool
 	// circuits chooses the slot's circuit map (OCS fabrics only).
 	circuits func(l *loop) circuit.Config
@@ -190,7 +191,7 @@ func slotted(s *scenario.Scenario, pol policy) (*plan.Plan, error) {
 		}
 		for _, ji := range admitted {
 			j := &jobs[ji]
-			if wantINC[ji] && (!pol.largeINC || len(j.Workers) >= 3) {
+			if wantINC[ji] {
 				ok := true
 				for _, tor := range j.ToRs() {
 					if len(incUse[tor]) >= f.INC.Capacity {
