@@ -64,7 +64,7 @@ written. Your own scheduler, in any language, writes the same JSON.`,
 			for _, st := range p.Stages {
 				acts += len(st.Activities)
 			}
-			stages := plural.Of(len(p.Stages), "stage") + " of " + s.Scheduler.Slot.String()
+			stages := plural.Of(len(p.Stages), "stage") + stageLengths(p)
 			if p.Mode == plan.ModeBarrier {
 				stages = plural.Of(len(p.Stages), "barrier stage")
 			}
@@ -203,5 +203,33 @@ func printRun(r *record.Run, jobsTable bool) {
 			fmt.Fprintf(w, "%s\t%.3f\t%.3f\t%.3f\t%.3f\n", j.Job, float64(j.ArrivalNs)/1e9, float64(j.StartNs)/1e9, float64(j.EndNs)/1e9, float64(j.JCTNs)/1e9)
 		}
 		w.Flush()
+	}
+}
+
+// stageLengths says how long a clock plan's stages last, from the stages
+// themselves (the scenario's slot is not always theirs: static's one
+// stage lasts the whole plan): " of 100ms", or " of 10ms to 1.2s".
+func stageLengths(p *plan.Plan) string {
+	lo, hi := int64(-1), int64(0)
+	for _, st := range p.Stages {
+		if lo < 0 || st.DurationNs < lo {
+			lo = st.DurationNs
+		}
+		hi = max(hi, st.DurationNs)
+	}
+	show := func(ns int64) string {
+		d := time.Duration(ns)
+		if d >= 10*time.Millisecond {
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(time.Microsecond).String()
+	}
+	switch {
+	case hi <= 0:
+		return ""
+	case lo == hi:
+		return " of " + show(hi)
+	default:
+		return " of " + show(lo) + " to " + show(hi)
 	}
 }
