@@ -51,13 +51,21 @@ func (a *app) stdout() io.Writer {
 	return a.out
 }
 
+// stopSignals end a command, which removes what it built first.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 // offline annotates the commands that touch no kernel state (plan,
 // simulate, report, compare, scenarios): an interrupt ends them at once.
 const offline = "offline"
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// A closed terminal (SIGHUP) ends a command as Ctrl-C does: what it
+	// built is removed. A closed pipe on stdout or stderr (`emu run |
+	// head`) must not kill it half way: with SIGPIPE noticed, such writes
+	// fail instead, and the command runs on to its teardown.
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
+	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	a := &app{start: time.Now()}
 	root := &cobra.Command{
 		Use:   "emu",
@@ -82,7 +90,7 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 				// next looks at the context. A signal of its own, not the
 				// context, which main also cancels when the command ends.
 				sig := make(chan os.Signal, 1)
-				signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+				signal.Notify(sig, stopSignals...)
 				go func() {
 					<-sig
 					safefile.RemovePending()
@@ -122,9 +130,9 @@ func (a *app) progress(format string, args ...any) {
 // ("quickstart" or "quickstart.yaml"). An empty arg is the default.
 func loadScenario(arg string) (*scenario.Scenario, string, error) {
 	if arg == "" {
+		// The default is the embedded one, whatever file of its name is here.
 		arg = scenarios.Default
-	}
-	if _, err := os.Stat(arg); err == nil {
+	} else if _, err := os.Stat(arg); err == nil {
 		s, err := scenario.Load(arg)
 		return s, arg, err
 	} else if !errors.Is(err, fs.ErrNotExist) {

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -104,5 +107,74 @@ func TestCLIRunBadPlanTouchesNoKernel(t *testing.T) {
 				t.Errorf("a refused run left its directory: %v", runs)
 			}
 		})
+	}
+}
+
+// A closed terminal (SIGHUP) stops `emu run` as Ctrl-C does, removing the
+// lab; a closed pipe on its output (`emu run 2>&1 | head -2`) does not kill
+// it half way: it runs on and tears the lab down. Both once left all of
+// the lab's namespaces and its OCS process behind.
+func TestCLIRunStopsCleanlyOnHangupAndClosedPipe(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	results := t.TempDir()
+
+	lab := fabrictest.UniqueLab("hup")
+	cmd := exec.Command(bin, "run", "--lab-name", lab, "--results", results)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; ; i++ { // hang up once the lab's namespaces exist
+		if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
+			break
+		}
+		if i > 500 {
+			t.Fatalf("no namespace of %s appeared within 5 s:\n%s", lab, stderr.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	_ = cmd.Process.Signal(syscall.SIGHUP)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("run after SIGHUP: %v, want exit 130\n%s", err, stderr.String())
+	}
+	if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
+		run(t, bin, "destroy", lab)
+		t.Errorf("SIGHUP left namespaces behind: %v", left)
+	}
+
+	lab = fabrictest.UniqueLab("pipe")
+	cmd = exec.Command(bin, "run", "--lab-name", lab, "--results", results)
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	buf := make([]byte, 64)
+	if _, err := r.Read(buf); err != nil { // the first line, then the reader goes away
+		t.Fatal(err)
+	}
+	r.Close()
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		t.Fatal("run with its output closed did not end within 2 minutes")
+	}
+	if errors.As(err, &ee) && ee.ProcessState.Sys().(syscall.WaitStatus).Signal() == syscall.SIGPIPE {
+		t.Errorf("run was killed by SIGPIPE")
+	}
+	if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
+		run(t, bin, "destroy", lab)
+		t.Errorf("a closed pipe left namespaces behind: %v", left)
 	}
 }
