@@ -254,6 +254,14 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		o.Progress("starting %d rank processes for %s", len(specs), jobs)
 	}
 	rankErrs := make([]error, len(specs))
+	// A rank that fails on its own ends the launch: the others would
+	// wait for it until the coordinator's two-minute deadline.
+	var failOnce sync.Once
+	failed := -1
+	fail := func(i int) {
+		failOnce.Do(func() { failed = i })
+		cancel()
+	}
 	var fk *forker
 	if o.Exe != "" {
 		fk = startForker(log, o.Realtime)
@@ -266,7 +274,9 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 			s.NS = names.NSName(o.Lab.Topo.Lab, s.Server())
 			go func() {
 				defer wg.Done()
-				rankErrs[i] = Run(cctx, s, log)
+				if rankErrs[i] = Run(cctx, s, log); rankErrs[i] != nil && cctx.Err() == nil {
+					fail(i)
+				}
 			}()
 			continue
 		}
@@ -285,6 +295,9 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 			case err := <-done:
 				if err != nil {
 					rankErrs[i] = fmt.Errorf("%s: %w: %s (log: %s)", s.Name(), err, lastLine(logPath(s)), logPath(s))
+					if cctx.Err() == nil {
+						fail(i)
+					}
 				}
 			case <-cctx.Done():
 				_ = cmd.Process.Signal(syscall.SIGTERM)
@@ -313,6 +326,11 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		if err := out.read(s.Out); err != nil {
 			readErrs = append(readErrs, fmt.Errorf("%s: records: %w", s.Name(), err))
 		}
+	}
+	if failed >= 0 && ctx.Err() == nil {
+		// One rank's own failure stopped the others: it is the cause, and
+		// their "stopped" would only bury it.
+		return out, fmt.Errorf("%w; the other ranks (%d) were stopped", rankErrs[failed], len(specs)-1)
 	}
 	if cerr != nil {
 		// The ranks' own reports name job, rank and phase.

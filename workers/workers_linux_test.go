@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
+	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/workers"
 	"github.com/ocsemu/ocsemu/workers/job"
 )
@@ -297,4 +300,30 @@ func TestLaunchBeyond62Ranks(t *testing.T) {
 	if want := 66*2*2 + 64*3*2 + 2*2; len(out.Phases) != want {
 		t.Errorf("%d phase records, want %d", len(out.Phases), want)
 	}
+}
+
+// TestFailedRankStopsTheLaunch: a rank that cannot start (its port is
+// taken) ends the launch at once, named, instead of leaving the others
+// to wait two minutes for time zero.
+func TestFailedRankStopsTheLaunch(t *testing.T) {
+	lab := lab4x2(t)
+	var ln net.Listener
+	if err := netns.Do(names.NSName(lab.Topo.Lab, "r1s0"), func() (err error) {
+		ln, err = net.Listen("tcp", fmt.Sprintf(":%d", workers.BasePort))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	jobs := []job.Job{{Name: "blocked", Pattern: "ring", Workers: []string{"r0s0", "r1s0", "r2s0"}, Bytes: 1 << 20, ComputeNs: 1e6, Iterations: 1}}
+	start := time.Now()
+	_, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir()})
+	took := time.Since(start)
+	if err == nil || !containsAll(err.Error(), "blocked/1", "address already in use", "were stopped") {
+		t.Errorf("want the blocked rank named with its cause, got %v", err)
+	}
+	if took > 30*time.Second {
+		t.Errorf("the launch took %v to fail", took.Round(time.Millisecond))
+	}
+	t.Logf("failed in %v: %v", took.Round(time.Millisecond), err)
 }
