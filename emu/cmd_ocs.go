@@ -392,10 +392,14 @@ to skip the log and print only events from now on.`,
 			if !follow {
 				return nil
 			}
-			return cl.Events(cmd.Context(), func(ev ocs.Event) bool {
+			err = cl.Events(cmd.Context(), func(ev ocs.Event) bool {
 				_ = writeJSONLine(ev)
 				return true
 			})
+			if err == nil && cmd.Context().Err() == nil {
+				return fmt.Errorf("the OCS process of lab %s stopped (the lab was destroyed, or its OCS ended): no more events", lab)
+			}
+			return err
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events")

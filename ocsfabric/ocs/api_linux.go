@@ -178,8 +178,11 @@ func (c *Controller) Handler() http.Handler {
 			fl.Flush()
 		}
 		enc := json.NewEncoder(w)
+		stopping := serverStopping(r)
 		for {
 			select {
+			case <-stopping:
+				return // the OCS is shutting down: a follower must not hold it up
 			case ev, ok := <-ch:
 				if !ok {
 					return
@@ -256,6 +259,15 @@ func writeErr(w http.ResponseWriter, code int, err error) {
 	writeJSON(w, code, map[string]string{"error": err.Error()})
 }
 
+type stoppingKey struct{}
+
+// serverStopping is closed when the server that took the request shuts
+// down (nil, never closed, outside Serve).
+func serverStopping(r *http.Request) <-chan struct{} {
+	ch, _ := r.Context().Value(stoppingKey{}).(<-chan struct{})
+	return ch
+}
+
 // Serve answers the API on a unix socket (mode 0600: root only) until ctx
 // is cancelled; it returns once the requests in flight have finished (or
 // 2 s passed), so the controller can be closed after it.
@@ -269,7 +281,16 @@ func Serve(ctx context.Context, c *Controller, socket string) error {
 		ln.Close()
 		return err
 	}
-	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	// Shutdown waits for the handlers in flight; an event stream lasts
+	// until its client leaves, so it ends as shutdown begins (an `emu ui`
+	// or `ocs events -f` held every destroy up for the 2 s below).
+	stopping, stop := context.WithCancel(context.Background())
+	defer stop()
+	srv := &http.Server{Handler: c.Handler(), ReadHeaderTimeout: 5 * time.Second,
+		BaseContext: func(net.Listener) context.Context {
+			return context.WithValue(context.Background(), stoppingKey{}, stopping.Done())
+		}}
+	srv.RegisterOnShutdown(stop)
 	shut := make(chan struct{})
 	go func() {
 		defer close(shut)

@@ -286,3 +286,46 @@ func TestHybridPrefersCircuits(t *testing.T) {
 		}
 	}
 }
+
+// TestServeEndsWithAFollower: an event stream (emu ui, ocs events -f)
+// does not hold the OCS's shutdown up: Serve returns at once, and the
+// follower's stream ends. It once waited out Shutdown's 2 s on every
+// destroy.
+func TestServeEndsWithAFollower(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	name := fabrictest.UniqueLab("evf")
+	lab := fabrictest.Deploy(t, fabrictest.Fabric(t, name, "{kind: ocs, racks: 2, servers_per_rack: 1, uplinks_per_tor: 1, rates: {server: 1Gbit, uplink: 1Gbit}}"))
+	ctl, err := ocs.New(context.Background(), lab, ocs.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ctl.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sock := fabric.LabFile(name, "ocs.sock")
+	served := make(chan error, 1)
+	go func() { served <- ocs.Serve(ctx, ctl, sock) }()
+	cl := ocs.NewClient(sock)
+	waitFor(t, "the OCS API does not come up", time.Minute, func() bool { return cl.Ping(context.Background()) == nil })
+	followed := make(chan error, 1)
+	go func() { followed <- cl.Events(context.Background(), func(ocs.Event) bool { return true }) }()
+	time.Sleep(200 * time.Millisecond) // the stream is open
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-served:
+		if err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("Serve took %v to end with a follower connected", took.Round(time.Millisecond))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Serve did not end")
+	}
+	select {
+	case <-followed:
+	case <-time.After(5 * time.Second):
+		t.Error("the follower's stream did not end with the OCS")
+	}
+}
