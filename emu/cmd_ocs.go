@@ -79,8 +79,12 @@ func (o *ocsCLI) serveCmd() *cobra.Command {
 			}
 			// The lab must exist before its lock file is made (a lock for
 			// a lab that does not exist would stay behind).
-			if _, err := fabric.ReadState(o.labName); err != nil {
+			st, err := fabric.ReadState(o.labName)
+			if err != nil {
 				return err
+			}
+			if st.Status == fabric.StatusInterrupted {
+				return fmt.Errorf("lab %q was never fully deployed (its deploy was interrupted): `emu destroy %s`, then deploy it again", o.labName, o.labName)
 			}
 			// One OCS process per lab: two would share the fast-path maps,
 			// and the first to exit would remove the other's socket.
@@ -459,15 +463,25 @@ func (a *app) startOCSProcess(ctx context.Context, lab *fabric.Lab) error {
 	if err := netns.Do(names.NSName(name, names.OCSName(0)), cmd.Start); err != nil {
 		return fmt.Errorf("start OCS process: %w", err)
 	}
-	go func() { _ = cmd.Wait() }() // reap it if it ends while we run
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }() // reap it if it ends while we run
 	cl := ocs.NewClient(fabric.LabFile(name, "ocs.sock"))
+	logTail := func() string {
+		tail, _ := os.ReadFile(fabric.LabFile(name, "ocs.log"))
+		return strings.TrimSpace(string(tail))
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for cl.Ping(ctx) != nil {
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			tail, _ := os.ReadFile(fabric.LabFile(name, "ocs.log"))
-			return fmt.Errorf("OCS process did not answer within 10s; its log:\n%s", tail)
+		select {
+		case err := <-exited:
+			return fmt.Errorf("OCS process exited before it answered (%v); its log:\n%s", err, logTail())
+		case <-ctx.Done():
+			return fmt.Errorf("start OCS process: %w", ctx.Err())
+		case <-time.After(10 * time.Millisecond):
 		}
-		time.Sleep(10 * time.Millisecond)
+		if time.Now().After(deadline) {
+			return fmt.Errorf("OCS process did not answer within 10s; its log:\n%s", logTail())
+		}
 	}
 	a.progress("OCS process %d serving on %s", cmd.Process.Pid, fabric.LabFile(name, "ocs.sock"))
 	return nil

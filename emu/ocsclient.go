@@ -117,6 +117,10 @@ func ocsProcessOf(lab string) labProcess {
 		}
 		p.Status = fmt.Sprintf("the OCS process of lab %s is not running (%s); redeploy or `emu ocs serve --lab %s`; its log: %s",
 			lab, gone, lab, fabric.LabFile(lab, "ocs.log"))
+		if st, err := fabric.ReadState(lab); err == nil && st.Status == fabric.StatusInterrupted {
+			p.Status = fmt.Sprintf("the OCS process of lab %s is not running (%s), and the lab's deploy was interrupted: `emu destroy %s`, then deploy it again",
+				lab, gone, lab)
+		}
 	}
 	return p
 }
