@@ -33,6 +33,11 @@ emulated traffic on this machine shares. The result is kept in
 			if err != nil {
 				return err
 			}
+			if err := cmd.Context().Err(); err != nil {
+				// A throughput cut short is no measurement: nothing is
+				// saved or shown (the capacity warnings read the file).
+				return fmt.Errorf("doctor: %w", err)
+			}
 			if os.Geteuid() == 0 {
 				if err := kcheck.Save(r); err != nil {
 					a.log.Warn("could not save doctor report", "err", err)
