@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -41,6 +42,9 @@ func Lock(lab, what string) (*LabLock, error) {
 		pid := readPID(f)
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
+			if pid == 0 {
+				return nil, fmt.Errorf("%s of lab %q: %w (by a process that has just started)", what, lab, ErrLocked)
+			}
 			return nil, fmt.Errorf("%s of lab %q: %w (pid %d)", what, lab, ErrLocked, pid)
 		}
 		return nil, fmt.Errorf("lock %s: %w", path, err)
@@ -67,7 +71,20 @@ func Held(lab, what string) (pid int, held bool) {
 	return readPID(f), true
 }
 
+// readPID reads the holder's PID. A holder writes it just after it takes
+// the lock: an empty file is read again for up to 50 ms before 0 is
+// returned (a refusal once named "pid 0").
 func readPID(f *os.File) int {
+	for range 5 {
+		if pid := readPIDOnce(f); pid > 0 {
+			return pid
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return readPIDOnce(f)
+}
+
+func readPIDOnce(f *os.File) int {
 	b := make([]byte, 16)
 	n, _ := f.ReadAt(b, 0)
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
