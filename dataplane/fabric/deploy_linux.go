@@ -745,7 +745,9 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 			nsNames[n] = true
 		}
 	} else if !errors.Is(err, ErrNoLab) {
-		errs = append(errs, err)
+		// The namespaces are found by their prefix below, and the file is
+		// removed with the rest: an unreadable one does not fail destroy.
+		log.Warn("state file unreadable; destroying what the lab's namespace names find", "err", err)
 	}
 	found, err := netns.List(names.LabPrefix(lab))
 	if err != nil {
