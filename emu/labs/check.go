@@ -337,6 +337,11 @@ func Run(ctx context.Context, e *Env, w io.Writer) []Result {
 		} else {
 			detail, err = runOne(ctx, e, c)
 		}
+		if err != nil && ctx.Err() != nil {
+			// Stopped, not failed: the check did not get to judge.
+			fmt.Fprintf(w, "stopped at %s: interrupted\n", c.Name)
+			return out
+		}
 		r := Result{Name: c.Name, Pass: err == nil, Detail: detail, Took: time.Since(start)}
 		word := "PASS"
 		if err != nil {
@@ -345,7 +350,8 @@ func Run(ctx context.Context, e *Env, w io.Writer) []Result {
 		out = append(out, r)
 		fmt.Fprintf(w, "%s  %-*s  %s\n", word, width, c.Name, indent(r.Detail, width+8))
 		if ctx.Err() != nil {
-			break
+			fmt.Fprintln(w, "interrupted")
+			return out
 		}
 	}
 	passed := 0
