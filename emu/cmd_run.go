@@ -246,6 +246,7 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 	var teardownErr error
 	if keep {
 		a.progress("--keep: lab %q stays up; remove it with `emu destroy %s`", s.Name, s.Name)
+		a.keptLab = s.Name
 	} else {
 		t1 := time.Now()
 		if err := fabric.Destroy(context.WithoutCancel(ctx), s.Name, a.log); err != nil {

@@ -34,6 +34,8 @@ type app struct {
 	// cannot be the namespaces' default; later deploys of the command
 	// (emu run --repeat) need not say it again.
 	ccWarned bool
+	// keptLab is the lab emu run --keep left up, for the interrupt message.
+	keptLab string
 	// tcpInfoEvery is how often each rank samples its connections'
 	// TCP_INFO (emu run --tcpinfo-every, which checks and defaults it).
 	tcpInfoEvery time.Duration
@@ -113,6 +115,10 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 	)
 	if err := root.ExecuteContext(ctx); err != nil {
 		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+			if a.keptLab != "" {
+				fmt.Fprintf(os.Stderr, "emu: interrupted; lab %q stays up (--keep): `emu destroy %s` removes it\n", a.keptLab, a.keptLab)
+				os.Exit(130)
+			}
 			fmt.Fprintln(os.Stderr, "emu: interrupted; whatever this command had built was removed")
 			os.Exit(130)
 		}
