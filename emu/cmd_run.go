@@ -203,14 +203,7 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 	var prepared *preparedRun
 	if len(s.Jobs) > 0 || planFile != "" {
 		if prepared, err = a.preparePlan(s, planFile, dir); err != nil {
-			if out != "" {
-				// A refused plan makes no run: its directory (made above,
-				// only a scenario.yaml in it) goes, and latest goes back
-				// (the deferred restoreLatest).
-				if rerr := os.RemoveAll(dir); rerr != nil {
-					a.log.Warn("results: remove the refused run's directory", "dir", dir, "err", rerr)
-				}
-			}
+			a.dropRunDir(out, dir)
 			return "", err
 		}
 		prepared.temp = out == ""
@@ -228,7 +221,8 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 	t0 := time.Now()
 	lab, err := a.deploy(ctx, s, src)
 	if err != nil {
-		return dir, err
+		a.dropRunDir(out, dir)
+		return "", err
 	}
 	sum.DeploySec = time.Since(t0).Seconds()
 	a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
@@ -286,6 +280,19 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 		}
 	}
 	return dir, errors.Join(runErr, teardownErr)
+}
+
+// dropRunDir removes the directory of a run that never ran (its plan was
+// refused, or its lab could not be deployed: it holds only the scenario,
+// plan and run.json); latest goes back with runOnce's deferred
+// restoreLatest.
+func (a *app) dropRunDir(out, dir string) {
+	if out == "" {
+		return
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		a.log.Warn("results: remove the directory of a run that did not start", "dir", dir, "err", err)
+	}
 }
 
 // maxRepeat bounds --repeat: 20 quickstart runs take about a minute.
