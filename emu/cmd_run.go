@@ -226,7 +226,12 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 	}
 	sum.DeploySec = time.Since(t0).Seconds()
 	a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
+	// The run holds the lab until its teardown: destroy from another
+	// process, or a collective on it, is refused meanwhile.
+	useLock, lockErr := fabric.LockUse(s.Name)
+	defer useLock.Release()
 	stopPcap, runErr := a.startPcap(ctx, pcap, dir)
+	runErr = errors.Join(lockErr, runErr)
 	if runErr == nil {
 		runErr = a.checkLab(ctx, lab, sum, dur)
 	}

@@ -78,6 +78,11 @@ JSON, for scripts.`,
 			} else if err != nil {
 				return err
 			}
+			useLock, err := fabric.LockUse(lab)
+			if err != nil {
+				return err
+			}
+			defer useLock.Release()
 			l, err := fabric.Open(lab, a.log)
 			if err != nil {
 				return err

@@ -737,6 +737,11 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	if pid, held := Held(lab, "deploy"); held && pid != os.Getpid() {
 		return fmt.Errorf("lab %q is being deployed by pid %d: let it finish (or end it), then destroy", lab, pid)
 	}
+	// So is a workload that runs on it (emu run, emu collective): pulled
+	// from under it, it would fail with nothing but "context canceled".
+	if pid, held := Held(lab, UseLock); held && pid != os.Getpid() {
+		return fmt.Errorf("lab %q is in use by pid %d (emu run or emu collective): stop it first (Ctrl-C; emu run then destroys the lab itself)", lab, pid)
+	}
 	log = orDiscard(log).With("lab", lab)
 	var errs []error
 	nsNames := map[string]bool{}

@@ -317,3 +317,55 @@ func TestPortsAsPlanned(t *testing.T) {
 		t.Errorf("anchor left in %s: %v", netns.RunDir, left)
 	}
 }
+
+// TestDestroyWaitsForAWorkload: while another process holds a lab's use
+// lock (emu run, emu collective), destroy refuses and names it; once the
+// holder is gone, destroy goes ahead. A lab for a missing name takes no
+// lock file.
+func TestDestroyWaitsForAWorkload(t *testing.T) {
+	skipUnlessRoot(t)
+	name := uniqueLab("use")
+	s := spec(t, name, "{kind: eps, racks: 2, servers_per_rack: 1, rates: {server: 1Gbit}}")
+	lab, err := fabric.Deploy(context.Background(), topo.Build(s), fabric.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lab.Close()
+	t.Cleanup(func() { _ = fabric.Destroy(context.Background(), name, nil) })
+	// Another process holds the lock, its pid in the file as Lock writes it.
+	file := fabric.LabFile(name, fabric.UseLock+".lock")
+	holder := exec.Command("sh", "-c", `echo $$ > "$1"; exec flock "$1" sleep 300`, "sh", file)
+	holder.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // flock and its sleep go together
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() { _ = syscall.Kill(-holder.Process.Pid, syscall.SIGKILL); _ = holder.Wait() }
+	defer stop()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, held := fabric.Held(name, fabric.UseLock); held {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the holder never took the lock")
+		}
+	}
+	err = fabric.Destroy(context.Background(), name, nil)
+	if want := fmt.Sprintf("is in use by pid %d", holder.Process.Pid); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("destroy of a lab in use: %v, want %q", err, want)
+	}
+	if _, err := fabric.ReadState(name); err != nil {
+		t.Fatalf("a refused destroy removed the lab: %v", err)
+	}
+	stop()
+	if err := fabric.Destroy(context.Background(), name, nil); err != nil {
+		t.Fatalf("destroy once the holder is gone: %v", err)
+	}
+	assertGone(t, name)
+	missing := uniqueLab("nouse")
+	if _, err := fabric.LockUse(missing); err == nil {
+		t.Errorf("LockUse of a lab that does not exist succeeded")
+	}
+	if _, err := os.Stat(fabric.LabFile(missing, fabric.UseLock+".lock")); err == nil {
+		t.Errorf("LockUse of a missing lab left its lock file")
+	}
+}

@@ -54,6 +54,25 @@ func Lock(lab, what string) (*LabLock, error) {
 	return &LabLock{f: f}, nil
 }
 
+// UseLock names the lock a workload holds while it runs on a lab (emu run
+// from deploy to teardown, emu collective): one at a time per lab, since
+// they share the lab's coordinator socket, and destroy waits for it.
+const UseLock = "use"
+
+// LockUse takes a lab's UseLock, or says who holds it.
+func LockUse(lab string) (*LabLock, error) {
+	// The lab must exist first: a lock file of a lab that does not would
+	// stay behind.
+	if _, err := ReadState(lab); err != nil {
+		return nil, err
+	}
+	l, err := Lock(lab, UseLock)
+	if errors.Is(err, ErrLocked) {
+		return nil, fmt.Errorf("lab %q is busy: %w; one emu run or emu collective at a time per lab", lab, err)
+	}
+	return l, err
+}
+
 // Held reports whether some live process holds the lock, and its PID.
 func Held(lab, what string) (pid int, held bool) {
 	if names.ValidLab(lab) != nil {
