@@ -7,8 +7,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/fabric/fabrictest"
 )
 
@@ -88,5 +91,50 @@ jobs:
 	fabrictest.AssertGone(t, lab)
 	if m, _ := filepath.Glob("/run/emu/labs/" + lab + ".agg-*.sock"); len(m) != 0 {
 		t.Errorf("aggregator sockets left behind: %v", m)
+	}
+}
+
+// TestCLIAggServeRefusals: `emu agg serve` by hand refuses a lab that does
+// not exist (and leaves no file for it), a ToR the lab lacks, the host's
+// namespace, and a second aggregator on a ToR; the first keeps answering.
+func TestCLIAggServeRefusals(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	lab := deployOCSLab(t, bin, "aggs")
+	missing := fabrictest.UniqueLab("noagg")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"agg", "serve", "--lab", missing, "--tor", "tor0"}, "no such lab"},
+		{[]string{"agg", "serve", "--lab", lab, "--tor", "tor5"}, "has no tor5"},
+		{[]string{"agg", "serve", "--lab", lab, "--tor", "tor0"}, "runs in its ToR's namespace"},
+	} {
+		if out, err := run(t, bin, tc.args...); err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("emu %s: want %q, got %v: %s", strings.Join(tc.args, " "), tc.want, err, out)
+		}
+	}
+	if left, _ := filepath.Glob(fabric.LabFile(missing, "*")); len(left) > 0 {
+		t.Errorf("agg serve of a missing lab left %v", left)
+	}
+	first := exec.Command(bin, "exec", "--lab", lab, "tor0", "--", bin, "agg", "serve", "--lab", lab, "--tor", "tor0")
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = first.Process.Signal(syscall.SIGTERM); _ = first.Wait() }()
+	for i := 0; ; i++ {
+		if out, err := run(t, bin, "agg", "stats", lab, "tor0"); err == nil {
+			break
+		} else if i > 200 {
+			t.Fatalf("the first aggregator never answered: %s", out)
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	out, err := run(t, bin, "exec", "--lab", lab, "tor0", "--", bin, "agg", "serve", "--lab", lab, "--tor", "tor0")
+	if err == nil || !strings.Contains(out, "already has an aggregator") {
+		t.Errorf("a second aggregator on tor0: want a refusal, got %v: %s", err, out)
+	}
+	if out, err := run(t, bin, "agg", "stats", lab, "tor0"); err != nil {
+		t.Errorf("the first aggregator stopped answering after a refused second: %v\n%s", err, out)
 	}
 }

@@ -64,6 +64,29 @@ func (a *app) aggServeCmd() *cobra.Command {
 			if err := checkToR(lab, tor); err != nil {
 				return err
 			}
+			// The lab and its ToR must exist, the aggregator must run in
+			// the ToR's namespace (its UDP port is the ToR's), and one per
+			// ToR: a second one replaced the first's control socket.
+			st, err := fabric.ReadState(lab)
+			if err != nil {
+				return err
+			}
+			if r, _ := names.ParseToR(tor); r >= st.Spec.Racks {
+				return fmt.Errorf("lab %s has no %s: its ToRs are tor0 to tor%d", lab, tor, st.Spec.Racks-1)
+			}
+			if in, err := netns.InNamespace(names.NSName(lab, tor)); err != nil {
+				return err
+			} else if !in {
+				return fmt.Errorf("an aggregator runs in its ToR's namespace: `emu exec --lab %s %s -- emu agg serve --lab %s --tor %s` (emu run starts them itself)", lab, tor, lab, tor)
+			}
+			lock, err := fabric.Lock(lab, "agg-"+tor)
+			if errors.Is(err, fabric.ErrLocked) {
+				return fmt.Errorf("%s of lab %s already has an aggregator (%w)", tor, lab, err)
+			}
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
 			e, err := inc.NewEngine(cfg)
 			if err != nil {
 				return err

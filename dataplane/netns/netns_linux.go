@@ -256,6 +256,21 @@ func Inode(name string) (uint64, error) {
 	return st.Ino, nil
 }
 
+// InNamespace says whether this process runs in the named namespace
+// (the one it started in: emu's commands enter others on locked threads
+// only).
+func InNamespace(name string) (bool, error) {
+	want, err := Inode(name)
+	if err != nil {
+		return false, err
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/net", &st); err != nil {
+		return false, fmt.Errorf("stat own netns: %w", err)
+	}
+	return st.Ino == want, nil
+}
+
 // Do runs fn on a goroutine whose OS thread has entered the named
 // namespace. Sockets fn creates belong to that namespace and may be used
 // from any goroutine afterwards.
