@@ -58,7 +58,7 @@ func (a *app) aggServeCmd() *cobra.Command {
 	var gso bool
 	cmd := &cobra.Command{
 		Use:   "serve --lab <lab> --tor <tor>",
-		Short: "Run one ToR's aggregator in the current namespace (emu run starts it in the ToR's)",
+		Short: "Run one ToR's aggregator inside that ToR's namespace (emu run starts them; by hand: emu exec --lab L torN -- emu agg serve ...)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := checkToR(lab, tor); err != nil {
