@@ -35,6 +35,7 @@ func runPaper001(ctx context.Context, o Options) ([]Table, error) {
 	var devs []float64
 	stages, exact := 0, 0
 	eqSingle, diffParallel, diffSingle, singleMax := 0, 0, 0, 0.0
+	roundLo, roundHi := math.Inf(1), 0.0 // ms, over every row
 	for _, r := range ratios {
 		for _, duplex := range []string{"full", "half"} {
 			var tdmR, notR, tdmM, notM, inB float64
@@ -99,6 +100,7 @@ func runPaper001(ctx context.Context, o Options) ([]Table, error) {
 					}
 				}
 			}
+			roundLo, roundHi = math.Min(roundLo, math.Min(notR, tdmR)), math.Max(roundHi, math.Max(notR, tdmR))
 			sweep.Rows = append(sweep.Rows, []string{fmt.Sprint(r), duplex, fmt.Sprintf("%.1f ms", notR), fmt.Sprintf("%.1f ms", tdmR),
 				pct(tdmR, notR), fmt.Sprintf("%.0f ms", notM), fmt.Sprintf("%.0f ms", tdmM), pct(tdmM, notM), fmt.Sprintf("%.1f", inB)})
 		}
@@ -109,6 +111,8 @@ func runPaper001(ctx context.Context, o Options) ([]Table, error) {
 	}
 	sweep.Notes = []string{
 		"The papers' evaluation sections are empty: every setting is ours (scheduler.TDMBench): 4 pods of 32 servers at 100 Gbit/s, one OXC with 3 ports of 100 Gbit/s per pod (6 in half duplex, one per direction), so jobs contend for the links, 500 us reconfiguration, 50% ring / 25% all-to-all / 25% PS jobs of 2 to 8 workers (PS: 2 to 4) over 2 or 3 pods, 1 GB per worker per iteration, 4 iterations; compute = (1 GB at 100 Gbit/s) / ratio, i.e. the ratio is that of one 1 GB transfer on an idle link to compute.",
+		fmt.Sprintf("Half duplex's 6 ports a pod are used strictly, one simplex circuit per port and stage (paper 002's eq. (6), checked for every stage tdm writes): as many directed links as full duplex's 3 duplex ports, which half duplex can split between the two directions as a stage's traffic needs. Every point is communication-bound: compute is %.0f to %.0f ms against rounds of %.1f to %.1f s, since %d jobs contend for 3 links a pod; the ratio sets the compute, not a round's balance.",
+			80/ratios[len(ratios)-1], 80/ratios[0], roundLo/1e3, roundHi/1e3, jobs),
 		"Round time is Algorithm 1's prediction (sum of the round's stage times, Algorithm 2 per stage, reconfiguration delay where the circuits change); tdm starts from notdm's grouping (all jobs in one group), so its round is never longer. Full duplex uses paper 002's four-stage round whenever there are PS jobs (a PS job pushes and pulls in two stages), as here.",
 		fmt.Sprintf("Stage times: over %d stages in which every job has an activity, the flow model's stage time differs from Algorithm 2's by %+.1f%% to %+.1f%%; %d are equal to the ns (%d of them with one link per pod pair). Of the %d that differ, %d have a pod pair with parallel links and %d do not (those by at most %.1f%%: the reconfiguration delay is added to a stage whose circuits change, though the ports of its bottleneck pair may not). With parallel links, Algorithm 2 counts a pair's bytes as split evenly over its links, while the flow model (like the emulator's ECMP) puts each flow on one of them, so a pair with fewer or uneven flows finishes later than predicted.", stages, 100*lo, 100*hi, exact, eqSingle, stages-exact, diffParallel, diffSingle, 100*singleMax),
 	}
