@@ -372,7 +372,7 @@ makes the node's fast ports slow, so that it sees what they send
 					return fmt.Errorf("turn %s's ports slow for the capture: %w", node, err)
 				}
 				if n > 0 {
-					fmt.Fprintf(os.Stderr, "emu: %d ports of %s made slow so that the capture sees what they send; they stay slow until the OCS restarts (emu ocs serve)\n", n, node)
+					fmt.Fprintf(os.Stderr, "emu: %d ports of %s made slow so that the capture sees what they send; they stay slow (the same forwarding, through each port's egress) while the lab's OCS process runs. `emu capture %s:<port>` captures and makes its ports fast again when it stops\n", n, node, node)
 				}
 			}
 			return execIn(ns, args[1:])

@@ -163,7 +163,7 @@ measurements.`,
 				return err
 			}
 			printRun(run, jobsTable)
-			a.progress("flow model took %v; prediction written to %s", took.Round(time.Millisecond), out)
+			a.progress("flow model took %v; prediction written to %s", roundTook(took), out)
 			return nil
 		},
 	}
@@ -232,4 +232,13 @@ func stageLengths(p *plan.Plan) string {
 	default:
 		return " of " + show(lo) + " to " + show(hi)
 	}
+}
+
+// roundTook rounds a duration for a progress line: to the millisecond,
+// or the microsecond below one (a small plan's model took "0s").
+func roundTook(d time.Duration) time.Duration {
+	if d < time.Millisecond {
+		return d.Round(time.Microsecond)
+	}
+	return d.Round(time.Millisecond)
 }

@@ -78,6 +78,9 @@ type Run struct {
 // Load reads and checks a run directory. Every missing file is named.
 func Load(dir string) (*Run, error) {
 	fi, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("run directory %s does not exist (want results/<lab>/<date-time> or results/<lab>/latest, which emu run writes)", dir)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("run directory: %w", err)
 	}

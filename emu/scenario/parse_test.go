@@ -26,7 +26,9 @@ func TestParseIntegerFields(t *testing.T) {
 		{"negative decimal", "-4.5", "2", "fabric.racks: must be a whole number, got -4.5"},
 		{"infinity", ".inf", "2", "fabric.racks: must be a whole number, got .inf"},
 		{"octal by accident", "010", "2", "fabric.racks: 010 has a leading zero"},
-		{"quoted", `"4"`, "2", "fabric.racks: cannot unmarshal !!str `4` into int"},
+		{"quoted", `"4"`, "2", "x.yaml:5: fabric.racks: must be a number, not text: write 4 without quotes"},
+		{"a word", "four", "2", `x.yaml:5: fabric.racks: must be a whole number written in digits, got "four"`},
+		{"a bool", "true", "2", `fabric.racks: must be a whole number written in digits, got "true"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

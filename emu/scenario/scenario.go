@@ -439,6 +439,11 @@ func notInteger(n *yaml.Node, t reflect.Type) string {
 		return fmt.Sprintf("must be a whole number, got %s", n.Value)
 	case n.ShortTag() == "!!int" && n.Style == 0 && leadingZeroRE.MatchString(n.Value):
 		return fmt.Sprintf("%s has a leading zero, which YAML reads as an octal number: write it without the zero", n.Value)
+	case n.ShortTag() == "!!str" || n.ShortTag() == "!!bool":
+		if _, err := strconv.ParseInt(n.Value, 10, 64); err == nil {
+			return fmt.Sprintf("must be a number, not text: write %s without quotes", n.Value)
+		}
+		return fmt.Sprintf("must be a whole number written in digits, got %q", n.Value)
 	}
 	return ""
 }
