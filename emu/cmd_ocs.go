@@ -18,6 +18,7 @@ import (
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/netns"
 	"github.com/ocsemu/ocsemu/dataplane/units"
+	"github.com/ocsemu/ocsemu/emu/liveview"
 	"github.com/ocsemu/ocsemu/emu/plural"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
@@ -412,13 +413,7 @@ to skip the log and print only events from now on.`,
 }
 
 func printEvent(ev ocs.Event) {
-	var dark []string
-	for _, u := range ev.Dark {
-		dark = append(dark, u.String())
-	}
-	fmt.Printf("event %d: %s; %s dark for %v (%s); ToR paths switched with the circuits (skew %v); netlink routes followed %v after (%d changed); %s unreachable\n",
-		ev.Seq, plural.Of(len(ev.Circuits), "circuit"), plural.Of(len(ev.Dark), "port"), time.Duration(ev.DelayNs), strings.Join(dark, " "),
-		time.Duration(ev.PathSkewNs), time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged, plural.Of(ev.Unreachable, "rack pair"))
+	fmt.Printf("event %d: %s\n", ev.Seq, liveview.Describe(ev))
 }
 
 func writeJSONLine(v any) error {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -13,8 +15,10 @@ import (
 
 	"github.com/ocsemu/ocsemu/dataplane/fabric"
 	"github.com/ocsemu/ocsemu/dataplane/names"
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 	"github.com/ocsemu/ocsemu/emu/liveview"
+	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
 
 func (a *app) uiCmd() *cobra.Command {
@@ -92,6 +96,7 @@ follows it when it comes up. Ctrl-C stops the server.`,
 					return st.Spec, nil
 				},
 				OCS:          ocsClient(lab),
+				History:      func() []ocs.Event { return loggedEvents(lab, 2*maxUIEvents) },
 				Explain:      func(err error) error { return ocsDown(lab, err) },
 				RunDir:       runDir,
 				AllowChanges: allow,
@@ -125,4 +130,40 @@ follows it when it comes up. Ctrl-C stops the server.`,
 	cmd.Flags().StringVar(&results, "results", "results", "results root of emu run: the timeline follows <root>/<lab>/latest (empty: none)")
 	cmd.Flags().DurationVar(&interval, "interval", 200*time.Millisecond, "how often the OCS is polled")
 	return cmd
+}
+
+// maxUIEvents is about how many events the page lists.
+const maxUIEvents = 12
+
+// loggedEvents returns the last n events of a lab's OCS event log, oldest
+// first, reading at most its last MiB (the log may hold 256 MiB).
+func loggedEvents(lab string, n int) []ocs.Event {
+	f, err := safefile.Open(fabric.LabFile(lab, "ocs-events.jsonl"))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	const tail = 1 << 20
+	fi, err := f.Stat()
+	if err != nil {
+		return nil
+	}
+	off := max(0, fi.Size()-tail)
+	data := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(data, off); err != nil && !errors.Is(err, io.EOF) {
+		return nil
+	}
+	lines := strings.Split(string(data), "\n")
+	if off > 0 {
+		lines = lines[1:] // a partial line
+	}
+	var out []ocs.Event
+	for _, l := range lines {
+		var ev ocs.Event
+		if l == "" || json.Unmarshal([]byte(l), &ev) != nil || ev.Kind == "slot" {
+			continue
+		}
+		out = append(out, ev)
+	}
+	return out[max(0, len(out)-n):]
 }

@@ -3,6 +3,7 @@ package liveview
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -38,7 +39,9 @@ type eventFollower struct {
 	log EventLog
 }
 
-func describe(ev ocs.Event) string {
+// Describe words an OCS event as `emu ocs connect` and the live view show
+// it.
+func Describe(ev ocs.Event) string {
 	if ev.Error != "" {
 		return "error: " + ev.Error
 	}
@@ -58,11 +61,11 @@ func describe(ev ocs.Event) string {
 	if ev.LateNs > 0 {
 		fmt.Fprintf(&b, "; switched %v late", time.Duration(ev.LateNs))
 	}
-	switch {
-	case ev.PathsNs > 0:
+	if ev.PathsNs > 0 {
 		fmt.Fprintf(&b, "; ToR paths switched with the circuits (skew %v)", time.Duration(ev.PathSkewNs))
-	case ev.RoutesDoneNs > 0 && ev.Effective > 0:
-		fmt.Fprintf(&b, "; routes followed %v after the switch", time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond))
+	}
+	if ev.RoutesDoneNs > 0 && ev.Effective > 0 {
+		fmt.Fprintf(&b, "; netlink routes followed %v after (%d changed)", time.Duration(ev.RoutesDoneNs-ev.Effective).Round(time.Microsecond), ev.RoutesChanged)
 	}
 	fmt.Fprintf(&b, "; %s unreachable", plural.Of(ev.Unreachable, "rack pair"))
 	return b.String()
@@ -78,10 +81,23 @@ func (f *eventFollower) add(ev ocs.Event, now time.Time) {
 		}
 		return
 	}
-	line := EventLine{Seq: ev.Seq, At: now.Format("15:04:05.000"), Kind: ev.Kind, Text: describe(ev)}
+	at := "logged before"
+	if !now.IsZero() {
+		at = now.Format("15:04:05.000")
+	}
+	line := EventLine{Seq: ev.Seq, At: at, Kind: ev.Kind, Text: Describe(ev)}
+	f.log.Recent = slices.DeleteFunc(f.log.Recent, func(l EventLine) bool { return l.Seq == ev.Seq && l.Seq > 0 })
 	f.log.Recent = append([]EventLine{line}, f.log.Recent...)
 	if len(f.log.Recent) > maxEventLines {
 		f.log.Recent = f.log.Recent[:maxEventLines]
+	}
+}
+
+// seed lists events logged before the view started (oldest first), marked
+// as such; a later event of the same sequence number replaces its line.
+func (f *eventFollower) seed(evs []ocs.Event) {
+	for _, ev := range evs {
+		f.add(ev, time.Time{})
 	}
 }
 

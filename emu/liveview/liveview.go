@@ -56,6 +56,9 @@ type Options struct {
 	// RunDir is the directory of the lab's newest run
 	// (results/<lab>/latest); "" for none.
 	RunDir string
+	// History returns the OCS events logged before the view started,
+	// oldest first, for the page's list (optional).
+	History func() []ocs.Event
 	// AllowChanges lets the page connect and disconnect circuits.
 	AllowChanges bool
 	// Interval between two polls of the OCS (default 200 ms).
@@ -117,6 +120,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer close(done)
 		s.poll(ctx)
 	}()
+	if s.o.History != nil {
+		s.events.seed(s.o.History())
+	}
 	go s.events.follow(ctx, s.o.OCS)
 	go func() {
 		<-ctx.Done()

@@ -371,7 +371,7 @@ func TestEventLog(t *testing.T) {
 	for i, want := range []string{
 		"error: write the port map: boom",
 		"schedule-start",
-		"1 circuit; 2 ports dark for 50ms (tor0:0 tor1:0); routes followed 250µs after the switch; 10 rack pairs unreachable",
+		"1 circuit; 2 ports dark for 50ms (tor0:0 tor1:0); netlink routes followed 250µs after (0 changed); 10 rack pairs unreachable",
 	} {
 		if got.Recent[i].Text != want {
 			t.Errorf("line %d: %q, want %q", i, got.Recent[i].Text, want)
@@ -385,6 +385,19 @@ func TestEventLog(t *testing.T) {
 	}
 	if n := len(f.snapshot().Recent); n != maxEventLines {
 		t.Errorf("%d lines kept, want %d", n, maxEventLines)
+	}
+	// Events logged before the view started are listed as such; the
+	// stream's copy of one of them replaces its line.
+	g := &eventFollower{}
+	g.seed([]ocs.Event{{Seq: 1, Kind: "reconfigure"}, {Seq: 2, Kind: "reconfigure", PathsNs: 5, Effective: 5}})
+	g.add(ocs.Event{Seq: 2, Kind: "reconfigure", PathsNs: 5, Effective: 5}, now)
+	g.add(ocs.Event{Seq: 3, Kind: "reconfigure"}, now)
+	rec := g.snapshot().Recent
+	if len(rec) != 3 || rec[0].Seq != 3 || rec[1].Seq != 2 || rec[1].At != "03:04:05.006" || rec[2].At != "logged before" {
+		t.Errorf("seeded then followed: %+v", rec)
+	}
+	if !strings.Contains(rec[1].Text, "ToR paths switched with the circuits (skew 0s)") {
+		t.Errorf("paths clause missing: %q", rec[1].Text)
 	}
 }
 
