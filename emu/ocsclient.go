@@ -128,13 +128,38 @@ func ocsProcessOf(lab string) labProcess {
 // labProcesses returns the processes a lab runs between commands (its OCS
 // process) and whether each answers.
 func labProcesses(ctx context.Context, st *fabric.State) []labProcess {
-	if !st.Spec.HasOCS() {
-		return nil
+	var out []labProcess
+	if st.Spec.HasOCS() {
+		out = append(out, ocsProcess(ctx, st))
 	}
+	// A workload on the lab (emu run, emu collective) holds its use lock,
+	// and the ToRs' aggregators (emu run starts them for INC jobs; by
+	// hand, emu agg serve) each hold their ToR's lock while they run.
+	workload, busy := fabric.Held(st.Lab, fabric.UseLock)
+	for r := 0; r < st.Spec.Racks; r++ {
+		tor := names.ToRName(r)
+		pid, held := fabric.Held(st.Lab, "agg-"+tor)
+		if !held {
+			continue
+		}
+		state := fmt.Sprintf("running, with no run in progress: started by hand, or left by a run that was killed (emu agg stats %s %s)", st.Lab, tor)
+		if busy {
+			state = fmt.Sprintf("running (emu agg stats %s %s)", st.Lab, tor)
+		}
+		out = append(out, labProcess{Name: "agg " + tor, PID: pid, Running: true, Status: state})
+	}
+	if busy {
+		out = append(out, labProcess{Name: "workload", PID: workload, Running: true, Status: "emu run or emu collective in progress"})
+	}
+	return out
+}
+
+// ocsProcess says whether a lab's OCS process runs and answers.
+func ocsProcess(ctx context.Context, st *fabric.State) labProcess {
 	p := ocsProcessOf(st.Lab)
 	if !p.Running {
 		p.Status = strings.TrimPrefix(p.Status, "the OCS process of lab "+st.Lab+" is ")
-		return []labProcess{p}
+		return p
 	}
 	sock := fabric.LabFile(st.Lab, "ocs.sock")
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -142,7 +167,7 @@ func labProcesses(ctx context.Context, st *fabric.State) []labProcess {
 	cl := ocs.NewClient(sock)
 	if err := cl.Ping(ctx); err != nil {
 		p.Status = fmt.Sprintf("running, not answering on %s: %v (log: %s)", sock, err, fabric.LabFile(st.Lab, "ocs.log"))
-		return []labProcess{p}
+		return p
 	}
 	p.Answering = true
 	p.Status = "answering on " + sock
@@ -152,7 +177,7 @@ func labProcesses(ctx context.Context, st *fabric.State) []labProcess {
 	if v, err := cl.Config(cctx); err == nil {
 		p.Status += fmt.Sprintf(", %s (emu ocs show)", plural.Of(len(v.Circuits), "circuit"))
 	}
-	return []labProcess{p}
+	return p
 }
 
 // labHealth is what `emu inspect` adds to an up lab's status when one of
