@@ -47,7 +47,7 @@ The lab is named after the scenario unless --lab-name gives it another name.`,
 			if err := renameLab(s, labName); err != nil {
 				return err
 			}
-			lab, err := a.deploy(cmd.Context(), s, src)
+			lab, err := a.deploy(cmd.Context(), s, src, false)
 			if err != nil {
 				return err
 			}
@@ -102,13 +102,15 @@ func (a *app) warnCapacity(s *scenario.Scenario) {
 
 // deploy brings a lab up and starts its OCS process; on failure nothing
 // of the lab remains.
-func (a *app) deploy(ctx context.Context, s *scenario.Scenario, src string) (*fabric.Lab, error) {
+// With holdUse the returned lab holds its use lock (fabric.Options.HoldUse)
+// until lab.ReleaseUse.
+func (a *app) deploy(ctx context.Context, s *scenario.Scenario, src string, holdUse bool) (*fabric.Lab, error) {
 	a.warnCapacity(s)
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return nil, fmt.Errorf("encode scenario: %w", err)
 	}
-	lab, err := fabric.Deploy(ctx, topo.Build(s.Spec()), fabric.Options{Log: a.log, Progress: a.progress, Source: src, Scenario: raw, QuietCC: a.ccWarned})
+	lab, err := fabric.Deploy(ctx, topo.Build(s.Spec()), fabric.Options{Log: a.log, Progress: a.progress, Source: src, Scenario: raw, QuietCC: a.ccWarned, HoldUse: holdUse})
 	if err != nil {
 		return nil, err
 	}
@@ -117,12 +119,14 @@ func (a *app) deploy(ctx context.Context, s *scenario.Scenario, src string) (*fa
 		if err := a.startOCSProcess(ctx, lab); err != nil {
 			lab.Close()
 			derr := fabric.Destroy(context.WithoutCancel(ctx), s.Name, a.log)
+			lab.ReleaseUse()
 			return nil, errors.Join(err, derr)
 		}
 	}
 	if err := a.applyLoss(s, lab); err != nil {
 		lab.Close()
 		derr := fabric.Destroy(context.WithoutCancel(ctx), s.Name, a.log)
+		lab.ReleaseUse()
 		return nil, errors.Join(err, derr)
 	}
 	return lab, nil

@@ -397,10 +397,14 @@ to skip the log and print only events from now on.`,
 			if !follow {
 				return nil
 			}
+			var werr error
 			err = cl.Events(cmd.Context(), func(ev ocs.Event) bool {
-				_ = writeJSONLine(ev)
-				return true
+				werr = writeJSONLine(ev) // a closed pipe (`| head`) ends the follow
+				return werr == nil
 			})
+			if werr != nil {
+				return werr
+			}
 			if err == nil && cmd.Context().Err() == nil {
 				return fmt.Errorf("the OCS process of lab %s stopped (the lab was destroyed, or its OCS ended): no more events", lab)
 			}

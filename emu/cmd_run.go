@@ -219,19 +219,17 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 	}
 	sum := &runSummary{Lab: s.Name, Scenario: src, Kind: s.Fabric.Kind, ServerQueue: s.Fabric.ServerQueue, SwitchQueue: s.Fabric.SwitchQueue, Nodes: len(t.Nodes), Links: len(t.Links)}
 	t0 := time.Now()
-	lab, err := a.deploy(ctx, s, src)
+	lab, err := a.deploy(ctx, s, src, true)
 	if err != nil {
 		a.dropRunDir(out, dir)
 		return "", err
 	}
 	sum.DeploySec = time.Since(t0).Seconds()
 	a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
-	// The run holds the lab until its teardown: destroy from another
-	// process, or a collective on it, is refused meanwhile.
-	useLock, lockErr := fabric.LockUse(s.Name)
-	defer useLock.Release()
+	// The run holds the lab's use lock from its deploy until its teardown:
+	// destroy from another process, or a collective on it, is refused.
+	defer lab.ReleaseUse()
 	stopPcap, runErr := a.startPcap(ctx, pcap, dir)
-	runErr = errors.Join(lockErr, runErr)
 	if runErr == nil {
 		runErr = a.checkLab(ctx, lab, sum, dur)
 	}

@@ -53,8 +53,16 @@ func (a *app) stdout() io.Writer {
 	return a.out
 }
 
-// stopSignals end a command, which removes what it built first.
-var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+// stopSignals end a command, which removes what it built first. SIGHUP
+// only if it is not ignored: under nohup a closed terminal must not stop
+// a long run (noticing a signal undoes its being ignored).
+func stopSignals() []os.Signal {
+	sigs := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		sigs = append(sigs, syscall.SIGHUP)
+	}
+	return sigs
+}
 
 // offline annotates the commands that touch no kernel state (plan,
 // simulate, report, compare, scenarios): an interrupt ends them at once.
@@ -65,7 +73,7 @@ func main() {
 	// built is removed. A closed pipe on stdout or stderr (`emu run |
 	// head`) must not kill it half way: with SIGPIPE noticed, such writes
 	// fail instead, and the command runs on to its teardown.
-	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals()...)
 	defer stop()
 	signal.Notify(make(chan os.Signal, 1), syscall.SIGPIPE)
 	a := &app{start: time.Now()}
@@ -92,7 +100,7 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 				// next looks at the context. A signal of its own, not the
 				// context, which main also cancels when the command ends.
 				sig := make(chan os.Signal, 1)
-				signal.Notify(sig, stopSignals...)
+				signal.Notify(sig, stopSignals()...)
 				go func() {
 					<-sig
 					safefile.RemovePending()
@@ -121,6 +129,9 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 			}
 			fmt.Fprintln(os.Stderr, "emu: interrupted; whatever this command had built was removed")
 			os.Exit(130)
+		}
+		if errors.Is(err, syscall.EPIPE) {
+			os.Exit(141) // its reader went away (`| head`): as a shell reports SIGPIPE, quietly
 		}
 		fmt.Fprintln(os.Stderr, "emu:", err)
 		os.Exit(1)

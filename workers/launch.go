@@ -210,8 +210,10 @@ func gatesFor(p *job.Schedule, j *job.Job) ([]Gate, string, error) {
 }
 
 // Launch runs the jobs to the end and gathers every rank's records. A
-// failed rank makes it return an error naming the job, rank and phase;
-// the others time out or are aborted, and every process is ended.
+// failed rank makes it return an error naming the job, rank and phase
+// (the coordinator's, when the rank reported its failure; the rank's own
+// exit otherwise, as one that never connected); the first rank to fail
+// stops the others at once, and every process is ended.
 func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 	log := o.Log
 	if log == nil {
@@ -254,6 +256,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 		o.Progress("starting %d rank processes for %s", len(specs), jobs)
 	}
 	rankErrs := make([]error, len(specs))
+	stopped := make([]bool, len(specs)) // ended by the launch, not by its own failure
 	// A rank that fails on its own ends the launch: the others would
 	// wait for it until the coordinator's two-minute deadline.
 	var failOnce sync.Once
@@ -274,8 +277,12 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 			s.NS = names.NSName(o.Lab.Topo.Lab, s.Server())
 			go func() {
 				defer wg.Done()
-				if rankErrs[i] = Run(cctx, s, log); rankErrs[i] != nil && cctx.Err() == nil {
-					fail(i)
+				if rankErrs[i] = Run(cctx, s, log); rankErrs[i] != nil {
+					if cctx.Err() == nil {
+						fail(i)
+					} else {
+						stopped[i] = true
+					}
 				}
 			}()
 			continue
@@ -308,6 +315,7 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 					<-done
 				}
 				rankErrs[i] = fmt.Errorf("%s: stopped: %w", s.Name(), cctx.Err())
+				stopped[i] = true
 			}
 		}()
 	}
@@ -327,10 +335,17 @@ func Launch(ctx context.Context, o *Options) (*Outcome, error) {
 			readErrs = append(readErrs, fmt.Errorf("%s: records: %w", s.Name(), err))
 		}
 	}
-	if failed >= 0 && ctx.Err() == nil {
-		// One rank's own failure stopped the others: it is the cause, and
-		// their "stopped" would only bury it.
-		return out, fmt.Errorf("%w; the other ranks (%d) were stopped", rankErrs[failed], len(specs)-1)
+	if failed >= 0 && ctx.Err() == nil && cerr == nil {
+		// A rank failed without telling the coordinator (it never
+		// connected): its exit is the cause, and the others' "stopped"
+		// would only bury it.
+		n := 0
+		for _, s := range stopped {
+			if s {
+				n++
+			}
+		}
+		return out, errors.Join(append([]error{fmt.Errorf("%w; the launch stopped %d other rank(s)", rankErrs[failed], n)}, readErrs...)...)
 	}
 	if cerr != nil {
 		// The ranks' own reports name job, rank and phase.

@@ -319,7 +319,7 @@ func TestFailedRankStopsTheLaunch(t *testing.T) {
 	start := time.Now()
 	_, err := workers.Launch(context.Background(), &workers.Options{Lab: lab, Jobs: jobs, Dir: t.TempDir()})
 	took := time.Since(start)
-	if err == nil || !containsAll(err.Error(), "blocked/1", "address already in use", "were stopped") {
+	if err == nil || !containsAll(err.Error(), "blocked/1", "address already in use", "the launch stopped 2 other rank(s)") {
 		t.Errorf("want the blocked rank named with its cause, got %v", err)
 	}
 	if took > 30*time.Second {

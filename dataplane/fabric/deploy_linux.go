@@ -48,6 +48,12 @@ type Options struct {
 	// QuietCC leaves out the warning that the congestion control cannot
 	// be the namespaces' default (the caller has said it already).
 	QuietCC bool
+	// HoldUse takes the lab's use lock (LockUse) before the deploy lock
+	// is released, and leaves it held by the returned Lab until
+	// ReleaseUse: a workload that deploys its own lab (emu run) holds it
+	// from the first instant, so no destroy or collective of another
+	// process slips in before it starts.
+	HoldUse bool
 }
 
 // Lab is a deployed fabric with a netlink handle per namespace.
@@ -60,6 +66,7 @@ type Lab struct {
 	handles   map[string]*netlink.Handle // by node name
 	ifindex   map[string]map[string]int  // by node name, then interface
 	fairPorts int                        // fairSwitchPorts, set by Deploy
+	use       *LabLock                   // the use lock, with Options.HoldUse
 }
 
 // Step is one timed step of Deploy: its wall time, and the CPU time this
@@ -96,6 +103,18 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// ReleaseUse gives up the use lock Deploy took with Options.HoldUse (if
+// any); call it after the lab's teardown.
+func (l *Lab) ReleaseUse() {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.use.Release()
+	l.use = nil
 }
 
 // Close releases the netlink handles; the fabric stays up.
@@ -198,9 +217,15 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 			if derr := Destroy(context.WithoutCancel(ctx), t.Lab, log); derr != nil {
 				err = errors.Join(err, fmt.Errorf("cleanup after failed deploy: %w", derr))
 			}
+			lab.ReleaseUse()
 			lab = nil
 		}
 	}()
+	if opt.HoldUse {
+		if lab.use, err = Lock(t.Lab, UseLock); err != nil {
+			return lab, err
+		}
+	}
 
 	cc := t.Spec.CongestionControl
 	warn, err := CheckCongestionControl(cc)
@@ -740,7 +765,7 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	// So is a workload that runs on it (emu run, emu collective): pulled
 	// from under it, it would fail with nothing but "context canceled".
 	if pid, held := Held(lab, UseLock); held && pid != os.Getpid() {
-		return fmt.Errorf("lab %q is in use by pid %d (emu run or emu collective): stop it first (Ctrl-C; emu run then destroys the lab itself)", lab, pid)
+		return fmt.Errorf("lab %q is in use by pid %d (emu run or emu collective): let it finish or stop it (Ctrl-C), then destroy; emu run without --keep destroys its lab itself", lab, pid)
 	}
 	log = orDiscard(log).With("lab", lab)
 	var errs []error

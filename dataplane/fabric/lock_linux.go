@@ -63,8 +63,12 @@ const UseLock = "use"
 func LockUse(lab string) (*LabLock, error) {
 	// The lab must exist first: a lock file of a lab that does not would
 	// stay behind.
-	if _, err := ReadState(lab); err != nil {
+	st, err := ReadState(lab)
+	if err != nil {
 		return nil, err
+	}
+	if st.Status != StatusUp {
+		return nil, fmt.Errorf("lab %q is %s, not up", lab, st.Status)
 	}
 	l, err := Lock(lab, UseLock)
 	if errors.Is(err, ErrLocked) {
@@ -114,6 +118,10 @@ func readPIDOnce(f *os.File) int {
 // waiting process never locks a file that was unlinked under it.
 func (l *LabLock) Release() {
 	if l != nil && l.f != nil {
+		// Empty it while still held: the next holder's pid is not yet
+		// written when a reader may look, and an old one would mislead
+		// (readPID waits a moment for an empty file, not a stale one).
+		_ = l.f.Truncate(0)
 		_ = l.f.Close()
 		l.f = nil
 	}

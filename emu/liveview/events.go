@@ -1,6 +1,7 @@
 package liveview
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -24,9 +25,10 @@ type EventLog struct {
 // EventLine is one OCS event as the page lists it.
 type EventLine struct {
 	Seq  int    `json:"seq"`
-	At   string `json:"at"` // wall clock when the view received it
+	At   string `json:"at"` // wall clock when the view received it, or "logged before"
 	Kind string `json:"kind"`
 	Text string `json:"text"`
+	eff  int64  // the event's effective time: with Seq, which event it is (Seq restarts with the OCS)
 }
 
 // maxEventLines is how many events the page lists.
@@ -85,16 +87,24 @@ func (f *eventFollower) add(ev ocs.Event, now time.Time) {
 	if !now.IsZero() {
 		at = now.Format("15:04:05.000")
 	}
-	line := EventLine{Seq: ev.Seq, At: at, Kind: ev.Kind, Text: Describe(ev)}
-	f.log.Recent = slices.DeleteFunc(f.log.Recent, func(l EventLine) bool { return l.Seq == ev.Seq && l.Seq > 0 })
+	line := EventLine{Seq: ev.Seq, At: at, Kind: ev.Kind, Text: Describe(ev), eff: ev.Effective}
+	for _, l := range f.log.Recent {
+		if l.Seq == ev.Seq && l.eff == ev.Effective {
+			return // listed already (logged, then streamed, or the other way)
+		}
+	}
 	f.log.Recent = append([]EventLine{line}, f.log.Recent...)
+	if now.IsZero() {
+		// A logged event may be older than lines the stream brought.
+		slices.SortStableFunc(f.log.Recent, func(a, b EventLine) int { return cmp.Compare(b.eff, a.eff) })
+	}
 	if len(f.log.Recent) > maxEventLines {
 		f.log.Recent = f.log.Recent[:maxEventLines]
 	}
 }
 
 // seed lists events logged before the view started (oldest first), marked
-// as such; a later event of the same sequence number replaces its line.
+// as such; an event listed already is not listed twice.
 func (f *eventFollower) seed(evs []ocs.Event) {
 	for _, ev := range evs {
 		f.add(ev, time.Time{})

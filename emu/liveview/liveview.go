@@ -124,6 +124,17 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		s.events.seed(s.o.History())
 	}
 	go s.events.follow(ctx, s.o.OCS)
+	if s.o.History != nil {
+		// Once more after the stream is open: what the OCS logged between
+		// the first read and the subscription.
+		go func() {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+				s.events.seed(s.o.History())
+			}
+		}()
+	}
 	go func() {
 		<-ctx.Done()
 		sctx, scancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -40,7 +40,7 @@ func rateSteps(tNs []int64, bytes []uint64) []rateStep {
 			kept = append(kept, i)
 		}
 	}
-	kept = mergeShortIntervals(tNs, kept)
+	kept = mergeShortIntervals(tNs, bytes, kept)
 	var out []rateStep
 	for k := 1; k < len(kept); k++ {
 		a, b := kept[k-1], kept[k]
@@ -55,8 +55,10 @@ func rateSteps(tNs []int64, bytes []uint64) []rateStep {
 
 // mergeShortIntervals drops, for every interval between kept samples
 // shorter than half their median interval, the sample it shares with its
-// longer neighbour, so that the two make one interval.
-func mergeShortIntervals(tNs []int64, kept []int) []int {
+// longer neighbour, so that the two make one interval. It never merges
+// across a counter reset (the bytes going down): the merged interval would
+// be dropped as a break, and a real interval's bytes with it.
+func mergeShortIntervals(tNs []int64, bytes []uint64, kept []int) []int {
 	if len(kept) < 4 { // too few intervals to tell the usual one
 		return kept
 	}
@@ -66,18 +68,24 @@ func mergeShortIntervals(tNs []int64, kept []int) []int {
 	}
 	slices.Sort(d)
 	short := d[(len(d)-1)/2] / 2
-	dt := func(k int) int64 { return tNs[kept[k+1]] - tNs[kept[k]] } // interval k: samples k, k+1
+	// interval k runs from sample kept[k] to kept[k+1]
+	dt := func(k int) int64 { return tNs[kept[k+1]] - tNs[kept[k]] }
+	counts := func(k int) bool { return bytes[kept[k+1]] >= bytes[kept[k]] }
 	for k := 0; k+1 < len(kept) && len(kept) >= 3; {
-		if dt(k) >= short {
+		if dt(k) >= short || !counts(k) {
 			k++
 			continue
 		}
+		after := k+2 < len(kept) && counts(k+1)
+		before := k > 0 && counts(k-1)
 		switch {
-		case k == 0 || (k+2 < len(kept) && dt(k+1) > dt(k-1)):
+		case after && (!before || dt(k+1) > dt(k-1)):
 			kept = slices.Delete(kept, k+1, k+2) // merge with the interval after
-		default:
+		case before:
 			kept = slices.Delete(kept, k, k+1) // merge with the interval before
 			k--
+		default:
+			k++
 		}
 	}
 	return kept

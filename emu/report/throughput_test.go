@@ -38,6 +38,10 @@ func TestRateSteps(t *testing.T) {
 			[]rateStep{{0, 22 * ms, 2_500_000, 2_500_000 * 8e3 / float64(22*ms)}, {22 * ms, 42 * ms, 2_500_000, 1000}}},
 		{"a short last interval merges with the one before", []int64{0, 20 * ms, 40 * ms, 41 * ms}, []uint64{0, 2_500_000, 5_000_000, 5_500_000},
 			[]rateStep{{0, 20 * ms, 2_500_000, 1000}, {20 * ms, 41 * ms, 3_000_000, 3_000_000 * 8e3 / float64(21*ms)}}},
+		{"no merge across a counter reset", []int64{0, 20 * ms, 40 * ms, 41 * ms, 62 * ms, 82 * ms}, []uint64{0, 2_500_000, 5_000_000, 100, 2_625_100, 5_125_100},
+			// 40→41 ms is short but the counter went down: a break, and the
+			// 41→62 ms interval keeps its bytes.
+			[]rateStep{{0, 20 * ms, 2_500_000, 1000}, {20 * ms, 40 * ms, 2_500_000, 1000}, {41 * ms, 62 * ms, 2_625_000, 1000}, {62 * ms, 82 * ms, 2_500_000, 1000}}},
 		{"unequal lengths use the shorter", []int64{0, 100 * ms, 200 * ms}, []uint64{0, 1_250_000},
 			[]rateStep{{0, 100 * ms, 1_250_000, 100}}},
 	} {
