@@ -112,13 +112,19 @@ func cohorts(f scenario.Fabric, jobs []plan.Job) ([]bool, int64) {
 }
 
 // commAlone estimates one iteration's communication time (ns) of a job
-// alone on the fabric: each phase takes its busiest server link's bytes
-// at the server rate (the INC choice is not made yet: the PS is assumed).
+// alone on the fabric: each phase takes the longer of its busiest server
+// link's bytes at the server rate and, on a fabric with uplinks, its
+// busiest rack's cross-rack bytes (out or in) over all of that rack's
+// uplinks (the INC choice is not made yet: the PS is assumed).
 func commAlone(f scenario.Fabric, j *plan.Job) float64 {
 	if f.Rates.Server == scenario.Unlimited {
 		return 0
 	}
 	bps := float64(f.Rates.Server) / 8
+	rackBps := 0.0 // all of a rack's uplinks; 0: no uplink bound
+	if f.UplinksPerToR > 0 && f.Rates.Uplink != scenario.Unlimited {
+		rackBps = float64(f.UplinksPerToR) * float64(f.Rates.Uplink) / 8
+	}
 	jj := *j
 	jj.INC = false
 	if jj.Pattern == scenario.PatternPS && jj.PS == "" {
@@ -130,18 +136,30 @@ func commAlone(f scenario.Fabric, j *plan.Job) float64 {
 			continue
 		}
 		tx, rx := map[string]float64{}, map[string]float64{}
-		var most float64
+		rackOut, rackIn := map[int]float64{}, map[int]float64{}
+		var most, mostRack float64
 		for _, fl := range jj.Flows(ph) {
-			if _, _, ok := names.ParseServer(fl.Src); ok {
+			sr, _, sok := names.ParseServer(fl.Src)
+			dr, _, dok := names.ParseServer(fl.Dst)
+			if sok {
 				tx[fl.Src] += fl.Bytes
 				most = max(most, tx[fl.Src])
 			}
-			if _, _, ok := names.ParseServer(fl.Dst); ok {
+			if dok {
 				rx[fl.Dst] += fl.Bytes
 				most = max(most, rx[fl.Dst])
 			}
+			if sok && dok && sr != dr {
+				rackOut[sr] += fl.Bytes
+				rackIn[dr] += fl.Bytes
+				mostRack = max(mostRack, rackOut[sr], rackIn[dr])
+			}
 		}
-		total += most / bps * 1e9
+		t := most / bps
+		if rackBps > 0 {
+			t = max(t, mostRack/rackBps)
+		}
+		total += t * 1e9
 	}
 	return total
 }

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"math"
 	"slices"
 	"strings"
 
@@ -310,6 +311,32 @@ scheduler: `+tt.sched+"\n"), "only")
 			t.Errorf("%s: %v", tt.sched, err)
 		case tt.want != "" && (err == nil || !strings.Contains(err.Error(), tt.want)):
 			t.Errorf("%s: %v, want an error containing %q", tt.sched, err, tt.want)
+		}
+	}
+}
+
+// commAlone bounds a phase by its racks' uplinks as well as its servers'
+// links: a cross-rack ring over one 40 Gbit/s uplink takes 2.5 times as
+// long as over a 100 Gbit/s one (servers at 100), a same-rack ring the
+// same whatever the uplinks.
+func TestCommAloneBoundsByUplinks(t *testing.T) {
+	fab := func(uplink scenario.Rate) scenario.Fabric {
+		return scenario.Fabric{Kind: scenario.KindOCS, Racks: 2, ServersPerRack: 2, UplinksPerToR: 1,
+			Rates: scenario.Rates{Server: 100e9, Uplink: uplink}}
+	}
+	cross := &plan.Job{Name: "x", Pattern: scenario.PatternRing, Workers: []string{"r0s0", "r1s0"}, Bytes: 1e9}
+	local := &plan.Job{Name: "l", Pattern: scenario.PatternRing, Workers: []string{"r0s0", "r0s1"}, Bytes: 1e9}
+	for _, tc := range []struct {
+		name  string
+		job   *plan.Job
+		ratio float64 // at 40 Gbit/s uplinks over at 100
+	}{
+		{"cross-rack", cross, 2.5},
+		{"same rack", local, 1},
+	} {
+		slow, fast := commAlone(fab(40e9), tc.job), commAlone(fab(100e9), tc.job)
+		if fast <= 0 || math.Abs(slow/fast-tc.ratio) > 1e-9 {
+			t.Errorf("%s: %.0f ns at 40 Gbit/s, %.0f at 100: ratio %.3f, want %.3f", tc.name, slow, fast, slow/fast, tc.ratio)
 		}
 	}
 }
