@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"hash/fnv"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,7 +88,12 @@ func (a *app) labEnv(l *labs.Lab, work, labName string) (*labs.Env, error) {
 		return nil, err
 	}
 	if labName == "" {
-		labName = s.Name + "-check"
+		// One name per working folder: two students checking the same
+		// lab at once get two copies.
+		abs, _ := filepath.Abs(work)
+		h := fnv.New32a()
+		h.Write([]byte(abs))
+		labName = fmt.Sprintf("%s-check-%04x", s.Name, h.Sum32()&0xffff)
 	}
 	if err := names.ValidLab(labName); err != nil {
 		return nil, fmt.Errorf("--lab-name: %w", err)
@@ -175,7 +181,7 @@ func (a *app) labCheckCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&which, "against", "", "check start/, solution/ or this folder instead of your copy")
-	cmd.Flags().StringVar(&labName, "lab-name", "", "name of the private copy checks deploy, destroyed before and after them; a lab of that name a check did not deploy is refused, not destroyed (default <lab scenario>-check)")
+	cmd.Flags().StringVar(&labName, "lab-name", "", "name of the private copy checks deploy, destroyed before and after them; a lab of that name a check did not deploy, or one another check is using, is refused (default <lab scenario>-check-<4 hex digits of this folder>, so that classmates on one machine get copies of their own)")
 	return cmd
 }
 

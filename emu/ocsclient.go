@@ -151,6 +151,9 @@ func labProcesses(ctx context.Context, st *fabric.State) []labProcess {
 	if busy {
 		out = append(out, labProcess{Name: "workload", PID: workload, Running: true, Status: "emu run or emu collective in progress"})
 	}
+	if pid, held := fabric.Held(st.Lab, fabric.CheckLock); held {
+		out = append(out, labProcess{Name: "check", PID: pid, Running: true, Status: "the private copy of an emu lab check in progress (it destroys the copy itself)"})
+	}
 	return out
 }
 

@@ -764,6 +764,9 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	}
 	// So is a workload that runs on it (emu run, emu collective): pulled
 	// from under it, it would fail with nothing but "context canceled".
+	if pid, held := Held(lab, CheckLock); held && pid != os.Getpid() {
+		return fmt.Errorf("lab %q is the private copy of the emu lab check of pid %d: it destroys the copy itself when it ends", lab, pid)
+	}
 	if pid, held := Held(lab, UseLock); held && pid != os.Getpid() {
 		return fmt.Errorf("lab %q is in use by pid %d (emu run or emu collective): let it finish or stop it (Ctrl-C), then destroy; emu run without --keep destroys its lab itself", lab, pid)
 	}

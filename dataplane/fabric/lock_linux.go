@@ -20,7 +20,8 @@ var ErrLocked = errors.New("held by another process")
 // deploy, its OCS process). The kernel releases it when the holder exits,
 // however it exits, so a killed holder never leaves a stale lock behind.
 type LabLock struct {
-	f *os.File
+	f         *os.File
+	lab, path string
 }
 
 // Lock takes the lock "<lab>.<what>.lock" in StateDir without waiting. If
@@ -51,13 +52,19 @@ func Lock(lab, what string) (*LabLock, error) {
 	}
 	_ = f.Truncate(0)
 	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return &LabLock{f: f}, nil
+	return &LabLock{f: f, lab: lab, path: path}, nil
 }
 
 // UseLock names the lock a workload holds while it runs on a lab (emu run
 // from deploy to teardown, emu collective): one at a time per lab, since
 // they share the lab's coordinator socket, and destroy waits for it.
 const UseLock = "use"
+
+// CheckLock names the lock an `emu lab check` holds on the private copy it
+// deploys, from before it removes an earlier copy until it has destroyed
+// its own: another check of the same name is refused, and so is destroy
+// from another process.
+const CheckLock = "check"
 
 // LockUse takes a lab's UseLock, or says who holds it.
 func LockUse(lab string) (*LabLock, error) {
@@ -122,6 +129,13 @@ func (l *LabLock) Release() {
 		// written when a reader may look, and an old one would mislead
 		// (readPID waits a moment for an empty file, not a stale one).
 		_ = l.f.Truncate(0)
+		// Destroy leaves the lock files that are held, this process's
+		// too (a check that removes an earlier copy keeps its lock); the
+		// last holder of a lab that is gone removes its file, before it
+		// lets go.
+		if _, err := ReadState(l.lab); errors.Is(err, ErrNoLab) {
+			_ = os.Remove(l.path)
+		}
 		_ = l.f.Close()
 		l.f = nil
 	}

@@ -116,10 +116,12 @@ func removeState(lab string) error {
 		if !strings.HasPrefix(e.Name(), lab+".") {
 			continue
 		}
-		// A lock another process holds stays: unlinking it would let a
-		// third process lock a new file beside the holder.
+		// A held lock stays, this process's too: unlinking it would let
+		// another process lock a new file beside the holder (a check
+		// that removes an earlier copy of its lab holds on). Its holder
+		// removes it when it lets go of a lab that is gone (Release).
 		if what, ok := strings.CutSuffix(strings.TrimPrefix(e.Name(), lab+"."), ".lock"); ok {
-			if pid, held := Held(lab, what); held && pid != os.Getpid() {
+			if _, held := Held(lab, what); held {
 				continue
 			}
 		}

@@ -155,3 +155,40 @@ func TestDestroyWaitsForAnotherDeploy(t *testing.T) {
 		t.Errorf("a lock held by another process was removed: %v", err)
 	}
 }
+
+// removeState leaves a held lock file, this process's too (a check that
+// removes an earlier copy of its lab keeps its lock, so a second check of
+// the name is still refused); Release removes the file once the lab is
+// gone, and keeps it while the lab is up.
+func TestHeldLockOutlivesRemoveState(t *testing.T) {
+	dir := withStateDir(t)
+	if err := WriteState(&State{Lab: "ck", Status: StatusUp, Spec: topo.Spec{Lab: "ck"}}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := Lock("ck", CheckLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := removeState("ck"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Lock("ck", CheckLock); !errors.Is(err, ErrLocked) {
+		t.Errorf("a second check after the first removed the lab's files: want ErrLocked, got %v", err)
+	}
+	l.Release()
+	if left, _ := filepath.Glob(filepath.Join(dir, "ck.*")); len(left) > 0 {
+		t.Errorf("files left after the lab went and its lock was released: %v", left)
+	}
+	// While the lab is up, its lock file stays after Release.
+	if err := WriteState(&State{Lab: "up", Status: StatusUp, Spec: topo.Spec{Lab: "up"}}); err != nil {
+		t.Fatal(err)
+	}
+	u, err := Lock("up", UseLock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Release()
+	if _, err := os.Stat(filepath.Join(dir, "up."+UseLock+".lock")); err != nil {
+		t.Errorf("the lock file of an up lab went with its Release: %v", err)
+	}
+}

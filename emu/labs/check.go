@@ -267,20 +267,32 @@ func (e *Env) deploy(ctx context.Context) error {
 	if err := os.WriteFile(f, data, 0o644); err != nil {
 		return err
 	}
+	// One check per copy: another check of the same name (a classmate's
+	// with the default name) must not destroy this one's copy under it.
+	lock, err := fabric.Lock(e.LabName, fabric.CheckLock)
+	if errors.Is(err, fabric.ErrLocked) {
+		return fmt.Errorf("another emu lab check uses the lab name %s (%v): give yours another --lab-name", e.LabName, err)
+	}
+	if err != nil {
+		return err
+	}
+	e.cleanups = append(e.cleanups, lock.Release) // last: after the copy's destroy
 	// A copy left by an interrupted check is this checker's own: remove
 	// it. A lab of that name deployed from anything else is not.
 	switch st, err := fabric.ReadState(e.LabName); {
 	case err == nil && !madeByCheck(st.Source, e.LabName):
-		return fmt.Errorf("a lab named %s is up, deployed from %s, not by a check: choose another --lab-name, or destroy it yourself (emu destroy %s)", e.LabName, st.Source, e.LabName)
+		return fmt.Errorf("a lab named %s is up, deployed from %s, not by a check (perhaps someone else's): give yours another --lab-name", e.LabName, st.Source)
 	case err != nil && !errors.Is(err, fabric.ErrNoLab):
 		return fmt.Errorf("lab %s: %w (not destroyed: it may not be a check's)", e.LabName, err)
 	}
-	if out, err := e.Emu(ctx, "", "destroy", e.LabName); err != nil {
-		return fmt.Errorf("remove an earlier copy %s: %v\n%s", e.LabName, err, out)
+	// Destroyed in this process, which holds the check lock (destroy
+	// from any other refuses a copy a check holds).
+	if err := fabric.Destroy(ctx, e.LabName, e.Log); err != nil {
+		return fmt.Errorf("remove an earlier copy %s: %w", e.LabName, err)
 	}
 	e.cleanups = append(e.cleanups, func() {
-		if out, err := e.Emu(context.WithoutCancel(ctx), "", "destroy", e.LabName); err != nil {
-			e.Log.Warn("destroy the lab's private copy", "lab", e.LabName, "err", err, "out", out)
+		if err := fabric.Destroy(context.WithoutCancel(ctx), e.LabName, e.Log); err != nil {
+			e.Log.Warn("destroy the lab's private copy", "lab", e.LabName, "err", err)
 		}
 	})
 	if out, err := e.Emu(ctx, "", "deploy", f); err != nil {
