@@ -55,6 +55,11 @@ loss at deploy with fabric.loss (docs/scenario.md).`,
 			if st.Status != fabric.StatusUp {
 				return fmt.Errorf("lab %q is %s, not up", st.Lab, st.Status)
 			}
+			if clear || len(args) > 1 {
+				if err := refuseWhileInUse(st.Lab, "a loss rule"); err != nil {
+					return err
+				}
+			}
 			lab, err := fabric.Open(st.Lab, a.log)
 			if err != nil {
 				return err

@@ -59,6 +59,29 @@ func (o *ocsCLI) client() (*ocs.Client, string, error) {
 	return ocsClient(lab), lab, nil
 }
 
+// changer is client for the commands that change the circuits: refused
+// while a run or a collective works on the lab.
+func (o *ocsCLI) changer(what string) (*ocs.Client, string, error) {
+	cl, lab, err := o.client()
+	if err != nil {
+		return nil, "", err
+	}
+	if err := refuseWhileInUse(lab, what); err != nil {
+		return nil, "", err
+	}
+	return cl, lab, nil
+}
+
+// refuseWhileInUse refuses a change to a lab that an emu run or emu
+// collective of another process is measuring (it holds the use lock):
+// the change would land in its results unannounced.
+func refuseWhileInUse(lab, what string) error {
+	if pid, held := fabric.Held(lab, fabric.UseLock); held && pid != os.Getpid() {
+		return fmt.Errorf("lab %s is in use by pid %d (emu run or emu collective): %s now would change a measurement under way; wait for it to end", lab, pid, what)
+	}
+	return nil
+}
+
 // delayOf returns the --delay flag's value if the user gave one.
 func delayOf(cmd *cobra.Command, delay time.Duration) *units.Duration {
 	if !cmd.Flags().Changed("delay") {
@@ -185,7 +208,7 @@ func (o *ocsCLI) connectCmd() *cobra.Command {
 		Short: "Patch a circuit between two uplinks, moving whatever used them",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := o.client()
+			cl, _, err := o.changer("a circuit change")
 			if err != nil {
 				return err
 			}
@@ -218,7 +241,7 @@ func (o *ocsCLI) disconnectCmd() *cobra.Command {
 		Short: "Remove the circuit on an uplink",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := o.client()
+			cl, _, err := o.changer("a circuit change")
 			if err != nil {
 				return err
 			}
@@ -251,7 +274,7 @@ func (o *ocsCLI) applyCmd() *cobra.Command {
   delay: 10ms`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := o.client()
+			cl, _, err := o.changer("a circuit change")
 			if err != nil {
 				return err
 			}
@@ -288,7 +311,7 @@ func (o *ocsCLI) scheduleCmd() *cobra.Command {
   delay: 20us`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cl, _, err := o.client()
+			cl, _, err := o.changer("a schedule change")
 			if err != nil {
 				return err
 			}
@@ -439,6 +462,8 @@ func resolveLab(name string) (string, error) {
 	if len(labs) != 1 {
 		return "", fmt.Errorf("%d labs are deployed (%s): pick one with --lab", len(labs), strings.Join(labs, ", "))
 	}
+	// Said, since on a shared machine the only lab may be someone else's.
+	fmt.Fprintf(os.Stderr, "emu: lab %s (the only one deployed)\n", labs[0])
 	return labs[0], nil
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -95,7 +96,7 @@ follows it when it comes up. Ctrl-C stops the server.`,
 					}
 					return st.Spec, nil
 				},
-				OCS:          ocsClient(lab),
+				OCS:          guardedOCS{Client: ocsClient(lab), lab: lab},
 				History:      func() []ocs.Event { return loggedEvents(lab, 2*maxUIEvents) },
 				Explain:      func(err error) error { return ocsDown(lab, err) },
 				RunDir:       runDir,
@@ -166,4 +167,25 @@ func loggedEvents(lab string, n int) []ocs.Event {
 		out = append(out, ev)
 	}
 	return out[max(0, len(out)-n):]
+}
+
+// guardedOCS is the page's OCS client: its circuit changes are refused, as
+// the CLI's are, while a run or collective measures the lab.
+type guardedOCS struct {
+	*ocs.Client
+	lab string
+}
+
+func (g guardedOCS) Connect(ctx context.Context, req ocs.ConnectRequest) (ocs.Event, error) {
+	if err := refuseWhileInUse(g.lab, "a circuit change"); err != nil {
+		return ocs.Event{}, err
+	}
+	return g.Client.Connect(ctx, req)
+}
+
+func (g guardedOCS) Disconnect(ctx context.Context, req ocs.DisconnectRequest) (ocs.Event, error) {
+	if err := refuseWhileInUse(g.lab, "a circuit change"); err != nil {
+		return ocs.Event{}, err
+	}
+	return g.Client.Disconnect(ctx, req)
 }

@@ -178,3 +178,52 @@ func TestCLIRunStopsCleanlyOnHangupAndClosedPipe(t *testing.T) {
 		t.Errorf("a closed pipe left namespaces behind: %v", left)
 	}
 }
+
+// While emu run measures a lab, another process's circuit and loss
+// changes to it are refused (a classmate's `ocs schedule --stop` and
+// `loss` once broke a run unannounced: 0.9 s became 408 s), and so is a
+// destroy; reading it is not.
+func TestCLIChangesRefusedWhileRunning(t *testing.T) {
+	fabrictest.SkipUnlessRoot(t)
+	bin := buildEmu(t)
+	lab := fabrictest.UniqueLab("busy")
+	cmd := exec.Command(bin, "run", "plan-demo", "--lab-name", lab, "--results", t.TempDir())
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Wait()
+		if left, _ := netns.List(names.LabPrefix(lab)); len(left) > 0 {
+			run(t, bin, "destroy", lab)
+			t.Errorf("namespaces left: %v", left)
+		}
+	}()
+	for i := 0; ; i++ {
+		if st, err := fabric.ReadState(lab); err == nil && st.Status == fabric.StatusUp {
+			if _, held := fabric.Held(lab, fabric.UseLock); held {
+				break
+			}
+		}
+		if i > 1000 {
+			t.Fatalf("the run's lab never came up:\n%s", stderr.String())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	for _, args := range [][]string{
+		{"ocs", "schedule", "--stop", "--lab", lab},
+		{"ocs", "disconnect", "--lab", lab, "tor0:0"},
+		{"ocs", "connect", "--lab", lab, "tor0:0", "tor1:0"},
+		{"loss", lab, "tor0:up0", "both", "20"},
+		{"loss", lab, "--clear"},
+		{"destroy", lab},
+	} {
+		if out, err := run(t, bin, args...); err == nil || !strings.Contains(out, "in use by pid") {
+			t.Errorf("emu %s during the run: want a refusal, got %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	if out, err := run(t, bin, "ocs", "show", "--lab", lab); err != nil && strings.Contains(out, "in use") {
+		t.Errorf("ocs show during the run was refused: %s", out)
+	}
+}
