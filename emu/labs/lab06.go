@@ -81,42 +81,66 @@ type labRun struct {
 	push map[string]float64
 }
 
-// latestRun is the student's latest run, in results/<lab>/ of their
-// folder, of a scenario whose switch queue is queue: its saved
-// scenario.yaml says which, its comparison.csv what was measured.
+// latestRun is the student's latest run of the lab's scenario, in
+// results/<lab>/ of their folder (<lab> the scenario's name, or the name
+// they gave it with --lab-name on a shared machine), whose switch queue is
+// queue: its saved scenario.yaml says which, its comparison.csv what was
+// measured.
 func latestRun(e *Env, queue string) (labRun, error) {
 	return once(e, "run-"+queue, func() (labRun, error) {
-		rel := filepath.Join("results", e.Scenario.Name)
-		entries, err := os.ReadDir(filepath.Join(e.Work, rel))
-		var dirs []string
-		for _, d := range entries {
-			if d.IsDir() { // not the "latest" link
-				dirs = append(dirs, d.Name())
+		type cand struct{ lab, dir string }
+		var runs []cand
+		labDirs, err := os.ReadDir(filepath.Join(e.Work, "results"))
+		for _, l := range labDirs {
+			if !l.IsDir() {
+				continue
+			}
+			entries, _ := os.ReadDir(filepath.Join(e.Work, "results", l.Name()))
+			for _, d := range entries {
+				if d.IsDir() { // not the "latest" link
+					runs = append(runs, cand{l.Name(), d.Name()})
+				}
 			}
 		}
-		sort.Sort(sort.Reverse(sort.StringSlice(dirs))) // named by time
-		for _, d := range dirs {
-			run := filepath.Join(e.Work, rel, d)
+		// Newest first: run directories are named by their start time.
+		sort.SliceStable(runs, func(i, j int) bool { return runs[i].dir > runs[j].dir })
+		for _, r := range runs {
+			rel := filepath.Join("results", r.lab, r.dir)
+			run := filepath.Join(e.Work, rel)
 			data, err := safefile.ReadNoLink(filepath.Join(run, "scenario.yaml"), scenario.MaxFileBytes)
 			if err != nil {
 				continue
 			}
-			s, err := scenario.Parse(data, filepath.Join(rel, d, "scenario.yaml"))
-			if err != nil || s.Fabric.SwitchQueue != queue {
+			s, err := scenario.Parse(data, filepath.Join(rel, "scenario.yaml"))
+			if err != nil || s.Fabric.SwitchQueue != queue || !sameJobs(s, e.Scenario) {
 				continue
 			}
 			push, err := measuredPushes(filepath.Join(run, "comparison.csv"))
 			if err != nil || len(push) == 0 {
 				continue
 			}
-			return labRun{dir: filepath.Join(rel, d), push: push}, nil
+			return labRun{dir: rel, push: push}, nil
 		}
 		why := ""
 		if err != nil {
-			why = " (there is no " + rel + ")"
+			why = " (there is no results folder)"
 		}
-		return labRun{}, fmt.Errorf("no run with switch_queue %s in %s%s: run it in this folder (steps 2 and 4), then answer from its table", queue, rel, why)
+		return labRun{}, fmt.Errorf("no run of this lab's scenario with switch_queue %s in results/%s: run it in this folder (steps 2 and 4), then answer from its table", queue, why)
 	})
+}
+
+// sameJobs says whether a run's scenario has the lab's jobs (by name): a
+// run of this lab, under whatever lab name it was deployed.
+func sameJobs(a, b *scenario.Scenario) bool {
+	if len(a.Jobs) != len(b.Jobs) {
+		return false
+	}
+	for i := range a.Jobs {
+		if a.Jobs[i].Name != b.Jobs[i].Name {
+			return false
+		}
+	}
+	return true
 }
 
 // measuredPushes reads every job's measured first push from a run's

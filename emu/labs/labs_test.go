@@ -257,7 +257,8 @@ func TestQueuesAnswers(t *testing.T) {
 			[]edit{{"answers.yaml", "fifo_one_hop_ms: 326.67", "fifo_one_hop_ms: 480.0"}}},
 		{"a misspelt key", "answers.yaml", "fifo_two_hop_ms: 563.78", "fifo_two_hop: 563.78", "1-hop flow ends well before",
 			`fifo_two_hop_ms is not answered yet; answers.yaml has "fifo_two_hop", which is not one of this lab's answers: misspelt?`, nil},
-		{"no runs at all", "results/lab06/20261127-201733/scenario.yaml", "switch_queue: fifo", "switch_queue: fair", "1-hop flow ends well before", "no run with switch_queue fifo", nil},
+		{"a run of another scenario only", "results/lab06/20261127-201733/scenario.yaml", "    - name: c", "    - name: z", "1-hop flow ends well before", "no run of this lab's scenario with switch_queue fifo", nil},
+		{"no runs at all", "results/lab06/20261127-201733/scenario.yaml", "switch_queue: fifo", "switch_queue: fair", "1-hop flow ends well before", "no run of this lab's scenario with switch_queue fifo", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -291,4 +292,34 @@ func TestQueuesAnswers(t *testing.T) {
 			t.Fatalf("no check named like %q", tc.check)
 		})
 	}
+}
+
+// A run under a lab name of the student's own (emu run --lab-name on a
+// shared machine) lands in results/<that name>/ and still counts.
+func TestQueuesRunUnderAnotherLabName(t *testing.T) {
+	l, err := Get("06-queues")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := l.Extract("solution", dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "results", "lab06"), filepath.Join(dir, "results", "stu-06")); err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Lab: l, Work: dir, Scenario: s, LabName: "ui-unused"}
+	for _, c := range l.Checks() {
+		if strings.Contains(c.Name, "1-hop flow ends well before") {
+			if _, err := c.Run(context.Background(), e); err != nil {
+				t.Errorf("a run in results/stu-06: %v", err)
+			}
+			return
+		}
+	}
+	t.Fatal("no check of the 1-hop flow")
 }
