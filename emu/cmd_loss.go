@@ -19,6 +19,7 @@ import (
 
 func (a *app) lossCmd() *cobra.Command {
 	var clear, asJSON bool
+	var labFlag string
 	cmd := &cobra.Command{
 		Use:   "loss LAB [PORT DIRECTION PERCENT] | LAB --clear [PORT]",
 		Short: "Drop a random fraction of the frames on a lab port, show or clear loss",
@@ -36,8 +37,18 @@ With only LAB, loss shows every rule with the frames it dropped and passed.
 --clear removes the rules of one port, or of the whole lab. Scenarios set
 loss at deploy with fabric.loss (docs/scenario.md).`,
 		Example: "  sudo emu loss ocs-lab tor0:up0 both 1\n  sudo emu loss ocs-lab\n  sudo emu loss ocs-lab --clear tor0:up0\n  sudo emu loss ocs-lab --clear",
-		Args:    cobra.RangeArgs(1, 4),
+		Args:    cobra.RangeArgs(0, 4),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// --lab, as the other lab commands take it, or LAB first.
+			if labFlag != "" {
+				args = append([]string{labFlag}, args...)
+			}
+			if len(args) == 0 {
+				return errors.New("name the lab: emu loss LAB ... (or --lab LAB)")
+			}
+			if len(args) > 4 {
+				return fmt.Errorf("too many arguments: emu loss LAB [PORT DIRECTION PERCENT]")
+			}
 			if strings.Contains(args[0], ":") {
 				hint := "emu loss LAB " + strings.Join(args, " ")
 				if labs, err := fabric.Labs(); err == nil && len(labs) == 1 {
@@ -117,6 +128,7 @@ loss at deploy with fabric.loss (docs/scenario.md).`,
 		},
 	}
 	cmd.Flags().BoolVar(&clear, "clear", false, "remove the loss rules of PORT, or of the whole lab")
+	cmd.Flags().StringVarP(&labFlag, "lab", "l", "", "the lab, as the other lab commands name it (or give it as the first argument)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "show the rules as JSON")
 	return cmd
 }

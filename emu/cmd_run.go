@@ -189,6 +189,9 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 				if err := restoreLatest(dir, prev); err != nil {
 					a.log.Warn("results", "err", err)
 				}
+				if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+					_ = os.Remove(filepath.Dir(dir)) // results/<lab>/, if the dropped run was all it held
+				}
 			}
 		}()
 		if err := writeScenario(dir, s); err != nil {

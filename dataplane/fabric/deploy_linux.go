@@ -195,6 +195,9 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 		return nil, err
 	}
 	if _, err := ReadState(t.Lab); err == nil {
+		if pid, held := Held(t.Lab, UseLock); held {
+			return nil, fmt.Errorf("lab %q is already deployed, and in use by pid %d (emu run or emu collective): deploy under a name of your own with --lab-name", t.Lab, pid)
+		}
 		return nil, fmt.Errorf("lab %q is already deployed: if it is yours, `emu destroy %s` first; otherwise deploy under a name of your own with --lab-name", t.Lab, t.Lab)
 	}
 	if left, _ := netns.List(names.LabPrefix(t.Lab)); len(left) > 0 {
