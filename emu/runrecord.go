@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -55,6 +56,7 @@ type qdiscReading struct {
 type recorder struct {
 	lab    *fabric.Lab
 	s      *scenario.Scenario
+	others []string // other emu labs up when the recording started
 	host   *hoststat.Sampler
 	ctx    context.Context // the sampling's, ended by cancel
 	cancel context.CancelFunc
@@ -89,7 +91,7 @@ type aggReading struct {
 
 // startRecording begins sampling; stop it with finish.
 func (a *app) startRecording(ctx context.Context, lab *fabric.Lab, s *scenario.Scenario) *recorder {
-	r := &recorder{lab: lab, s: s, host: &hoststat.Sampler{Every: sampleEvery}}
+	r := &recorder{lab: lab, s: s, host: &hoststat.Sampler{Every: sampleEvery}, others: otherLabs(s.Name, nil)}
 	if s.Fabric.HasOCS() {
 		r.ocs = ocs.NewClient(fabric.LabFile(s.Name, "ocs.sock"))
 		r.ocsPre, r.ocsErr = r.ocs.Counters(ctx)
@@ -213,6 +215,7 @@ func (r *recorder) finish(ctx context.Context, res *orchestrate.Result, dir stri
 	end := t0 + res.Measurement.MakespanNs
 	in := &fidelity.Inputs{Measurement: res.Measurement, Ideal: res.Compare, Calibrated: res.CompareCalibrated, TCPAware: res.CompareTCPAware, Replay: res.CompareReplay,
 		CalibratedLockstep: res.CompareCalibratedLockstep}
+	in.OtherLabs = otherLabs(r.s.Name, r.others)
 	in.TCP = tcpSamples(res.Outcome.TCP)
 	in.Flows = flowsOf(res.Outcome.Phases)
 	modelInputs(in, res.Prediction, res.TCPAware, res.Replay)
@@ -513,4 +516,18 @@ func countReconfigurations(m *record.Run, evs []ocs.Event) {
 			m.PortsReconfigured += len(ev.Dark)
 		}
 	}
+}
+
+// otherLabs adds the emu labs deployed now, but lab, to seen (sorted, no
+// repeats): their processes load the CPUs this run shares.
+func otherLabs(lab string, seen []string) []string {
+	now, _ := fabric.Labs()
+	out := slices.Clone(seen)
+	for _, l := range now {
+		if l != lab && !slices.Contains(out, l) {
+			out = append(out, l)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

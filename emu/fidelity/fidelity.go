@@ -142,7 +142,10 @@ type Flow struct {
 type Inputs struct {
 	Host []hoststat.Sample
 	// HostErr is why host sampling failed, if it did.
-	HostErr     string
+	HostErr string
+	// OtherLabs are the other emu labs up during the run (on a shared
+	// machine: a classmate's run is foreign load here).
+	OtherLabs   []string
 	Links       []Link
 	ShaperDrops uint64
 	TCP         []TCPSample
@@ -298,6 +301,9 @@ func foreign(in *Inputs) Line {
 	l.Figure = fmt.Sprintf("other processes took %s of all CPUs on average (peak %s); emu %s, softirq %s", pct(l.Value), pct(peak), pct(ours/n), pct(soft/n))
 	if l.Status != Pass {
 		l.Why = fmt.Sprintf("processes that are not part of this run competed for the CPUs (want < %s): stop them or expect slower phases", pct(ForeignPass))
+		if len(in.OtherLabs) > 0 {
+			l.Why += fmt.Sprintf("; other emu labs were up meanwhile (%s), and their processes count here", strings.Join(in.OtherLabs, ", "))
+		}
 	}
 	return l
 }

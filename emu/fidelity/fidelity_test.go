@@ -67,6 +67,23 @@ func TestJudgeHost(t *testing.T) {
 	}
 }
 
+// A failing foreign-load line names the other emu labs that were up (a
+// classmate's run on a shared machine); with none, it names none.
+func TestForeignLoadNamesOtherLabs(t *testing.T) {
+	for _, tc := range []struct {
+		others []string
+		want   string
+	}{
+		{[]string{"in-b-ocs", "in-c-03"}, "other emu labs were up meanwhile (in-b-ocs, in-c-03)"},
+		{nil, ""},
+	} {
+		f := line(Judge(&Inputs{Host: hostAt(1, 0.5, 10), OtherLabs: tc.others}), "foreign load")
+		if got := strings.Contains(f.Why, "other emu labs"); got != (tc.want != "") || !strings.Contains(f.Why, tc.want) {
+			t.Errorf("others %v: why %q, want %q", tc.others, f.Why, tc.want)
+		}
+	}
+}
+
 func TestJudgeEfficiency(t *testing.T) {
 	// 1 Gbit/s = 125e6 B/s; 100 ms intervals.
 	mk := func(perInterval uint64, backlog uint32) Link {
