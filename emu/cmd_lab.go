@@ -110,7 +110,7 @@ func (a *app) deploy(ctx context.Context, s *scenario.Scenario, src string, hold
 	if err != nil {
 		return nil, fmt.Errorf("encode scenario: %w", err)
 	}
-	lab, err := fabric.Deploy(ctx, topo.Build(s.Spec()), fabric.Options{Log: a.log, Progress: a.progress, Source: src, Scenario: raw, QuietCC: a.ccWarned, HoldUse: holdUse})
+	lab, err := fabric.Deploy(ctx, topo.Build(s.Spec()), fabric.Options{Log: a.log, Progress: a.progress, Source: src, Scenario: raw, QuietCC: a.ccWarned, HoldUse: holdUse, Owner: deployOwner()})
 	if err != nil {
 		return nil, err
 	}
@@ -154,17 +154,45 @@ func (a *app) applyLoss(s *scenario.Scenario, lab *fabric.Lab) error {
 
 func (a *app) destroyCmd() *cobra.Command {
 	var all bool
+	var prefix string
 	cmd := &cobra.Command{
-		Use:   "destroy [lab...] | --all",
+		Use:   "destroy [lab...] | --prefix P | --all",
 		Short: "Remove a lab: its processes, namespaces, links and state",
 		Long: `destroy ends every process inside a lab's namespaces, deletes the namespaces
 (and with them every link) and the lab's state file. It needs no scenario
 file and is idempotent: what is already gone counts as removed. --all also
-finds the leftovers of crashed runs by their emu- prefix.`,
-		Example: "  sudo emu destroy quickstart\n  sudo emu destroy --all",
+finds the leftovers of crashed runs by their emu- prefix: every lab on the
+machine, other users' too. --prefix destroys the labs whose names start with
+P (one student's, on a shared machine: emu destroy --prefix alice-). A lab
+an emu run, emu collective or emu lab check of another process is using is
+refused, not destroyed.`,
+		Example: "  sudo emu destroy quickstart\n  sudo emu destroy --prefix alice-\n  sudo emu destroy --all",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if all && len(args) > 0 {
 				return fmt.Errorf("destroy takes lab names or --all, not both (--all would remove every lab on this machine, not just %s)", strings.Join(args, " "))
+			}
+			if prefix != "" {
+				if all || len(args) > 0 {
+					return errors.New("--prefix takes no lab names and no --all")
+				}
+				// A prefix is checked as a name is: a-z first, then a-z,
+				// 0-9 and '-', never a glob or a path.
+				if err := names.ValidLab(strings.TrimSuffix(prefix, "-")); err != nil {
+					return fmt.Errorf("--prefix %q: %w", prefix, err)
+				}
+				labs, err := fabric.Labs()
+				if err != nil {
+					return err
+				}
+				for _, l := range labs {
+					if strings.HasPrefix(l, prefix) {
+						args = append(args, l)
+					}
+				}
+				if len(args) == 0 {
+					a.progress("no lab name starts with %q: nothing to destroy (see `emu inspect`)", prefix)
+					return nil
+				}
 			}
 			if all {
 				labs, err := fabric.DestroyAll(cmd.Context(), a.log)
@@ -203,7 +231,8 @@ finds the leftovers of crashed runs by their emu- prefix.`,
 			return errors.Join(errs...)
 		},
 	}
-	cmd.Flags().BoolVar(&all, "all", false, "destroy every lab, including leftovers of crashed runs")
+	cmd.Flags().BoolVar(&all, "all", false, "destroy every lab, including leftovers of crashed runs (other users' too)")
+	cmd.Flags().StringVar(&prefix, "prefix", "", "destroy the labs whose names start with this (a-z, 0-9, '-')")
 	return cmd
 }
 
@@ -308,14 +337,24 @@ func (a *app) inspectLabs(asJSON bool) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(w, "LAB\tSTATUS\tKIND\tRACKS\tSERVERS/RACK\tNAMESPACES\tCREATED\tSOURCE")
+	fmt.Fprintln(w, "LAB\tSTATUS\tOWNER\tKIND\tRACKS\tSERVERS/RACK\tNAMESPACES\tCREATED\tSOURCE")
 	for _, st := range states {
 		f := st.Spec
 		status := st.Status + labHealth(st)
 		if status == fabric.StatusInterrupted {
 			status += " (remove: emu destroy " + st.Lab + ")"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", st.Lab, status, f.Kind, f.Racks, f.ServersPerRack,
+		if pid, held := fabric.Held(st.Lab, fabric.UseLock); held {
+			status += fmt.Sprintf(", busy (pid %d)", pid)
+		}
+		if pid, held := fabric.Held(st.Lab, fabric.CheckLock); held {
+			status += fmt.Sprintf(", a check's copy (pid %d)", pid)
+		}
+		owner := st.Owner
+		if owner == "" {
+			owner = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", st.Lab, status, owner, f.Kind, f.Racks, f.ServersPerRack,
 			len(st.Namespace), st.Created.Format("15:04:05"), st.Source)
 	}
 	return w.Flush()
@@ -444,4 +483,27 @@ func labScenario(lab string) (*scenario.Scenario, error) {
 	}
 	s.ApplyDefaults()
 	return &s, nil
+}
+
+// deployOwner names who deploys: the user behind sudo, or this one; only
+// letters, digits, '.', '_' and '-' are kept (it is shown, never a path).
+func deployOwner() string {
+	name := os.Getenv("SUDO_USER")
+	if name == "" {
+		name = os.Getenv("USER")
+	}
+	if name == "" {
+		name = fmt.Sprintf("uid %d", os.Getuid())
+	}
+	clean := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '.', r == '_', r == '-', r == ' ':
+			return r
+		}
+		return -1
+	}, name)
+	if len(clean) > 32 {
+		clean = clean[:32]
+	}
+	return clean
 }

@@ -54,6 +54,8 @@ type Options struct {
 	// from the first instant, so no destroy or collective of another
 	// process slips in before it starts.
 	HoldUse bool
+	// Owner is recorded in the lab's state (State.Owner).
+	Owner string
 }
 
 // Lab is a deployed fabric with a netlink handle per namespace.
@@ -203,7 +205,7 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	if left, _ := netns.List(names.LabPrefix(t.Lab)); len(left) > 0 {
 		return nil, fmt.Errorf("lab %q has %d leftover namespaces (e.g. %s): run `emu destroy %s` first", t.Lab, len(left), left[0], t.Lab)
 	}
-	st := &State{Lab: t.Lab, Status: StatusDeploying, Source: opt.Source, Spec: t.Spec, Scenario: opt.Scenario, Created: time.Now()}
+	st := &State{Lab: t.Lab, Status: StatusDeploying, Source: opt.Source, Spec: t.Spec, Scenario: opt.Scenario, Created: time.Now(), Owner: opt.Owner}
 	for _, n := range t.Nodes {
 		st.Namespace = append(st.Namespace, n.NS)
 	}

@@ -39,6 +39,9 @@ type State struct {
 	Scenario  json.RawMessage `json:"scenario,omitempty"`
 	Created   time.Time       `json:"created"`
 	Namespace []string        `json:"namespaces"`
+	// Owner is who deployed the lab (the user behind sudo), for an
+	// instructor's overview of a shared machine.
+	Owner string `json:"owner,omitempty"`
 }
 
 func statePath(lab string) string { return filepath.Join(StateDir, lab+".json") }
