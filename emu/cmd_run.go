@@ -228,6 +228,15 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 		return "", err
 	}
 	sum.DeploySec = time.Since(t0).Seconds()
+	if out != "" {
+		// Where this run's results go, for `emu ui` of the lab started
+		// elsewhere (another folder, another --results).
+		if abs, err := filepath.Abs(filepath.Join(out, s.Name, "latest")); err == nil {
+			if err := safefile.Write(fabric.LabFile(s.Name, runLinkFile), []byte(abs+"\n"), 0o644); err != nil {
+				a.log.Debug("results link for emu ui", "err", err)
+			}
+		}
+	}
 	a.progress("fabric up in %.2fs: %d namespaces, %d veth links", sum.DeploySec, len(t.Nodes), len(t.Links))
 	// The run holds the lab's use lock from its deploy until its teardown:
 	// destroy from another process, or a collective on it, is refused.

@@ -96,10 +96,16 @@ follows it when it comes up. Ctrl-C stops the server.`,
 					}
 					return st.Spec, nil
 				},
-				OCS:          guardedOCS{Client: ocsClient(lab), lab: lab},
-				History:      func() []ocs.Event { return loggedEvents(lab, 2*maxUIEvents) },
-				Explain:      func(err error) error { return ocsDown(lab, err) },
-				RunDir:       runDir,
+				OCS:     guardedOCS{Client: ocsClient(lab), lab: lab},
+				History: func() []ocs.Event { return loggedEvents(lab, 2*maxUIEvents) },
+				Explain: func(err error) error { return ocsDown(lab, err) },
+				RunDir:  runDir,
+				RunDirOf: func() string {
+					if cmd.Flags().Changed("results") {
+						return "" // the user's --results wins
+					}
+					return runLinkOf(lab)
+				},
 				AllowChanges: allow,
 				Interval:     interval,
 				Log:          a.log,
@@ -188,4 +194,21 @@ func (g guardedOCS) Disconnect(ctx context.Context, req ocs.DisconnectRequest) (
 		return ocs.Event{}, err
 	}
 	return g.Client.Disconnect(ctx, req)
+}
+
+// runLinkFile is the lab file in which emu run says where its results go
+// (the absolute path of <results>/<lab>/latest).
+const runLinkFile = "results-link"
+
+// runLinkOf reads it: an absolute path ending in /latest, or "".
+func runLinkOf(lab string) string {
+	data, err := safefile.ReadNoLink(fabric.LabFile(lab, runLinkFile), 4096)
+	if err != nil {
+		return ""
+	}
+	p := strings.TrimSpace(string(data))
+	if !filepath.IsAbs(p) || filepath.Base(p) != "latest" || strings.ContainsAny(p, "\x00\n") || filepath.Clean(p) != p {
+		return ""
+	}
+	return p
 }

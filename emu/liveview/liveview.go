@@ -56,6 +56,10 @@ type Options struct {
 	// RunDir is the directory of the lab's newest run
 	// (results/<lab>/latest); "" for none.
 	RunDir string
+	// RunDirOf, if set, names the newest run's directory instead when it
+	// returns one (the run in progress says where its results go), read
+	// at every poll.
+	RunDirOf func() string
 	// History returns the OCS events logged before the view started,
 	// oldest first, for the page's list (optional).
 	History func() []ocs.Event

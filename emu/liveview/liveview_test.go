@@ -457,3 +457,21 @@ func TestHostOnly(t *testing.T) {
 		}
 	}
 }
+
+// A run that says where its results go (RunDirOf) is followed there, even
+// when the view's own results root has none.
+func TestTimelineFollowsTheRunsResults(t *testing.T) {
+	root := t.TempDir()
+	run := filepath.Join(root, "elsewhere", "lab", "20261128-031344")
+	os.MkdirAll(filepath.Join(run, "records"), 0o755)
+	link := filepath.Join(root, "elsewhere", "lab", "latest")
+	os.Symlink(filepath.Base(run), link)
+	tl := newTimeline(filepath.Join(root, "results", "lab", "latest"))
+	if got := tl.read(); !strings.Contains(got.Message, "no run of this lab yet") {
+		t.Fatalf("without the run's link: %q", got.Message)
+	}
+	tl.resolve = func() string { return link }
+	if got := tl.read(); got.Dir != run || !got.Running {
+		t.Errorf("with the run's link: dir %q running %v, want %q", got.Dir, got.Running, run)
+	}
+}

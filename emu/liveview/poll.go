@@ -131,6 +131,7 @@ type pollState struct {
 
 func (s *Server) poll(ctx context.Context) {
 	st := &pollState{timeline: newTimeline(s.o.RunDir)}
+	st.timeline.resolve = s.o.RunDirOf
 	t := time.NewTicker(s.o.Interval)
 	defer t.Stop()
 	for {

@@ -65,8 +65,9 @@ type spanNs struct {
 // timeline follows a run directory's records, reading each file from
 // where it stopped the last time.
 type timeline struct {
-	link    string // results/<lab>/latest; "" when unset
-	dir     string // what it resolved to
+	link    string        // results/<lab>/latest; "" when unset
+	resolve func() string // a link that overrides it when it returns one
+	dir     string        // what it resolved to
 	offsets map[string]int64
 	spans   map[spanKey]*spanNs
 }
@@ -77,6 +78,11 @@ func newTimeline(link string) *timeline { return &timeline{link: link} }
 const maxRecordLine = 1 << 20
 
 func (t *timeline) read() Timeline {
+	if t.resolve != nil {
+		if l := t.resolve(); l != "" {
+			t.link = l
+		}
+	}
 	if t.link == "" {
 		return Timeline{Message: "no run directory given (--results): no job timeline", Jobs: []TimelineJob{}}
 	}
