@@ -274,8 +274,12 @@ func (a *app) inspectCmd() *cobra.Command {
 					"created": st.Created, "fabric": st.Spec, "processes": procs, "nodes": rows, "links": t.Links})
 			}
 			f := st.Spec
-			fmt.Printf("lab %s (%s%s, from %s): %s fabric, %s x %s, created %s\n", st.Lab, st.Status, labHealth(st), st.Source,
-				f.Kind, plural.Of(f.Racks, "rack"), plural.Of(f.ServersPerRack, "server"), st.Created.Format("2006-01-02 15:04:05"))
+			by := ""
+			if st.Owner != "" {
+				by = " by " + st.Owner
+			}
+			fmt.Printf("lab %s (%s%s, from %s): %s fabric, %s x %s, created %s%s\n", st.Lab, st.Status, labHealth(st), st.Source,
+				f.Kind, plural.Of(f.Racks, "rack"), plural.Of(f.ServersPerRack, "server"), st.Created.Format("2006-01-02 15:04:05"), by)
 			if len(procs) > 0 {
 				fmt.Println()
 				w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)

@@ -29,7 +29,9 @@ you edit and automatic checks:
   emu lab check 02 --against solution
 
 Checks that need a live fabric deploy a private copy of the lab's scenario
-(named <lab>-check unless --lab-name) and destroy it afterwards.`,
+(named <lab>-check-<4 hex digits of your folder> unless --lab-name, so
+that classmates on one machine get copies of their own) and destroy it
+afterwards.`,
 	}
 	cmd.AddCommand(a.labListCmd(), a.labStartCmd(), a.labCheckCmd(), a.labSelftestCmd())
 	return cmd
@@ -82,17 +84,23 @@ func (a *app) labStartCmd() *cobra.Command {
 }
 
 // labEnv prepares the checks of a lab against a folder of work.
-func (a *app) labEnv(l *labs.Lab, work, labName string) (*labs.Env, error) {
+// which is start or solution when work is a temporary copy of one.
+func (a *app) labEnv(l *labs.Lab, work, which, labName string) (*labs.Env, error) {
 	s, err := l.Scenario()
 	if err != nil {
 		return nil, err
 	}
 	if labName == "" {
 		// One name per working folder: two students checking the same
-		// lab at once get two copies.
-		abs, _ := filepath.Abs(work)
+		// lab at once get two copies. A temporary copy of start/ or
+		// solution/ is named by the lab, the choice and the user instead,
+		// so that a check killed half-way finds its copy the next time.
+		key, _ := filepath.Abs(work)
+		if which == "start" || which == "solution" {
+			key = l.Name + "/" + which + "/" + deployOwner()
+		}
 		h := fnv.New32a()
-		h.Write([]byte(abs))
+		h.Write([]byte(key))
 		labName = fmt.Sprintf("%s-check-%04x", s.Name, h.Sum32()&0xffff)
 	}
 	if err := names.ValidLab(labName); err != nil {
@@ -155,7 +163,7 @@ func (a *app) labCheckCmd() *cobra.Command {
 			if work == "" {
 				return fmt.Errorf("no working copy of lab %s here (./%s): make one with `emu lab start %s`, or check --against start|solution|DIR", l.Name, l.Name, l.Name)
 			}
-			e, err := a.labEnv(l, work, labName)
+			e, err := a.labEnv(l, work, which, labName)
 			if err != nil {
 				return err
 			}
@@ -167,6 +175,9 @@ func (a *app) labCheckCmd() *cobra.Command {
 			res := labs.Run(cmd.Context(), e, os.Stdout)
 			if err := cmd.Context().Err(); err != nil {
 				return err
+			}
+			if e.Refusal != nil {
+				return e.Refusal
 			}
 			failed := 0
 			for _, r := range res {
@@ -237,7 +248,7 @@ func (a *app) selftestOne(ctx context.Context, l *labs.Lab, which, labName strin
 		return nil, err
 	}
 	defer done()
-	e, err := a.labEnv(l, work, labName)
+	e, err := a.labEnv(l, work, which, labName)
 	if err != nil {
 		return nil, err
 	}
@@ -245,6 +256,9 @@ func (a *app) selftestOne(ctx context.Context, l *labs.Lab, which, labName strin
 	res := labs.Run(ctx, e, os.Stdout)
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if e.Refusal != nil {
+		return nil, e.Refusal
 	}
 	var bad []string
 	for i, r := range res {

@@ -425,6 +425,9 @@ to skip the log and print only events from now on.`,
 				werr = writeJSONLine(ev) // a closed pipe (`| head`) ends the follow
 				return werr == nil
 			})
+			if errors.Is(werr, syscall.EPIPE) {
+				return fmt.Errorf("%w: %v", errOutputClosed, werr)
+			}
 			if werr != nil {
 				return werr
 			}

@@ -256,11 +256,13 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 	if keep {
 		a.progress("--keep: lab %q stays up; remove it with `emu destroy %s`", s.Name, s.Name)
 		a.keptLab = s.Name
+		lab.ReleaseUse() // the run is over: the lab is the user's now
 	} else {
 		t1 := time.Now()
 		if err := fabric.Destroy(context.WithoutCancel(ctx), s.Name, a.log); err != nil {
 			teardownErr = err
 		}
+		lab.ReleaseUse() // at once: a classmate may deploy the name next
 		sum.DestroySec = time.Since(t1).Seconds()
 		left, _ := netns.List(names.LabPrefix(s.Name))
 		sum.Leftovers = len(left)

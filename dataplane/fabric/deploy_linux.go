@@ -196,6 +196,9 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	if err := checkOpenFiles(len(t.Nodes)); err != nil {
 		return nil, err
 	}
+	if pid, held := Held(t.Lab, CheckLock); held && pid != os.Getpid() && pid != os.Getppid() {
+		return nil, fmt.Errorf("lab %q is the name of the private copy of the emu lab check of pid %d: deploy under another name (--lab-name)", t.Lab, pid)
+	}
 	if _, err := ReadState(t.Lab); err == nil {
 		if pid, held := Held(t.Lab, UseLock); held {
 			return nil, fmt.Errorf("lab %q is already deployed, and in use by pid %d (emu run or emu collective): deploy under a name of your own with --lab-name", t.Lab, pid)
@@ -205,6 +208,13 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	if left, _ := netns.List(names.LabPrefix(t.Lab)); len(left) > 0 {
 		return nil, fmt.Errorf("lab %q has %d leftover namespaces (e.g. %s): run `emu destroy %s` first", t.Lab, len(left), left[0], t.Lab)
 	}
+	// The use lock comes before the state file: refused, it leaves nothing.
+	var use *LabLock
+	if opt.HoldUse {
+		if use, err = Lock(t.Lab, UseLock); err != nil {
+			return nil, fmt.Errorf("lab %q: %w", t.Lab, err)
+		}
+	}
 	st := &State{Lab: t.Lab, Status: StatusDeploying, Source: opt.Source, Spec: t.Spec, Scenario: opt.Scenario, Created: time.Now(), Owner: opt.Owner}
 	for _, n := range t.Nodes {
 		st.Namespace = append(st.Namespace, n.NS)
@@ -212,9 +222,10 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	// The state file comes first, so that a deploy killed half-way is
 	// still found and removed by `emu destroy <lab>`.
 	if err := WriteState(st); err != nil {
+		use.Release()
 		return nil, err
 	}
-	lab = &Lab{Topo: t, log: log, ifindex: planIndexes(t), fairPorts: fairSwitchPorts(t)}
+	lab = &Lab{Topo: t, log: log, ifindex: planIndexes(t), fairPorts: fairSwitchPorts(t), use: use}
 	defer func() {
 		if err != nil {
 			lab.Close()
@@ -226,11 +237,6 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 			lab = nil
 		}
 	}()
-	if opt.HoldUse {
-		if lab.use, err = Lock(t.Lab, UseLock); err != nil {
-			return lab, err
-		}
-	}
 
 	cc := t.Spec.CongestionControl
 	warn, err := CheckCongestionControl(cc)
@@ -768,8 +774,10 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 		return fmt.Errorf("lab %q is being deployed by pid %d: let it finish (or end it), then destroy", lab, pid)
 	}
 	// So is a workload that runs on it (emu run, emu collective): pulled
-	// from under it, it would fail with nothing but "context canceled".
-	if pid, held := Held(lab, CheckLock); held && pid != os.Getpid() {
+	// from under it, it would fail with nothing but "context canceled";
+	// and a lab check's private copy, but to the check and the emu deploy
+	// it runs for the copy (which cleans up after itself if it fails).
+	if pid, held := Held(lab, CheckLock); held && pid != os.Getpid() && pid != os.Getppid() {
 		return fmt.Errorf("lab %q is the private copy of the emu lab check of pid %d: it destroys the copy itself when it ends", lab, pid)
 	}
 	if pid, held := Held(lab, UseLock); held && pid != os.Getpid() {
@@ -874,17 +882,23 @@ func FindLabs() ([]string, error) {
 	return out, errors.Join(errs...)
 }
 
-// DestroyAll removes every lab FindLabs finds and returns them.
+// DestroyAll removes every lab FindLabs finds and returns those it
+// destroyed; a lab in use elsewhere is refused, its error joined.
 func DestroyAll(ctx context.Context, log *slog.Logger) ([]string, error) {
 	if os.Geteuid() != 0 {
 		return nil, ErrNotRoot
 	}
 	labs, err := FindLabs()
 	errs := []error{err}
+	var gone []string // those destroyed: a lab in use is refused, not counted
 	for _, l := range labs {
-		errs = append(errs, Destroy(ctx, l, log))
+		if err := Destroy(ctx, l, log); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		gone = append(gone, l)
 	}
-	return labs, errors.Join(errs...)
+	return gone, errors.Join(errs...)
 }
 
 // killAll sends SIGTERM, waits up to 2 s, then SIGKILLs what is left.

@@ -357,6 +357,14 @@ func TestDestroyWaitsForAWorkload(t *testing.T) {
 		t.Fatalf("a refused destroy removed the lab: %v", err)
 	}
 	stop()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		if _, held := fabric.Held(name, fabric.UseLock); !held {
+			break // its sleep, which shares the lock, may die a moment after flock
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the lock is still held after its holder was killed")
+		}
+	}
 	if err := fabric.Destroy(context.Background(), name, nil); err != nil {
 		t.Fatalf("destroy once the holder is gone: %v", err)
 	}

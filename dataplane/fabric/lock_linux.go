@@ -26,7 +26,9 @@ type LabLock struct {
 
 // Lock takes the lock "<lab>.<what>.lock" in StateDir without waiting. If
 // another process holds it, the error wraps ErrLocked and names that
-// process's PID.
+// process's PID. Lock files are removed (by destroy, or by the last
+// holder of a lab that is gone), so a lock taken on a file that was
+// unlinked meanwhile is let go and taken again on the file the path names.
 func Lock(lab, what string) (*LabLock, error) {
 	if err := names.ValidLab(lab); err != nil {
 		return nil, err
@@ -35,24 +37,53 @@ func Lock(lab, what string) (*LabLock, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := LabFile(lab, what+".lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("open lock %s: %w", path, err)
-	}
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		pid := readPID(f)
-		f.Close()
-		if errors.Is(err, unix.EWOULDBLOCK) {
-			if pid == 0 {
-				return nil, fmt.Errorf("%s of lab %q: %w (by a process that has just started)", what, lab, ErrLocked)
-			}
-			return nil, fmt.Errorf("%s of lab %q: %w (pid %d)", what, lab, ErrLocked, pid)
+	for attempt := 0; ; attempt++ {
+		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("open lock %s: %w", path, err)
 		}
-		return nil, fmt.Errorf("lock %s: %w", path, err)
+		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if errors.Is(err, unix.EWOULDBLOCK) && attempt < 3 {
+			// Held's probe takes the lock shared for an instant; a
+			// holder's pid is in the file at once. An empty file is
+			// worth a second try.
+			if readPIDOnce(f) == 0 {
+				f.Close()
+				time.Sleep(2 * time.Millisecond)
+				continue
+			}
+		}
+		if err != nil {
+			pid := readPID(f)
+			f.Close()
+			if errors.Is(err, unix.EWOULDBLOCK) {
+				if pid == 0 {
+					return nil, fmt.Errorf("%s of lab %q: %w (by a process that has just started)", what, lab, ErrLocked)
+				}
+				return nil, fmt.Errorf("%s of lab %q: %w (pid %d)", what, lab, ErrLocked, pid)
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		if !samePath(f, path) {
+			f.Close() // unlinked (or replaced) while we took it
+			if attempt >= 3 {
+				return nil, fmt.Errorf("lock %s: the file was removed again and again while taking it", path)
+			}
+			continue
+		}
+		_ = f.Truncate(0)
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+		return &LabLock{f: f, lab: lab, path: path}, nil
 	}
-	_ = f.Truncate(0)
-	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	return &LabLock{f: f, lab: lab, path: path}, nil
+}
+
+// samePath says whether the open file is the one path names now.
+func samePath(f *os.File, path string) bool {
+	var a, b unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &a) != nil || unix.Stat(path, &b) != nil {
+		return false
+	}
+	return a.Dev == b.Dev && a.Ino == b.Ino
 }
 
 // UseLock names the lock a workload holds while it runs on a lab (emu run
@@ -121,8 +152,11 @@ func readPIDOnce(f *os.File) int {
 	return pid
 }
 
-// Release gives the lock up. The file stays (destroy removes it), so a
-// waiting process never locks a file that was unlinked under it.
+// Release gives the lock up. The file stays while the lab does (destroy
+// removes it once nobody holds it); the last holder of a lab that is gone
+// removes it first. A process that took the lock on the file just as it
+// went sees that (Lock compares the file with the path) and takes it
+// again.
 func (l *LabLock) Release() {
 	if l != nil && l.f != nil {
 		// Empty it while still held: the next holder's pid is not yet

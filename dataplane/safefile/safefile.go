@@ -87,6 +87,12 @@ func Open(path string) (*os.File, error) {
 	return f, err
 }
 
+// OpenNoLink is Open refusing a symbolic link at path (O_NOFOLLOW).
+func OpenNoLink(path string) (*os.File, error) {
+	f, _, err := openRegular(path, syscall.O_NOFOLLOW)
+	return f, err
+}
+
 // Read reads a regular file (Open) of at most max bytes.
 func Read(path string, max int64) ([]byte, error) {
 	return readRegular(path, 0, max)

@@ -50,8 +50,11 @@ type Env struct {
 	// returns its combined output.
 	Emu func(ctx context.Context, dir string, args ...string) (string, error)
 	Log *slog.Logger
+	// Refusal is why Run ran no check: another check holds LabName.
+	Refusal error
 
 	mu        sync.Mutex
+	held      *fabric.LabLock // CheckLock on LabName, from hold to Close
 	deployed  bool
 	deployErr error
 	cleanups  []func()
@@ -267,16 +270,9 @@ func (e *Env) deploy(ctx context.Context) error {
 	if err := os.WriteFile(f, data, 0o644); err != nil {
 		return err
 	}
-	// One check per copy: another check of the same name (a classmate's
-	// with the default name) must not destroy this one's copy under it.
-	lock, err := fabric.Lock(e.LabName, fabric.CheckLock)
-	if errors.Is(err, fabric.ErrLocked) {
-		return fmt.Errorf("another emu lab check uses the lab name %s (%v): give yours another --lab-name", e.LabName, err)
-	}
-	if err != nil {
+	if err := e.holdLocked(); err != nil {
 		return err
 	}
-	e.cleanups = append(e.cleanups, lock.Release) // last: after the copy's destroy
 	// A copy left by an interrupted check is this checker's own: remove
 	// it. A lab of that name deployed from anything else is not.
 	switch st, err := fabric.ReadState(e.LabName); {
@@ -298,6 +294,26 @@ func (e *Env) deploy(ctx context.Context) error {
 	if out, err := e.Emu(ctx, "", "deploy", f); err != nil {
 		return fmt.Errorf("deploy a private copy of the lab as %s: %v\n%s", e.LabName, err, out)
 	}
+	return nil
+}
+
+// holdLocked takes CheckLock on LabName once (e.mu held): one check per
+// name, from its first check to its last, so that another check of the
+// same name (a classmate's, with the same --lab-name) neither destroys
+// this one's copy nor runs lab 01's script over the same namespaces.
+func (e *Env) holdLocked() error {
+	if e.held != nil {
+		return nil
+	}
+	lock, err := fabric.Lock(e.LabName, fabric.CheckLock)
+	if errors.Is(err, fabric.ErrLocked) {
+		return fmt.Errorf("another emu lab check uses the lab name %s (%v): give yours another --lab-name", e.LabName, err)
+	}
+	if err != nil {
+		return err
+	}
+	e.held = lock
+	e.cleanups = append(e.cleanups, lock.Release) // registered first: runs last, after the copy's destroy
 	return nil
 }
 
@@ -335,6 +351,16 @@ func (e *Env) Close() {
 // check to w as it finishes, and the tally; it returns the results.
 func Run(ctx context.Context, e *Env, w io.Writer) []Result {
 	defer e.Close()
+	if os.Geteuid() == 0 && e.needsRoot() {
+		e.mu.Lock()
+		err := e.holdLocked()
+		e.mu.Unlock()
+		if err != nil {
+			e.Refusal = err
+			fmt.Fprintf(w, "refused: %v\n", err)
+			return nil
+		}
+	}
 	var out []Result
 	width := 0
 	for _, c := range e.Lab.checks {
@@ -388,4 +414,14 @@ func runOne(ctx context.Context, e *Env, c Check) (detail string, err error) {
 
 func indent(s string, n int) string {
 	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+strings.Repeat(" ", n))
+}
+
+// needsRoot says whether any of the lab's checks builds namespaces.
+func (e *Env) needsRoot() bool {
+	for _, c := range e.Lab.checks {
+		if c.Root {
+			return true
+		}
+	}
+	return false
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/ocsemu/ocsemu/dataplane/safefile"
 	"github.com/ocsemu/ocsemu/workers/record"
 )
 
@@ -118,15 +119,18 @@ func (t *timeline) read() Timeline {
 
 // follow reads the complete lines appended to one records file.
 func (t *timeline) follow(path string) error {
-	fi, err := os.Lstat(path)
-	if err != nil || !fi.Mode().IsRegular() {
+	// Opened as it is checked, without following a link or waiting on a
+	// pipe: the results directory may be a student's, and the view runs
+	// as root.
+	f, err := safefile.OpenNoLink(path)
+	if err != nil {
 		return nil // gone, or not a plain file: never followed
 	}
-	f, err := os.Open(path)
+	defer f.Close()
+	fi, err := f.Stat()
 	if err != nil {
 		return fmt.Errorf("records: %w", err)
 	}
-	defer f.Close()
 	off := t.offsets[path]
 	if fi.Size() < off {
 		off = 0
