@@ -331,7 +331,17 @@ func TestDestroyWaitsForAWorkload(t *testing.T) {
 		t.Fatal(err)
 	}
 	lab.Close()
-	t.Cleanup(func() { _ = fabric.Destroy(context.Background(), name, nil) })
+	t.Cleanup(func() {
+		// The killed holder's sleep may hold the lock a moment longer.
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, held := fabric.Held(name, fabric.UseLock); !held {
+				break
+			}
+		}
+		if err := fabric.Destroy(context.Background(), name, nil); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
 	// Another process holds the lock, its pid in the file as Lock writes it.
 	file := fabric.LabFile(name, fabric.UseLock+".lock")
 	holder := exec.Command("sh", "-c", `echo $$ > "$1"; exec flock "$1" sleep 300`, "sh", file)
