@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -37,7 +39,8 @@ dark or unpatched, and shows the phase timeline of the lab's newest run
 (results/<lab>/latest) while ` + "`emu run`" + ` executes it. The page is kept current by
 server push: the OCS is polled every --interval and only changes are sent.
 It is read-only unless --allow-changes, which lets the page connect and
-disconnect circuits. The lab need not be deployed yet: the page says so and
+disconnect circuits, opened at the URL it prints: that URL carries a token,
+so that others on a shared machine who open the port see the lab read-only. The lab need not be deployed yet: the page says so and
 follows it when it comes up. Ctrl-C stops the server.`,
 		Example: "  sudo emu ui ocs-lab\n  sudo emu ui ocs-lab --allow-changes --port 9000",
 		Args:    cobra.MaximumNArgs(1),
@@ -81,6 +84,14 @@ follows it when it comes up. Ctrl-C stops the server.`,
 			if results != "" {
 				runDir = filepath.Join(results, lab, "latest")
 			}
+			token := ""
+			if allow {
+				b := make([]byte, 16)
+				if _, err := rand.Read(b); err != nil {
+					return fmt.Errorf("a token for --allow-changes: %w", err)
+				}
+				token = hex.EncodeToString(b)
+			}
 			srv, err := liveview.New(liveview.Options{
 				Lab: lab,
 				Spec: func() (topo.Spec, error) {
@@ -107,6 +118,7 @@ follows it when it comes up. Ctrl-C stops the server.`,
 					return runLinkOf(lab)
 				},
 				AllowChanges: allow,
+				Token:        token,
 				Interval:     interval,
 				Log:          a.log,
 			})
@@ -125,7 +137,14 @@ follows it when it comes up. Ctrl-C stops the server.`,
 			if _, err := fabric.ReadState(lab); errors.Is(err, fabric.ErrNoLab) {
 				a.progress("lab %q is not deployed yet: the page says so and follows it once it is", lab)
 			}
-			a.progress("live view of lab %s on http://%s/ (%s); Ctrl-C stops it", lab, ln.Addr(), mode)
+			page := fmt.Sprintf("http://%s/", ln.Addr())
+			if token != "" {
+				// Only its holder may change circuits: a classmate who
+				// opens the port sees the lab, read-only.
+				page += "#token=" + token
+				mode += ", with this URL only"
+			}
+			a.progress("live view of lab %s on %s (%s); Ctrl-C stops it", lab, page, mode)
 			err = srv.Serve(cmd.Context(), ln)
 			a.progress("live view stopped")
 			return err

@@ -40,6 +40,7 @@ func startUI(t *testing.T, bin string, args ...string) (string, func()) {
 		close(lines)
 	}()
 	var log []string
+	page := fmt.Sprintf("http://127.0.0.1:%d/", port)
 	deadline := time.After(20 * time.Second)
 	for ready := false; !ready; {
 		select {
@@ -50,6 +51,11 @@ func startUI(t *testing.T, bin string, args ...string) (string, func()) {
 			}
 			log = append(log, l)
 			ready = strings.Contains(l, "live view of lab")
+			if ready { // the URL it prints, with its token when it has one
+				if _, rest, ok := strings.Cut(l, " on "); ok {
+					page, _, _ = strings.Cut(rest, " ")
+				}
+			}
 		case <-deadline:
 			cmd.Process.Kill()
 			cmd.Wait()
@@ -74,7 +80,7 @@ func startUI(t *testing.T, bin string, args ...string) (string, func()) {
 		}
 	}
 	t.Cleanup(stop)
-	return fmt.Sprintf("http://127.0.0.1:%d/", port), stop
+	return page, stop
 }
 
 // waitFor polls a JavaScript condition until it is true and returns how
@@ -174,6 +180,20 @@ func TestUIBrowserShowsCircuits(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, b2, `document.getElementById("changeResult").className === "err" && document.getElementById("changeResult").textContent.includes("tor9")`, 5*time.Second)
+	// Opened without the token the URL carries (someone else on the
+	// machine who found the port), the page's changes are refused.
+	bare, _, _ := strings.Cut(url, "#")
+	if bare == url {
+		t.Fatalf("emu ui --allow-changes printed no token: %s", url)
+	}
+	if err := b2.Navigate(ctx, bare); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b2, `!document.getElementById("changes").hidden && document.querySelectorAll("circle.port").length === 8`, 10*time.Second)
+	if err := b2.Eval(ctx, `(() => { document.getElementById("porta").value = "tor0:1"; document.getElementById("portb").value = "tor1:1"; document.getElementById("connect").click(); return true })()`, &ok); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, b2, `document.getElementById("changeResult").className === "err" && document.getElementById("changeResult").textContent.includes("token")`, 5*time.Second)
 }
 
 // screenshot runs a TCP transfer over the circuit, moves the circuit away

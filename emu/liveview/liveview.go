@@ -9,6 +9,7 @@ package liveview
 
 import (
 	"context"
+	"crypto/subtle"
 	"embed"
 	"encoding/json"
 	"errors"
@@ -65,6 +66,11 @@ type Options struct {
 	History func() []ocs.Event
 	// AllowChanges lets the page connect and disconnect circuits.
 	AllowChanges bool
+	// Token, if set, must come with every change (header X-Emu-Token):
+	// on a shared machine anyone can open a loopback port, and only the
+	// one who started the view has its URL (emu ui prints it, the token
+	// in its fragment, which no request carries).
+	Token string
 	// Interval between two polls of the OCS (default 200 ms).
 	Interval time.Duration
 	Log      *slog.Logger
@@ -253,6 +259,10 @@ func (s *Server) change(w http.ResponseWriter, r *http.Request) ([]byte, *topo.S
 	// preflight, which this server never grants.
 	if ct := r.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
 		writeErr(w, http.StatusUnsupportedMediaType, fmt.Errorf("content type %q: want application/json", ct))
+		return nil, nil, false
+	}
+	if s.o.Token != "" && subtle.ConstantTimeCompare([]byte(r.Header.Get("X-Emu-Token")), []byte(s.o.Token)) != 1 {
+		writeErr(w, http.StatusForbidden, errors.New("a change needs this view's token: open the URL `emu ui` printed (it ends in #token=...)"))
 		return nil, nil, false
 	}
 	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" {

@@ -475,3 +475,32 @@ func TestTimelineFollowsTheRunsResults(t *testing.T) {
 		t.Errorf("with the run's link: dir %q running %v, want %q", got.Dir, got.Running, run)
 	}
 }
+
+// With a token, a change without it (another user on the machine who
+// opened the port) is refused; with it, it goes through.
+func TestChangesNeedTheToken(t *testing.T) {
+	f := &fakeOCS{}
+	url := serve(t, Options{Spec: func() (topo.Spec, error) { return spec2, nil }, OCS: f, AllowChanges: true, Token: "s3cret"})
+	post := func(token string) int {
+		req, _ := http.NewRequest("POST", url+"/api/connect", strings.NewReader(`{"a":"tor0:0","b":"tor1:0"}`))
+		req.Header.Set("Content-Type", "application/json")
+		if token != "" {
+			req.Header.Set("X-Emu-Token", token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	events(t, url, func(ev, _ string) bool { return ev == "topology" })
+	for _, tc := range []struct {
+		token string
+		want  int
+	}{{"", http.StatusForbidden}, {"guess", http.StatusForbidden}, {"s3cret", http.StatusOK}} {
+		if got := post(tc.token); got != tc.want {
+			t.Errorf("token %q: status %d, want %d", tc.token, got, tc.want)
+		}
+	}
+}

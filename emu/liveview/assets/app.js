@@ -243,7 +243,10 @@ async function post(path, body) {
   out.className = "";
   out.textContent = "…";
   try {
-    const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify(body) });
+    // emu ui --allow-changes prints the page's URL with a token in its
+    // fragment; the server wants it with every change.
+    const token = new URLSearchParams(location.hash.slice(1)).get("token") || "";
+    const r = await fetch(path, { method: "POST", headers: { "Content-Type": "application/json", "X-Emu-Token": token }, body: JSON.stringify(body) });
     const j = await r.json();
     if (!r.ok) { out.className = "err"; out.textContent = j.error || r.statusText; return; }
     out.textContent = "event " + j.seq + ": " + (j.dark ? j.dark.length : 0) + " ports dark for " + (j.delay_ns / 1e6) + " ms";
