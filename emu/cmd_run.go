@@ -46,6 +46,9 @@ type runSummary struct {
 	Transfer    *transferSummary `json:"transfer,omitempty"`
 	DestroySec  float64          `json:"destroy_s"`
 	Leftovers   int              `json:"leftover_namespaces"`
+	// Complete says the run ended with all its records written; a run
+	// killed (SIGKILL) has no summary at all. Runs before 28 Nov lack it.
+	Complete *bool `json:"complete,omitempty"`
 }
 
 // transferSummary is the measured cross-rack transfer of `emu run`.
@@ -279,6 +282,8 @@ func (a *app) runOnce(ctx context.Context, s *scenario.Scenario, src string, t *
 		fmt.Fprintln(a.stdout(), "   hint        run `emu doctor` once: it measures this machine, so emu can warn when a scenario asks for more than it can carry")
 	}
 	if out != "" {
+		complete := runErr == nil
+		sum.Complete = &complete
 		if err := writeSummary(dir, sum); err != nil {
 			runErr = errors.Join(runErr, err)
 		}

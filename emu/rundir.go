@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -27,7 +29,7 @@ func newRunDir(root, scenario string, now time.Time) (dir, prev string, err erro
 		return "", "", err
 	}
 	base := filepath.Dir(dir)
-	prev, _ = os.Readlink(filepath.Join(base, "latest"))
+	prev = lastComplete(base, filepath.Base(dir))
 	if err := pointLatest(base, filepath.Base(dir)); err != nil {
 		return "", "", err
 	}
@@ -121,4 +123,37 @@ func writeScenario(dir string, s *scenario.Scenario) error {
 		return fmt.Errorf("results: write %s: %w", p, err)
 	}
 	return nil
+}
+
+// lastComplete names the run latest should go back to if the new run
+// (skip) does not complete: latest's own target if that run completed,
+// else the newest run directory that did. A run killed with SIGKILL left
+// latest on itself and wrote no summary: it is passed over.
+func lastComplete(base, skip string) string {
+	complete := func(name string) bool {
+		if name == "" || name == skip || filepath.Base(name) != name || strings.HasPrefix(name, "repeat-") {
+			return false
+		}
+		data, err := safefile.ReadNoLink(filepath.Join(base, name, "summary.json"), 1<<20)
+		if err != nil {
+			return false
+		}
+		var s struct {
+			Complete *bool `json:"complete"`
+		}
+		if json.Unmarshal(data, &s) != nil {
+			return false
+		}
+		return s.Complete == nil || *s.Complete // runs before the field: as before, trusted
+	}
+	if cur, err := os.Readlink(filepath.Join(base, "latest")); err == nil && complete(cur) {
+		return cur
+	}
+	entries, _ := os.ReadDir(base)
+	for i := len(entries) - 1; i >= 0; i-- { // ReadDir sorts by name: newest last
+		if e := entries[i]; e.IsDir() && complete(e.Name()) {
+			return e.Name()
+		}
+	}
+	return ""
 }

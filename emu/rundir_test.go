@@ -33,6 +33,7 @@ func TestNewRunDir(t *testing.T) {
 	}
 	// A later run moves latest; nothing else is touched.
 	os.WriteFile(filepath.Join(dirs[0], "summary.json"), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(dirs[2], "summary.json"), []byte(`{"complete": true}`), 0o644) // latest's run completed
 	d, prev, err := newRunDir(root, "quickstart", now.Add(time.Second))
 	if err != nil {
 		t.Fatal(err)
@@ -77,12 +78,29 @@ func TestRestoreLatest(t *testing.T) {
 		t.Errorf("latest after the only run failed: %v, want it gone", err)
 	}
 	good, _, _ := newRunDir(root, "lab", now.Add(time.Second))
+	done := true
+	if err := writeSummary(good, &runSummary{Complete: &done}); err != nil {
+		t.Fatal(err)
+	}
 	bad, prev, _ := newRunDir(root, "lab", now.Add(2*time.Second))
 	if err := restoreLatest(bad, prev); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := os.Readlink(latest); got != filepath.Base(good) {
 		t.Errorf("latest -> %q after a failed run, want the complete one %q", got, filepath.Base(good))
+	}
+	// A run killed with SIGKILL leaves latest on itself and no summary;
+	// the next run that fails goes back past it to the complete one.
+	killed, _, _ := newRunDir(root, "lab", now.Add(2500*time.Millisecond))
+	if got, _ := os.Readlink(latest); got != filepath.Base(killed) {
+		t.Fatalf("latest -> %q during the killed run, want %q", got, filepath.Base(killed))
+	}
+	after, prev, _ := newRunDir(root, "lab", now.Add(2700*time.Millisecond))
+	if err := restoreLatest(after, prev); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.Readlink(latest); got != filepath.Base(good) {
+		t.Errorf("latest -> %q after a killed and a failed run, want the complete one %q", got, filepath.Base(good))
 	}
 	// A failed run whose latest another run took over leaves it.
 	failed, prev, _ := newRunDir(root, "lab", now.Add(3*time.Second))
