@@ -153,7 +153,7 @@ follows it when it comes up. Ctrl-C stops the server.`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1", "address to serve on; anything but loopback must be asked for")
 	cmd.Flags().IntVar(&port, "port", 8087, "TCP port to serve on")
 	cmd.Flags().BoolVar(&allow, "allow-changes", false, "let the page connect and disconnect circuits (loopback only)")
-	cmd.Flags().StringVar(&results, "results", "results", "results root of emu run: the timeline follows <root>/<lab>/latest (empty: none)")
+	cmd.Flags().StringVar(&results, "results", "results", "results root of emu run: the timeline follows <root>/<lab>/latest (empty: none); left out, it follows the lab's run wherever its results go")
 	cmd.Flags().DurationVar(&interval, "interval", 200*time.Millisecond, "how often the OCS is polled")
 	return cmd
 }

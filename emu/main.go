@@ -135,7 +135,7 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 			fmt.Fprintln(os.Stderr, "emu: interrupted; whatever this command had built was removed")
 			os.Exit(130)
 		}
-		if errors.Is(err, errOutputClosed) {
+		if errors.Is(err, errOutputClosed) || stdoutClosed(err) {
 			os.Exit(141) // its reader went away (`| head`): as a shell reports SIGPIPE, quietly
 		}
 		fmt.Fprintln(os.Stderr, "emu:", err)
@@ -203,4 +203,11 @@ func (a *app) scenariosCmd() *cobra.Command {
 			return nil
 		},
 	}
+}
+
+// stdoutClosed says whether err is a write to stdout that failed because
+// its reader went away (`emu inspect | head -1`: the table's flush).
+func stdoutClosed(err error) bool {
+	var pe *fs.PathError
+	return errors.As(err, &pe) && pe.Op == "write" && pe.Path == os.Stdout.Name() && errors.Is(err, syscall.EPIPE)
 }

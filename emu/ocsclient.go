@@ -112,8 +112,11 @@ func ocsProcessOf(lab string) labProcess {
 		b, _ := os.ReadFile(fabric.LabFile(lab, "ocs.lock"))
 		p.PID, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		gone := "it was never started"
-		if p.PID > 0 {
+		switch _, err := os.Stat(fabric.LabFile(lab, "ocs.log")); {
+		case p.PID > 0:
 			gone = fmt.Sprintf("pid %d exited", p.PID)
+		case err == nil:
+			gone = "it ended" // stopped cleanly: its lock keeps no pid
 		}
 		p.Status = fmt.Sprintf("the OCS process of lab %s is not running (%s); redeploy or `emu ocs serve --lab %s`; its log: %s",
 			lab, gone, lab, fabric.LabFile(lab, "ocs.log"))

@@ -43,6 +43,11 @@ const MaxSlots = 1_000_000
 
 // Plan runs the scenario's scheduler.
 func Plan(s *scenario.Scenario) (*plan.Plan, error) {
+	// Only tdm and notdm lay simplex circuits (paper 002's OXC); the
+	// others' duplex plans would fail the check as "a bug".
+	if s.Fabric.HasOCS() && s.Fabric.OCS.HalfDuplex() && s.Scheduler.Name != "tdm" && s.Scheduler.Name != "notdm" {
+		return nil, fmt.Errorf("the %s scheduler plans duplex circuits, and this fabric's OCS is half duplex (fabric.ocs.duplex: %s): plan it with tdm or notdm (papers 001/002), or make the OCS full duplex", s.Scheduler.Name, s.Fabric.OCS.Duplex)
+	}
 	// Only ljf reads these; another scheduler would silently ignore them.
 	if s.Scheduler.Name != "ljf" && (s.Scheduler.BaseUplinks != 0 || s.Scheduler.Order != "") {
 		return nil, fmt.Errorf("scheduler.base_uplinks and scheduler.order are read by the ljf scheduler only, not by %s: remove them or plan with ljf", s.Scheduler.Name)

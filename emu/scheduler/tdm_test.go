@@ -239,3 +239,17 @@ func TestTDMPlansCheck(t *testing.T) {
 		}
 	}
 }
+
+// Only tdm and notdm plan a half-duplex OCS; the others say so instead of
+// failing their own plan's check as "a bug".
+func TestDuplexSchedulersRefuseHalfDuplex(t *testing.T) {
+	for _, duplex := range []string{"half", scenario.DuplexHalfStrict} {
+		for _, name := range []string{"fcfs", "static", "ljf", "interleave", "oddl", "topox"} {
+			s := TDMBench(8, 4, 1, 1, duplex)
+			s.Scheduler.Name = name
+			if _, err := Plan(s); err == nil || !strings.Contains(err.Error(), "plan it with tdm or notdm") {
+				t.Errorf("%s on a %s OCS: %v, want a refusal naming tdm", name, duplex, err)
+			}
+		}
+	}
+}
