@@ -127,11 +127,20 @@ func serveAgg(ctx context.Context, e *inc.Engine, sock string, opt inc.ServeOpti
 
 func (a *app) aggStatsCmd() *cobra.Command {
 	var asJSON bool
+	var labFlag string
 	cmd := &cobra.Command{
-		Use:   "stats <lab> <tor>",
+		Use:   "stats <lab> <tor> | --lab <lab> <tor>",
 		Short: "Print a running aggregator's counters and admitted jobs",
-		Args:  cobra.ExactArgs(2),
+		Args:  cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if labFlag != "" && len(args) == 1 {
+				args = []string{labFlag, args[0]}
+			} else if labFlag != "" && args[0] != labFlag {
+				return fmt.Errorf("--lab %s and the lab %s given first: name it once", labFlag, args[0])
+			}
+			if len(args) != 2 {
+				return errors.New("name the lab and the ToR: emu agg stats <lab> <tor> (or --lab <lab> <tor>)")
+			}
 			if err := checkToR(args[0], args[1]); err != nil {
 				return err
 			}
@@ -179,6 +188,7 @@ func (a *app) aggStatsCmd() *cobra.Command {
 			return w.Flush()
 		},
 	}
+	cmd.Flags().StringVarP(&labFlag, "lab", "l", "", "the lab (or give it first)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -245,12 +245,17 @@ type inspectNode struct {
 
 func (a *app) inspectCmd() *cobra.Command {
 	var asJSON bool
+	var labFlag string
 	cmd := &cobra.Command{
 		Use:     "inspect [lab]",
 		Short:   "List deployed labs, or the nodes and links of one lab",
 		Example: "  emu inspect\n  emu inspect quickstart --json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := labArg(args, labFlag)
+			if err != nil {
+				return err
+			}
 			if len(args) == 0 {
 				return a.inspectLabs(asJSON)
 			}
@@ -303,6 +308,7 @@ func (a *app) inspectCmd() *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVarP(&labFlag, "lab", "l", "", "the lab (or give it as the argument)")
 	return cmd
 }
 
@@ -510,4 +516,20 @@ func deployOwner() string {
 		clean = clean[:32]
 	}
 	return clean
+}
+
+// labArg merges a command's optional positional lab with its --lab flag
+// (every lab command takes --lab; some also take the lab first): at most
+// one, or both the same.
+func labArg(args []string, flag string) ([]string, error) {
+	if flag == "" {
+		return args, nil
+	}
+	if len(args) > 0 && args[0] != flag {
+		return nil, fmt.Errorf("--lab %s and the lab %s given first: name it once", flag, args[0])
+	}
+	if len(args) > 0 {
+		return args, nil
+	}
+	return append([]string{flag}, args...), nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -30,6 +31,32 @@ func TestWarnCapacityWithoutMeasurement(t *testing.T) {
 		a.warnCapacity(s)
 		if got := strings.Contains(buf.String(), "emu doctor"); got != tt.want {
 			t.Errorf("at level %v: logged %q, want the doctor hint: %v", tt.level, buf.String(), tt.want)
+		}
+	}
+}
+
+func TestLabArg(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		flag string
+		want []string
+		err  string
+	}{
+		{nil, "", nil, ""},
+		{[]string{"a"}, "", []string{"a"}, ""},
+		{nil, "a", []string{"a"}, ""},
+		{[]string{"a"}, "a", []string{"a"}, ""},
+		{[]string{"a"}, "b", nil, "name it once"},
+	} {
+		got, err := labArg(tc.args, tc.flag)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("labArg(%v, %q): %v, want %q", tc.args, tc.flag, err, tc.err)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(got, tc.want) {
+			t.Errorf("labArg(%v, %q) = %v, %v; want %v", tc.args, tc.flag, got, err, tc.want)
 		}
 	}
 }

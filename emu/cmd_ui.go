@@ -25,7 +25,7 @@ import (
 )
 
 func (a *app) uiCmd() *cobra.Command {
-	var listen, results string
+	var listen, results, labFlag string
 	var port int
 	var allow bool
 	var interval time.Duration
@@ -45,6 +45,10 @@ follows it when it comes up. Ctrl-C stops the server.`,
 		Example: "  sudo emu ui ocs-lab\n  sudo emu ui ocs-lab --allow-changes --port 9000",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := labArg(args, labFlag)
+			if err != nil {
+				return err
+			}
 			lab := ""
 			if len(args) == 1 {
 				lab = args[0]
@@ -153,6 +157,7 @@ follows it when it comes up. Ctrl-C stops the server.`,
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1", "address to serve on; anything but loopback must be asked for")
 	cmd.Flags().IntVar(&port, "port", 8087, "TCP port to serve on")
 	cmd.Flags().BoolVar(&allow, "allow-changes", false, "let the page connect and disconnect circuits (loopback only)")
+	cmd.Flags().StringVarP(&labFlag, "lab", "l", "", "the lab (or give it as the argument)")
 	cmd.Flags().StringVar(&results, "results", "results", "results root of emu run: the timeline follows <root>/<lab>/latest (empty: none); left out, it follows the lab's run wherever its results go")
 	cmd.Flags().DurationVar(&interval, "interval", 200*time.Millisecond, "how often the OCS is polled")
 	return cmd
