@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ocsemu/ocsemu/emu/scenario"
 	"github.com/ocsemu/ocsemu/ocsfabric/circuit"
 	"github.com/ocsemu/ocsemu/ocsfabric/ocs"
 )
@@ -229,14 +230,7 @@ func TestMeasurementBelowTheLinkRateIsRefused(t *testing.T) {
 // changed each: fair.yaml, an answer, or a recorded run; want "" means
 // the check still passes.
 func TestQueuesAnswers(t *testing.T) {
-	l, err := Get("06-queues")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := l.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, s := lab06(t)
 	const fifoRun = "results/lab06/20261127-201733/comparison.csv"
 	type edit struct{ file, from, to string }
 	for _, tc := range []struct {
@@ -297,14 +291,7 @@ func TestQueuesAnswers(t *testing.T) {
 // A run under a lab name of the student's own (emu run --lab-name on a
 // shared machine) lands in results/<that name>/ and still counts.
 func TestQueuesRunUnderAnotherLabName(t *testing.T) {
-	l, err := Get("06-queues")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := l.Scenario()
-	if err != nil {
-		t.Fatal(err)
-	}
+	l, s := lab06(t)
 	dir := t.TempDir()
 	if err := l.Extract("solution", dir); err != nil {
 		t.Fatal(err)
@@ -322,4 +309,18 @@ func TestQueuesRunUnderAnotherLabName(t *testing.T) {
 		}
 	}
 	t.Fatal("no check of the 1-hop flow")
+}
+
+// lab06 returns lab 06 and its scenario.
+func lab06(t *testing.T) (*Lab, *scenario.Scenario) {
+	t.Helper()
+	l, err := Get("06-queues")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.Scenario()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l, s
 }
