@@ -209,5 +209,7 @@ func (a *app) scenariosCmd() *cobra.Command {
 // its reader went away (`emu inspect | head -1`: the table's flush).
 func stdoutClosed(err error) bool {
 	var pe *fs.PathError
-	return errors.As(err, &pe) && pe.Op == "write" && pe.Path == os.Stdout.Name() && errors.Is(err, syscall.EPIPE)
+	// Only when it is the whole error: a real failure joined beside it
+	// must not exit quietly.
+	return errors.As(err, &pe) && err.Error() == pe.Error() && pe.Op == "write" && pe.Path == os.Stdout.Name() && errors.Is(err, syscall.EPIPE)
 }

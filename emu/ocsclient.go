@@ -116,7 +116,7 @@ func ocsProcessOf(lab string) labProcess {
 		case p.PID > 0:
 			gone = fmt.Sprintf("pid %d exited", p.PID)
 		case err == nil:
-			gone = "it ended" // stopped cleanly: its lock keeps no pid
+			gone = "it ended; its log says how" // its lock keeps no pid once it lets go
 		}
 		p.Status = fmt.Sprintf("the OCS process of lab %s is not running (%s); redeploy or `emu ocs serve --lab %s`; its log: %s",
 			lab, gone, lab, fabric.LabFile(lab, "ocs.log"))

@@ -37,21 +37,20 @@ func Lock(lab, what string) (*LabLock, error) {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
 	path := LabFile(lab, what+".lock")
-	for attempt := 0; ; attempt++ {
+	busy, gone := 0, 0 // retries: a probe in the way, a file unlinked under us
+	for {
 		f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("open lock %s: %w", path, err)
 		}
 		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if errors.Is(err, unix.EWOULDBLOCK) && attempt < 3 {
-			// Held's probe takes the lock shared for an instant; a
-			// holder's pid is in the file at once. An empty file is
-			// worth a second try.
-			if readPIDOnce(f) == 0 {
-				f.Close()
-				time.Sleep(2 * time.Millisecond)
-				continue
-			}
+		if errors.Is(err, unix.EWOULDBLOCK) && busy < 3 {
+			// Held's probe and removeUnheldLock take the lock for an
+			// instant; a real holder still holds it a few ms later.
+			f.Close()
+			busy++
+			time.Sleep(2 * time.Millisecond)
+			continue
 		}
 		if err != nil {
 			pid := readPID(f)
@@ -66,7 +65,7 @@ func Lock(lab, what string) (*LabLock, error) {
 		}
 		if !samePath(f, path) {
 			f.Close() // unlinked (or replaced) while we took it
-			if attempt >= 3 {
+			if gone++; gone > 3 {
 				return nil, fmt.Errorf("lock %s: the file was removed again and again while taking it", path)
 			}
 			continue
@@ -167,7 +166,7 @@ func (l *LabLock) Release() {
 		// too (a check that removes an earlier copy keeps its lock); the
 		// last holder of a lab that is gone removes its file, before it
 		// lets go.
-		if _, err := ReadState(l.lab); errors.Is(err, ErrNoLab) {
+		if _, err := ReadState(l.lab); errors.Is(err, ErrNoLab) && samePath(l.f, l.path) {
 			_ = os.Remove(l.path)
 		}
 		_ = l.f.Close()

@@ -7,6 +7,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -190,5 +192,79 @@ func TestHeldLockOutlivesRemoveState(t *testing.T) {
 	u.Release()
 	if _, err := os.Stat(filepath.Join(dir, "up."+UseLock+".lock")); err != nil {
 		t.Errorf("the lock file of an up lab went with its Release: %v", err)
+	}
+}
+
+// Lock and removeState racing (a destroy while others take the lab's
+// locks): never two holders at once. removeState once checked a lock and
+// then unlinked it, so a Lock taken in between held an unlinked file and
+// the next Lock a new one.
+func TestLockSurvivesRemoveState(t *testing.T) {
+	withStateDir(t)
+	var holders, worst atomic.Int32
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				l, err := Lock("x", UseLock)
+				if err != nil {
+					continue
+				}
+				if n := holders.Add(1); n > worst.Load() {
+					worst.Store(n)
+				}
+				time.Sleep(50 * time.Microsecond)
+				holders.Add(-1)
+				l.Release()
+			}
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			_ = removeState("x")
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if w := worst.Load(); w > 1 {
+		t.Errorf("%d holders of one lock at once", w)
+	}
+}
+
+// samePath tells a file unlinked (and made again) under an open handle.
+func TestSamePath(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "l.lock")
+	f, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if !samePath(f, p) {
+		t.Error("the open file is not the path's")
+	}
+	os.Remove(p)
+	if samePath(f, p) {
+		t.Error("an unlinked file counts as the path's")
+	}
+	os.WriteFile(p, nil, 0o644)
+	if samePath(f, p) {
+		t.Error("a file made again at the path counts as the open one")
 	}
 }

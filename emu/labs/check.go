@@ -356,8 +356,7 @@ func Run(ctx context.Context, e *Env, w io.Writer) []Result {
 		err := e.holdLocked()
 		e.mu.Unlock()
 		if err != nil {
-			e.Refusal = err
-			fmt.Fprintf(w, "refused: %v\n", err)
+			e.Refusal = err // the caller says it
 			return nil
 		}
 	}
