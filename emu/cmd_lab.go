@@ -525,11 +525,11 @@ func labArg(args []string, flag string) ([]string, error) {
 	if flag == "" {
 		return args, nil
 	}
-	if len(args) > 0 && args[0] != flag {
+	if len(args) == 0 {
+		return []string{flag}, nil
+	}
+	if args[0] != flag {
 		return nil, fmt.Errorf("--lab %s and the lab %s given first: name it once", flag, args[0])
 	}
-	if len(args) > 0 {
-		return args, nil
-	}
-	return append([]string{flag}, args...), nil
+	return args, nil
 }

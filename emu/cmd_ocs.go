@@ -76,7 +76,7 @@ func (o *ocsCLI) changer(what string) (*ocs.Client, string, error) {
 // collective of another process is measuring (it holds the use lock):
 // the change would land in its results unannounced.
 func refuseWhileInUse(lab, what string) error {
-	if pid, held := fabric.Held(lab, fabric.UseLock); held && pid != os.Getpid() {
+	if pid, held := fabric.UsedElsewhere(lab); held {
 		return fmt.Errorf("lab %s is in use by pid %d (emu run or emu collective): %s now would change a measurement under way; wait for it to end", lab, pid, what)
 	}
 	return nil
@@ -425,11 +425,8 @@ to skip the log and print only events from now on.`,
 				werr = writeJSONLine(ev) // a closed pipe (`| head`) ends the follow
 				return werr == nil
 			})
-			if errors.Is(werr, syscall.EPIPE) {
-				return fmt.Errorf("%w: %v", errOutputClosed, werr)
-			}
 			if werr != nil {
-				return werr
+				return werr // a closed stdout: main exits 141 quietly
 			}
 			if err == nil && cmd.Context().Err() == nil {
 				return fmt.Errorf("the OCS process of lab %s stopped (the lab was destroyed, or its OCS ended): no more events", lab)

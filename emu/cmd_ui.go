@@ -40,8 +40,9 @@ dark or unpatched, and shows the phase timeline of the lab's newest run
 server push: the OCS is polled every --interval and only changes are sent.
 It is read-only unless --allow-changes, which lets the page connect and
 disconnect circuits, opened at the URL it prints: that URL carries a token,
-so that others on a shared machine who open the port see the lab read-only. The lab need not be deployed yet: the page says so and
-follows it when it comes up. Ctrl-C stops the server.`,
+so that others on a shared machine who open the port see the lab read-only.
+The lab need not be deployed yet: the page says so and follows it when it
+comes up. Ctrl-C stops the server.`,
 		Example: "  sudo emu ui ocs-lab\n  sudo emu ui ocs-lab --allow-changes --port 9000",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -112,7 +113,7 @@ follows it when it comes up. Ctrl-C stops the server.`,
 					return st.Spec, nil
 				},
 				OCS:     guardedOCS{Client: ocsClient(lab), lab: lab},
-				History: func() []ocs.Event { return loggedEvents(lab, 2*maxUIEvents) },
+				History: func() []ocs.Event { return loggedEvents(lab, liveview.MaxEventLines) },
 				Explain: func(err error) error { return ocsDown(lab, err) },
 				RunDir:  runDir,
 				RunDirOf: func() string {
@@ -162,9 +163,6 @@ follows it when it comes up. Ctrl-C stops the server.`,
 	cmd.Flags().DurationVar(&interval, "interval", 200*time.Millisecond, "how often the OCS is polled")
 	return cmd
 }
-
-// maxUIEvents is about how many events the page lists.
-const maxUIEvents = 12
 
 // loggedEvents returns the last n events of a lab's OCS event log, oldest
 // first, reading at most its last MiB (the log may hold 256 MiB).

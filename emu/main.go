@@ -53,11 +53,6 @@ func (a *app) stdout() io.Writer {
 	return a.out
 }
 
-// errOutputClosed wraps a write to stdout that failed because its reader
-// went away (`emu ocs events -f | head`): main exits 141 without a word.
-// Other broken pipes (a peer's socket) are errors like any other.
-var errOutputClosed = errors.New("output closed")
-
 // stopSignals end a command, which removes what it built first. SIGHUP
 // only if it is not ignored: under nohup a closed terminal must not stop
 // a long run (noticing a signal undoes its being ignored).
@@ -135,7 +130,7 @@ Start with:  sudo emu run            (embedded quickstart scenario)
 			fmt.Fprintln(os.Stderr, "emu: interrupted; whatever this command had built was removed")
 			os.Exit(130)
 		}
-		if errors.Is(err, errOutputClosed) || stdoutClosed(err) {
+		if stdoutClosed(err) {
 			os.Exit(141) // its reader went away (`| head`): as a shell reports SIGPIPE, quietly
 		}
 		fmt.Fprintln(os.Stderr, "emu:", err)

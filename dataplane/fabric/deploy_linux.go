@@ -48,11 +48,10 @@ type Options struct {
 	// QuietCC leaves out the warning that the congestion control cannot
 	// be the namespaces' default (the caller has said it already).
 	QuietCC bool
-	// HoldUse takes the lab's use lock (LockUse) before the deploy lock
-	// is released, and leaves it held by the returned Lab until
-	// ReleaseUse: a workload that deploys its own lab (emu run) holds it
-	// from the first instant, so no destroy or collective of another
-	// process slips in before it starts.
+	// HoldUse takes the lab's UseLock before the deploy lock is released,
+	// and leaves it held by the returned Lab until ReleaseUse: a workload
+	// that deploys its own lab (emu run) holds it from the first instant,
+	// so no destroy or collective of another process slips in before it.
 	HoldUse bool
 	// Owner is recorded in the lab's state (State.Owner).
 	Owner string
@@ -196,7 +195,7 @@ func Deploy(ctx context.Context, t *topo.Topology, opt Options) (lab *Lab, err e
 	if err := checkOpenFiles(len(t.Nodes)); err != nil {
 		return nil, err
 	}
-	if pid, held := Held(t.Lab, CheckLock); held && pid != os.Getpid() && pid != os.Getppid() {
+	if pid, held := heldByCheck(t.Lab); held {
 		return nil, fmt.Errorf("lab %q is the name of the private copy of the emu lab check of pid %d: deploy under another name (--lab-name)", t.Lab, pid)
 	}
 	if _, err := ReadState(t.Lab); err == nil {
@@ -773,14 +772,13 @@ func Destroy(ctx context.Context, lab string, log *slog.Logger) error {
 	if pid, held := Held(lab, "deploy"); held && pid != os.Getpid() {
 		return fmt.Errorf("lab %q is being deployed by pid %d: let it finish (or end it), then destroy", lab, pid)
 	}
-	// So is a workload that runs on it (emu run, emu collective): pulled
-	// from under it, it would fail with nothing but "context canceled";
-	// and a lab check's private copy, but to the check and the emu deploy
-	// it runs for the copy (which cleans up after itself if it fails).
-	if pid, held := Held(lab, CheckLock); held && pid != os.Getpid() && pid != os.Getppid() {
+	// So is a lab check's private copy, and a lab a workload runs on (emu
+	// run, emu collective): pulled from under it, that would fail with
+	// nothing but "context canceled".
+	if pid, held := heldByCheck(lab); held {
 		return fmt.Errorf("lab %q is the private copy of the emu lab check of pid %d: it destroys the copy itself when it ends", lab, pid)
 	}
-	if pid, held := Held(lab, UseLock); held && pid != os.Getpid() {
+	if pid, held := UsedElsewhere(lab); held {
 		return fmt.Errorf("lab %q is in use by pid %d (emu run or emu collective): let it finish or stop it (Ctrl-C), then destroy; emu run without --keep destroys its lab itself", lab, pid)
 	}
 	log = orDiscard(log).With("lab", lab)

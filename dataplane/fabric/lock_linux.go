@@ -96,6 +96,21 @@ const UseLock = "use"
 // from another process.
 const CheckLock = "check"
 
+// heldByCheck says whether an emu lab check other than this process (or
+// the emu deploy it runs for its copy, whose parent it is) holds lab's
+// CheckLock, and its pid.
+func heldByCheck(lab string) (int, bool) {
+	pid, held := Held(lab, CheckLock)
+	return pid, held && pid != os.Getpid() && pid != os.Getppid()
+}
+
+// UsedElsewhere says whether a process other than this one holds lab's
+// UseLock (an emu run or emu collective works on it), and its pid.
+func UsedElsewhere(lab string) (int, bool) {
+	pid, held := Held(lab, UseLock)
+	return pid, held && pid != os.Getpid()
+}
+
 // LockUse takes a lab's UseLock, or says who holds it.
 func LockUse(lab string) (*LabLock, error) {
 	// The lab must exist first: a lock file of a lab that does not would
@@ -158,18 +173,38 @@ func readPIDOnce(f *os.File) int {
 // again.
 func (l *LabLock) Release() {
 	if l != nil && l.f != nil {
-		// Empty it while still held: the next holder's pid is not yet
-		// written when a reader may look, and an old one would mislead
-		// (readPID waits a moment for an empty file, not a stale one).
+		// Emptied while still held: a reader waits a moment for an empty
+		// file (readPID), but would take an old pid for the next holder's.
 		_ = l.f.Truncate(0)
-		// Destroy leaves the lock files that are held, this process's
-		// too (a check that removes an earlier copy keeps its lock); the
-		// last holder of a lab that is gone removes its file, before it
-		// lets go.
 		if _, err := ReadState(l.lab); errors.Is(err, ErrNoLab) && samePath(l.f, l.path) {
 			_ = os.Remove(l.path)
 		}
 		_ = l.f.Close()
 		l.f = nil
 	}
+}
+
+// removeUnheldLock removes a lock file nobody holds, this process
+// included. It takes the lock before it unlinks the file, so that no Lock
+// takes it in between (a Lock that took it just before sees the file gone
+// and takes the new one).
+func removeUnheldLock(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("open %s: %w", path, err)
+	}
+	defer f.Close()
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		return nil // held: its holder removes it (Release)
+	}
+	if !samePath(f, path) {
+		return nil // unlinked meanwhile, and the path may be a new holder's
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	return nil
 }

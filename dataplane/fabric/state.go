@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ocsemu/ocsemu/dataplane/names"
 	"github.com/ocsemu/ocsemu/dataplane/topo"
 )
@@ -121,15 +119,11 @@ func removeState(lab string) error {
 		if !strings.HasPrefix(e.Name(), lab+".") {
 			continue
 		}
-		// A held lock stays, this process's too: unlinking it would let
-		// another process lock a new file beside the holder (a check
-		// that removes an earlier copy of its lab holds on). Its holder
-		// removes it when it lets go of a lab that is gone (Release).
+		// A held lock stays, this process's too (a check that removes an
+		// earlier copy of its lab holds on); its holder removes it when it
+		// lets go of a lab that is gone (Release).
 		f := filepath.Join(StateDir, e.Name())
 		if strings.HasSuffix(e.Name(), ".lock") {
-			// Taken before it is unlinked, so that no Lock can take it
-			// between a check and the removal (Lock then sees the file
-			// gone and takes the new one).
 			if err := removeUnheldLock(f); err != nil {
 				errs = append(errs, err)
 			}
@@ -162,27 +156,4 @@ func Labs() ([]string, error) {
 	}
 	sort.Strings(labs)
 	return labs, nil
-}
-
-// removeUnheldLock removes a lock file nobody holds, this process
-// included: it takes the lock itself, unlinks the file, and lets go.
-func removeUnheldLock(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("open %s: %w", path, err)
-	}
-	defer f.Close()
-	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		return nil // held: its holder removes it (Release)
-	}
-	if !samePath(f, path) {
-		return nil // unlinked meanwhile, and the path may be a new holder's
-	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("remove %s: %w", path, err)
-	}
-	return nil
 }

@@ -204,7 +204,7 @@ func TestLockSurvivesRemoveState(t *testing.T) {
 	var holders, worst atomic.Int32
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	for range 3 {
+	repeat := func(f func()) { // f again and again until stop
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -213,32 +213,26 @@ func TestLockSurvivesRemoveState(t *testing.T) {
 				case <-stop:
 					return
 				default:
+					f()
 				}
-				l, err := Lock("x", UseLock)
-				if err != nil {
-					continue
-				}
-				if n := holders.Add(1); n > worst.Load() {
-					worst.Store(n)
-				}
-				time.Sleep(50 * time.Microsecond)
-				holders.Add(-1)
-				l.Release()
 			}
 		}()
 	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
+	for range 3 {
+		repeat(func() {
+			l, err := Lock("x", UseLock)
+			if err != nil {
 				return
-			default:
 			}
-			_ = removeState("x")
-		}
-	}()
+			n := holders.Add(1)
+			for w := worst.Load(); n > w && !worst.CompareAndSwap(w, n); w = worst.Load() {
+			}
+			time.Sleep(50 * time.Microsecond)
+			holders.Add(-1)
+			l.Release()
+		})
+	}
+	repeat(func() { _ = removeState("x") })
 	time.Sleep(1500 * time.Millisecond)
 	close(stop)
 	wg.Wait()

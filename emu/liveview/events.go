@@ -31,8 +31,8 @@ type EventLine struct {
 	eff  int64  // the event's effective time: with Seq, which event it is (Seq restarts with the OCS)
 }
 
-// maxEventLines is how many events the page lists.
-const maxEventLines = 12
+// MaxEventLines is how many events the page lists (not slots).
+const MaxEventLines = 12
 
 // eventFollower follows the OCS event stream, reconnecting when it breaks
 // (the OCS restarted, the lab was redeployed).
@@ -98,8 +98,8 @@ func (f *eventFollower) add(ev ocs.Event, now time.Time) {
 		// A logged event may be older than lines the stream brought.
 		slices.SortStableFunc(f.log.Recent, func(a, b EventLine) int { return cmp.Compare(b.eff, a.eff) })
 	}
-	if len(f.log.Recent) > maxEventLines {
-		f.log.Recent = f.log.Recent[:maxEventLines]
+	if len(f.log.Recent) > MaxEventLines {
+		f.log.Recent = f.log.Recent[:MaxEventLines]
 	}
 }
 

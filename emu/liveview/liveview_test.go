@@ -381,11 +381,11 @@ func TestEventLog(t *testing.T) {
 	if got.Recent[2].At != "03:04:05.006" || got.Recent[0].Seq != 8 {
 		t.Errorf("newest first with wall-clock times: %+v", got.Recent)
 	}
-	for i := 0; i < 2*maxEventLines; i++ {
+	for i := 0; i < 2*MaxEventLines; i++ {
 		f.add(ocs.Event{Seq: 100 + i, Kind: "reconfigure"}, now)
 	}
-	if n := len(f.snapshot().Recent); n != maxEventLines {
-		t.Errorf("%d lines kept, want %d", n, maxEventLines)
+	if n := len(f.snapshot().Recent); n != MaxEventLines {
+		t.Errorf("%d lines kept, want %d", n, MaxEventLines)
 	}
 	// Events logged before the view started are listed as such, once
 	// each: the stream's copy of one, or a second reading of the log,
